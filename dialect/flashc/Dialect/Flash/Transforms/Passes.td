@@ -1,0 +1,37 @@
+//===- Passes.td - Passes over the flash dialect ------------*- tablegen -*-===//
+
+#ifndef FLASH_TRANSFORMS_PASSES_TD
+#define FLASH_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FlashFuseRescale : Pass<"flash-fuse-rescale", "::flashc::flash::KernelOp"> {
+  let summary = "Fuse diag(α)·A and A + P·V into flash.rescale_accumulate";
+  let description = [{
+    Rewrites `flash.pv_accumulate(flash.rescale(A, α), P, V)` into
+    `flash.rescale_accumulate(A, α, P, V)` when the rescaled accumulator has
+    no other use. The fused op lets a backend scale the accumulator registers
+    right before the tensor-core GEMM accumulates into them, instead of
+    materializing diag(α)·A.
+  }];
+  let dependentDialects = ["::flashc::flash::FlashDialect"];
+}
+
+def FlashFoldScale : Pass<"flash-fold-scale", "::flashc::flash::KernelOp"> {
+  let summary = "Fold scale·log2(e) into one multiply and turn exp into exp2";
+  let description = [{
+    Sets `exp2_scale` on every `flash.online_softmax` so the exponentials run
+    as exp2 (one FMA and an ex2.approx per element on the GPU).
+
+    When every softmax reads its scores from a `flash.qk_dot` through masks
+    only (no score modification in between) and the dot's scale is positive,
+    the scale moves out of the dot: the dot computes raw Q·Kᵀ, the softmax
+    uses `exp2_scale = scale·log2(e)` and `flash.finalize` gets
+    `max_scale = scale` so LSE stays in natural-log units. With a score
+    modification the scores must stay scaled, so only log2(e) is folded.
+    Kernels already folded are left alone.
+  }];
+  let dependentDialects = ["::flashc::flash::FlashDialect"];
+}
+
+#endif // FLASH_TRANSFORMS_PASSES_TD

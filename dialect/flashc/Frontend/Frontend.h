@@ -1,0 +1,40 @@
+//===- Frontend.h - Parse and check .flash files ----------------*- C++ -*-===//
+#ifndef FLASHC_FRONTEND_FRONTEND_H
+#define FLASHC_FRONTEND_FRONTEND_H
+
+#include "flashc/Frontend/AST.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <functional>
+#include <optional>
+
+namespace flashc::frontend {
+
+/// Parses and checks the main buffer of `sourceMgr`. Every problem is
+/// reported through `sourceMgr` (file:line:col, the line, a caret) and yields
+/// std::nullopt; parsing recovers at the next declaration where it can, so
+/// one run reports several independent errors.
+std::optional<Module> parseFlashFile(llvm::SourceMgr &sourceMgr);
+
+/// What an expression reads when evaluated for one (b, h, i, j).
+struct EvalContext {
+  double score = 0; // s, already scaled
+  int64_t b = 0, h = 0, i = 0, j = 0;
+  llvm::ArrayRef<double> params;    // by Variant::params index
+  llvm::ArrayRef<int64_t> dimSizes; // by DimRole
+  /// Reads element `indices` of aux tensor `tensorIndex`; a read outside the
+  /// tensor returns 0 (the same rule the GPU's predicated loads follow).
+  std::function<double(int tensorIndex, llvm::ArrayRef<int64_t> indices)>
+      readTensor;
+};
+
+/// Evaluates a checked expression in fp64 (Bool as 0/1, Int with i32
+/// wrap-around and truncating division). This is the naive reference's view
+/// of the language, independent of the flash IR.
+double evaluate(const Expr &expr, const EvalContext &context);
+
+} // namespace flashc::frontend
+
+#endif // FLASHC_FRONTEND_FRONTEND_H

@@ -1,0 +1,81 @@
+//===- Interpreter.h - Run flash IR on the host -----------------*- C++ -*-===//
+//
+// Executes a `flash.kernel` tile by tile on host buffers, with the same Br/Bc
+// tiling, the same ops and the same fully-masked-row guard the GPU lowering
+// receives. A GPU result that disagrees with it points at the lowering; an
+// interpreter result that disagrees with the naive fp64 reference points at
+// the front end or the dialect.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_INTERPRETER_INTERPRETER_H
+#define FLASHC_INTERPRETER_INTERPRETER_H
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashc::interp {
+
+/// Sizes of one launch, by flash::DimRole.
+struct ProblemShape {
+  int64_t sizes[flash::kNumDimRoles] = {1, 1, 1, 1, 1, 1};
+
+  int64_t &operator[](flash::DimRole role) { return sizes[static_cast<int>(role)]; }
+  int64_t operator[](flash::DimRole role) const { return sizes[static_cast<int>(role)]; }
+  int64_t batch() const { return (*this)[flash::DimRole::Batch]; }
+  int64_t heads() const { return (*this)[flash::DimRole::Heads]; }
+  int64_t kvHeads() const { return (*this)[flash::DimRole::KVHeads]; }
+  int64_t queryLen() const { return (*this)[flash::DimRole::QueryLen]; }
+  int64_t keyLen() const { return (*this)[flash::DimRole::KeyLen]; }
+  int64_t headDim() const { return (*this)[flash::DimRole::HeadDim]; }
+  std::string str() const; // "B=2 H=4 HKV=4 N=1000 M=1000 D=64"
+};
+
+/// A dense row-major host tensor. Floating-point data is stored as f32
+/// already rounded to its element type (bf16 inputs hold bf16 values);
+/// integer aux tensors are stored exactly as doubles.
+struct HostTensor {
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+
+  int64_t numElements() const;
+  /// Element at `indices`, or 0 outside the tensor (the aux-load rule).
+  double at(llvm::ArrayRef<int64_t> indices) const;
+};
+
+/// Inputs of one launch. q: [B, H, N, D]; k, v: [B, HKV, M, D].
+struct AttentionInputs {
+  ProblemShape shape;
+  std::vector<float> q, k, v;
+  llvm::StringMap<HostTensor> tensors; // aux tensors by name
+  llvm::StringMap<double> params;      // overrides of parameter defaults
+};
+
+/// Outputs: O [B, H, N, D] in the kernel's element type (stored as f32),
+/// LSE [B, H, N] in f32.
+struct AttentionOutputs {
+  std::vector<float> out, lse;
+};
+
+/// Checks `inputs` against the kernel's signature (fixed sizes, tied
+/// dimensions, H divisible by HKV, aux tensors present with their shapes,
+/// parameters declared). Returns an empty string when they fit, else why not.
+std::string checkInputs(flash::KernelOp kernel, const AttentionInputs &inputs);
+
+/// Runs `kernel` over the whole grid. Outputs are resized and poisoned with
+/// NaN first, so a row the kernel never stores stays NaN. On failure returns
+/// a message naming the op that could not run.
+mlir::LogicalResult runKernel(flash::KernelOp kernel, const AttentionInputs &inputs,
+                              AttentionOutputs &outputs, std::string &error);
+
+/// Rounds to the nearest representable value of `type` (bf16, f16 or f32),
+/// ties to even, as the GPU's conversions do.
+float roundToElementType(float value, mlir::Type type);
+
+} // namespace flashc::interp
+
+#endif // FLASHC_INTERPRETER_INTERPRETER_H

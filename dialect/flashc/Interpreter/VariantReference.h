@@ -1,0 +1,17 @@
+//===- VariantReference.h - The fp64 reference of a .flash variant -*- C++ -*-===//
+#ifndef FLASHC_INTERPRETER_VARIANTREFERENCE_H
+#define FLASHC_INTERPRETER_VARIANTREFERENCE_H
+
+#include "flashc/Frontend/AST.h"
+#include "flashc/Interpreter/Reference.h"
+
+namespace flashc::interp {
+
+/// The reference spec of `variant`: its score and mask evaluated from the
+/// syntax tree in fp64 (frontend::evaluate), never through flash IR.
+/// `inputs` must outlive the returned callbacks.
+ReferenceSpec referenceFor(const frontend::Variant &variant, const AttentionInputs &inputs);
+
+} // namespace flashc::interp
+
+#endif // FLASHC_INTERPRETER_VARIANTREFERENCE_H

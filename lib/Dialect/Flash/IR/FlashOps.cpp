@@ -1,0 +1,300 @@
+//===- FlashOps.cpp - Operations of the flash dialect ---------------------===//
+//
+// Verifiers. Each op checks the shape rules it can see locally (the inner
+// dimensions of a dot agree, a row vector has one entry per tile row); ops
+// nested in a `flash.kernel` also check their tiles against its `#flash.tile`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace flashc::flash;
+
+#define GET_OP_CLASSES
+#include "flashc/Dialect/Flash/IR/FlashOps.cpp.inc"
+
+namespace {
+
+/// Tile config of the kernel around `op`, or null outside a kernel.
+TileConfigAttr enclosingTileConfig(Operation *op) {
+  auto kernel = op->getParentOfType<KernelOp>();
+  return kernel ? kernel.getConfig() : TileConfigAttr();
+}
+
+ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<ShapedType>(value.getType()).getShape();
+}
+
+/// Emits "<what> must be AxB (<why>), got CxD" unless `actual` == `expected`.
+LogicalResult expectShape(Operation *op, StringRef what, ArrayRef<int64_t> actual,
+                          ArrayRef<int64_t> expected, StringRef why) {
+  if (actual == expected)
+    return success();
+  auto printShape = [](InFlightDiagnostic &diag, ArrayRef<int64_t> shape) {
+    llvm::interleave(shape, [&](int64_t d) { diag << d; }, [&] { diag << "x"; });
+  };
+  InFlightDiagnostic diag = op->emitOpError() << what << " must be ";
+  printShape(diag, expected);
+  diag << " (" << why << "), got ";
+  printShape(diag, actual);
+  return diag;
+}
+
+/// A row vector must have one entry per row of the tile it goes with.
+LogicalResult expectRowVector(Operation *op, StringRef what, Value vector,
+                              int64_t rows) {
+  return expectShape(op, what, shapeOf(vector), {rows}, "one entry per query row");
+}
+
+/// Checks a tile against the kernel's tile config when there is one.
+LogicalResult expectConfigTile(Operation *op, StringRef what, Value tile,
+                               bool keyRows) {
+  TileConfigAttr config = enclosingTileConfig(op);
+  if (!config)
+    return success();
+  int64_t rows = keyRows ? config.getBc() : config.getBr();
+  return expectShape(op, what, shapeOf(tile), {rows, config.getHeadDim()},
+                     keyRows ? "Bc x D of the kernel's #flash.tile"
+                             : "Br x D of the kernel's #flash.tile");
+}
+
+LogicalResult expectKernelElementType(Operation *op, Value tile) {
+  auto kernel = op->getParentOfType<KernelOp>();
+  if (!kernel)
+    return success();
+  Type element = cast<ShapedType>(tile.getType()).getElementType();
+  if (element != kernel.getElementType())
+    return op->emitOpError() << "tile element type " << element
+                             << " differs from the kernel's element type "
+                             << kernel.getElementType();
+  return success();
+}
+
+/// Checks that P (Br x Bc) times V (Bc x D) adds into A (Br x D).
+LogicalResult verifyPVShapes(Operation *op, Value acc, Value probs, Value value) {
+  ArrayRef<int64_t> a = shapeOf(acc), p = shapeOf(probs), v = shapeOf(value);
+  if (failed(expectShape(op, "probabilities", p, {a[0], v[0]},
+                         "accumulator rows x value rows")) ||
+      failed(expectShape(op, "value block", v, {p[1], a[1]},
+                         "probability columns x accumulator columns")))
+    return failure();
+  return expectConfigTile(op, "accumulator", acc, /*keyRows=*/false);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+ParamAttr KernelOp::lookupParam(StringRef name) {
+  for (Attribute attr : getParams())
+    if (auto param = cast<ParamAttr>(attr); param.getName().getValue() == name)
+      return param;
+  return {};
+}
+
+AuxTensorAttr KernelOp::lookupTensor(StringRef name) {
+  for (Attribute attr : getTensors())
+    if (auto tensor = cast<AuxTensorAttr>(attr); tensor.getName().getValue() == name)
+      return tensor;
+  return {};
+}
+
+LogicalResult KernelOp::verify() {
+  Type element = getElementType();
+  if (!element.isBF16() && !element.isF16() && !element.isF32())
+    return emitOpError() << "element type must be bf16, f16 or f32, got " << element;
+
+  ArrayRef<int64_t> sizes = getStaticSizes();
+  ArrayRef<int64_t> classes = getDimClasses();
+  if (sizes.size() != kNumDimRoles || classes.size() != kNumDimRoles)
+    return emitOpError() << "static_sizes and dim_classes need one entry per "
+                            "dimension role ("
+                         << kNumDimRoles << ")";
+  for (int role = 0; role < kNumDimRoles; ++role) {
+    if (sizes[role] != -1 && sizes[role] < 1)
+      return emitOpError() << "static size of "
+                           << stringifyDimRole(static_cast<DimRole>(role))
+                           << " must be -1 or positive, got " << sizes[role];
+    if (classes[role] < 0 || classes[role] > role ||
+        classes[classes[role]] != classes[role])
+      return emitOpError() << "dim_classes entry " << role
+                           << " must name the smallest role of its class";
+  }
+  int64_t headDim = sizes[static_cast<int>(DimRole::HeadDim)];
+  if (headDim != -1 && headDim != getConfig().getHeadDim())
+    return emitOpError() << "head dim fixed to " << headDim
+                         << " but the tile config says " << getConfig().getHeadDim();
+
+  llvm::StringSet<> names;
+  for (Attribute attr : getParams())
+    if (!names.insert(cast<ParamAttr>(attr).getName().getValue()).second)
+      return emitOpError() << "duplicate declaration '"
+                           << cast<ParamAttr>(attr).getName().getValue() << "'";
+  for (Attribute attr : getTensors())
+    if (!names.insert(cast<AuxTensorAttr>(attr).getName().getValue()).second)
+      return emitOpError() << "duplicate declaration '"
+                           << cast<AuxTensorAttr>(attr).getName().getValue() << "'";
+  return success();
+}
+
+LogicalResult KernelOp::verifyRegions() {
+  Block &entry = getEntryBlock();
+  if (entry.getNumArguments() != 3 ||
+      !llvm::all_of(entry.getArgumentTypes(),
+                    [](Type type) { return type.isIndex(); }))
+    return emitOpError("body must take three index arguments (batch, head, "
+                       "query tile)");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  if (!kernel)
+    return emitOpError("must be nested in a flash.kernel");
+  ParamAttr param = kernel.lookupParam(getName());
+  if (!param)
+    return emitOpError() << "reads undeclared parameter '" << getName() << "'";
+  if (param.getType() != getType())
+    return emitOpError() << "parameter '" << getName() << "' is "
+                         << param.getType() << ", not " << getType();
+  return success();
+}
+
+LogicalResult AuxLoadOp::verify() {
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  if (!kernel)
+    return emitOpError("must be nested in a flash.kernel");
+  AuxTensorAttr tensor = kernel.lookupTensor(getTensor());
+  if (!tensor)
+    return emitOpError() << "reads undeclared tensor '" << getTensor() << "'";
+  if (static_cast<int64_t>(getIndices().size()) != tensor.getRank())
+    return emitOpError() << "tensor '" << getTensor() << "' has rank "
+                         << tensor.getRank() << " but is indexed with "
+                         << getIndices().size() << " indices";
+  Type expected = tensor.getElementType().isSignlessInteger(32)
+                      ? Type(IntegerType::get(getContext(), 32))
+                      : Type(Float32Type::get(getContext()));
+  if (getType() != expected)
+    return emitOpError() << "elements of '" << getTensor() << "' read as "
+                         << expected << ", not " << getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult LoadQOp::verify() {
+  if (failed(expectConfigTile(*this, "query tile", getResult(), false)))
+    return failure();
+  return expectKernelElementType(*this, getResult());
+}
+
+LogicalResult LoadKVOp::verify() {
+  if (failed(expectConfigTile(*this, "key/value block", getResult(), true)))
+    return failure();
+  return expectKernelElementType(*this, getResult());
+}
+
+LogicalResult StoreOp::verify() {
+  if (failed(expectRowVector(*this, "lse", getLse(), shapeOf(getOutput())[0])))
+    return failure();
+  return expectConfigTile(*this, "output tile", getOutput(), false);
+}
+
+//===----------------------------------------------------------------------===//
+// Scores
+//===----------------------------------------------------------------------===//
+
+LogicalResult QKDotOp::verify() {
+  ArrayRef<int64_t> q = shapeOf(getQuery()), k = shapeOf(getKey());
+  if (q[1] != k[1])
+    return emitOpError() << "query head dim " << q[1]
+                         << " differs from key head dim " << k[1];
+  if (getQuery().getType().getElementType() != getKey().getType().getElementType())
+    return emitOpError("query and key element types differ");
+  if (failed(expectShape(*this, "result", shapeOf(getResult()), {q[0], k[0]},
+                         "query rows x key rows")) ||
+      failed(expectConfigTile(*this, "query tile", getQuery(), false)))
+    return failure();
+  return expectConfigTile(*this, "key block", getKey(), true);
+}
+
+/// Shared by score_mod and mask: the region's arguments and yielded type.
+static LogicalResult verifyElementRegion(Operation *op, Region &body,
+                                         bool takesScore, Type yieldType) {
+  MLIRContext *ctx = op->getContext();
+  Type i32 = IntegerType::get(ctx, 32), f32 = Float32Type::get(ctx);
+  SmallVector<Type> expected;
+  if (takesScore)
+    expected.push_back(f32);
+  expected.append(4, i32);
+  Block &block = body.front();
+  if (TypeRange(block.getArgumentTypes()) != TypeRange(expected)) {
+    InFlightDiagnostic diag = op->emitOpError("region must take (");
+    diag << (takesScore ? "s: f32, " : "") << "b, h, i, j: i32)";
+    return diag;
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError("region must end with flash.yield");
+  if (yield.getValue().getType() != yieldType)
+    return op->emitOpError() << "region must yield " << yieldType << ", got "
+                             << yield.getValue().getType();
+  return success();
+}
+
+LogicalResult ScoreModOp::verifyRegions() {
+  return verifyElementRegion(*this, getBody(), /*takesScore=*/true,
+                             Float32Type::get(getContext()));
+}
+
+LogicalResult MaskOp::verifyRegions() {
+  return verifyElementRegion(*this, getBody(), /*takesScore=*/false,
+                             IntegerType::get(getContext(), 1));
+}
+
+//===----------------------------------------------------------------------===//
+// Online softmax and accumulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnlineSoftmaxOp::verify() {
+  if (FloatAttr scale = getExp2ScaleAttr(); scale && !(scale.getValueAsDouble() > 0))
+    return emitOpError("exp2_scale must be positive");
+  return expectRowVector(*this, "running max", getMax(), shapeOf(getScores())[0]);
+}
+
+LogicalResult RescaleOp::verify() {
+  if (failed(expectRowVector(*this, "alpha", getAlpha(), shapeOf(getAcc())[0])))
+    return failure();
+  return expectConfigTile(*this, "accumulator", getAcc(), false);
+}
+
+LogicalResult PVAccumulateOp::verify() {
+  return verifyPVShapes(*this, getAcc(), getProbs(), getValue());
+}
+
+LogicalResult RescaleAccumulateOp::verify() {
+  if (failed(expectRowVector(*this, "alpha", getAlpha(), shapeOf(getAcc())[0])))
+    return failure();
+  return verifyPVShapes(*this, getAcc(), getProbs(), getValue());
+}
+
+LogicalResult FinalizeOp::verify() {
+  if (!(getMaxScale().convertToFloat() > 0))
+    return emitOpError("max_scale must be positive");
+  if (failed(expectRowVector(*this, "running max", getMax(), shapeOf(getAcc())[0])))
+    return failure();
+  return expectConfigTile(*this, "accumulator", getAcc(), false);
+}

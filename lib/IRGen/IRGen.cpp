@@ -1,0 +1,501 @@
+//===- IRGen.cpp - Lower checked .flash variants to flash IR --------------===//
+//
+// Each variant becomes one `flash.kernel` in the FlashAttention-2 form: load
+// the query tile, stream key blocks through scf.for carrying (m, l, A), then
+// finalize once and store. Score and mask expressions become the regions of
+// flash.score_mod / flash.mask, one scalar op per expression node.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/Frontend/Frontend.h"
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::frontend;
+
+namespace {
+
+flash::DimRole toFlashRole(DimRole role) {
+  return static_cast<flash::DimRole>(static_cast<int>(role));
+}
+
+Type toMLIRType(MLIRContext *ctx, ElementType type) {
+  switch (type) {
+  case ElementType::BF16:
+    return BFloat16Type::get(ctx);
+  case ElementType::F16:
+    return Float16Type::get(ctx);
+  case ElementType::F32:
+    return Float32Type::get(ctx);
+  case ElementType::I32:
+    return IntegerType::get(ctx, 32);
+  }
+  llvm_unreachable("unknown element type");
+}
+
+/// Emits one kernel. Expressions are emitted into the region being built;
+/// `regionArgs` maps s/b/h/i/j to its block arguments.
+class KernelEmitter {
+public:
+  KernelEmitter(OpBuilder &builder, const Variant &variant,
+                llvm::SourceMgr &sourceMgr, StringAttr fileName)
+      : builder(builder), variant(variant), sourceMgr(sourceMgr),
+        fileName(fileName) {}
+
+  void emit(int64_t br, int64_t bc, int64_t headDim);
+
+private:
+  Location loc(llvm::SMLoc smLoc) {
+    if (!smLoc.isValid())
+      return builder.getUnknownLoc();
+    auto [line, col] = sourceMgr.getLineAndColumn(smLoc);
+    return FileLineColLoc::get(fileName, line, col);
+  }
+
+  Value emitExpr(const Expr &expr);
+  Value emitBinary(const Expr &expr);
+  Value emitCall(const Expr &expr);
+  /// Converts an i32 operand to f32 when the node computes in f32.
+  Value promote(Value value, ScalarType to, Location at);
+  Value intConstant(int64_t value, Location at) {
+    return arith::ConstantIntOp::create(builder, at, value, 32);
+  }
+  Value floatConstant(double value, Location at) {
+    return arith::ConstantOp::create(builder, at,
+                                     builder.getF32FloatAttr(static_cast<float>(value)));
+  }
+  /// Emits the body of a score_mod (withScore) or mask region.
+  void emitRegion(Operation *op, const Expr &expr, bool withScore);
+  /// Creates the kernel op with the variant's signature attributes.
+  flash::KernelOp createKernel(Location at, int64_t br, int64_t bc, int64_t headDim);
+
+  OpBuilder &builder;
+  const Variant &variant;
+  llvm::SourceMgr &sourceMgr;
+  StringAttr fileName;
+  // Region arguments in the order s, b, h, i, j (s absent in masks).
+  Value score, batchIndex, headIndex, queryIndex, keyIndex;
+};
+
+Value KernelEmitter::promote(Value value, ScalarType to, Location at) {
+  if (to == ScalarType::Float && value.getType().isInteger(32))
+    return arith::SIToFPOp::create(builder, at, builder.getF32Type(), value);
+  return value;
+}
+
+Value KernelEmitter::emitExpr(const Expr &expr) {
+  Location at = loc(expr.loc);
+  switch (expr.kind) {
+  case ExprKind::IntLiteral:
+    return intConstant(expr.intValue, at);
+  case ExprKind::FloatLiteral:
+    return floatConstant(expr.floatValue, at);
+  case ExprKind::BoolLiteral:
+    return arith::ConstantIntOp::create(builder, at, expr.boolValue ? 1 : 0, 1);
+  case ExprKind::Score:
+    return score;
+  case ExprKind::Batch:
+    return batchIndex;
+  case ExprKind::Head:
+    return headIndex;
+  case ExprKind::Query:
+    return queryIndex;
+  case ExprKind::Key:
+    return keyIndex;
+  case ExprKind::Param: {
+    const ParamDecl &param = variant.params[expr.declIndex];
+    Type type = param.type == ScalarType::Int ? Type(builder.getI32Type())
+                                              : Type(builder.getF32Type());
+    return flash::ParamOp::create(builder, at, type, param.name);
+  }
+  case ExprKind::DimSize:
+    return flash::DimOp::create(builder, at, builder.getI32Type(),
+                                toFlashRole(expr.dimRole));
+  case ExprKind::Unary: {
+    Value operand = emitExpr(*expr.operands[0]);
+    if (expr.unaryOp == UnaryOp::Not) {
+      Value one = arith::ConstantIntOp::create(builder, at, 1, 1);
+      return arith::XOrIOp::create(builder, at, operand, one);
+    }
+    if (expr.type == ScalarType::Float)
+      return arith::NegFOp::create(builder, at, promote(operand, ScalarType::Float, at));
+    return arith::SubIOp::create(builder, at, intConstant(0, at), operand);
+  }
+  case ExprKind::Binary:
+    return emitBinary(expr);
+  case ExprKind::Call:
+    return emitCall(expr);
+  case ExprKind::Index: {
+    SmallVector<Value> indices;
+    for (const auto &operand : expr.operands)
+      indices.push_back(emitExpr(*operand));
+    const TensorDecl &tensor = variant.tensors[expr.declIndex];
+    Type type = tensor.elementType == ElementType::I32 ? Type(builder.getI32Type())
+                                                       : Type(builder.getF32Type());
+    return flash::AuxLoadOp::create(builder, at, type, tensor.name, indices);
+  }
+  }
+  llvm_unreachable("unknown expression kind");
+}
+
+/// Integer `/` and `%` divide by (rhs == 0 ? 1 : rhs) and then select 0, so
+/// division by zero gives 0 on every backend instead of undefined behaviour.
+static Value emitSafeIntDivision(OpBuilder &builder, Location at, BinaryOp op,
+                                 Value lhs, Value rhs) {
+  Value zero = arith::ConstantIntOp::create(builder, at, 0, 32);
+  Value one = arith::ConstantIntOp::create(builder, at, 1, 32);
+  Value isZero = arith::CmpIOp::create(builder, at, arith::CmpIPredicate::eq, rhs, zero);
+  Value divisor = arith::SelectOp::create(builder, at, isZero, one, rhs);
+  Value result = op == BinaryOp::Div
+                     ? Value(arith::DivSIOp::create(builder, at, lhs, divisor))
+                     : Value(arith::RemSIOp::create(builder, at, lhs, divisor));
+  return arith::SelectOp::create(builder, at, isZero, zero, result);
+}
+
+Value KernelEmitter::emitBinary(const Expr &expr) {
+  Location at = loc(expr.loc);
+  Value lhs = emitExpr(*expr.operands[0]);
+  Value rhs = emitExpr(*expr.operands[1]);
+  BinaryOp op = expr.binaryOp;
+
+  if (op == BinaryOp::And)
+    return arith::AndIOp::create(builder, at, lhs, rhs);
+  if (op == BinaryOp::Or)
+    return arith::OrIOp::create(builder, at, lhs, rhs);
+
+  bool isComparison = op == BinaryOp::Lt || op == BinaryOp::Le || op == BinaryOp::Gt ||
+                      op == BinaryOp::Ge || op == BinaryOp::Eq || op == BinaryOp::Ne;
+  // The type operands compute in: the node's own type for arithmetic, the
+  // promoted operand type for comparisons.
+  bool inFloat = isComparison ? (expr.operands[0]->type == ScalarType::Float ||
+                                 expr.operands[1]->type == ScalarType::Float)
+                              : expr.type == ScalarType::Float;
+  if (inFloat) {
+    lhs = promote(lhs, ScalarType::Float, at);
+    rhs = promote(rhs, ScalarType::Float, at);
+  }
+
+  if (isComparison) {
+    if (inFloat) {
+      // Ordered predicates (false on NaN), except != which is true on NaN.
+      arith::CmpFPredicate predicate;
+      switch (op) {
+      case BinaryOp::Lt: predicate = arith::CmpFPredicate::OLT; break;
+      case BinaryOp::Le: predicate = arith::CmpFPredicate::OLE; break;
+      case BinaryOp::Gt: predicate = arith::CmpFPredicate::OGT; break;
+      case BinaryOp::Ge: predicate = arith::CmpFPredicate::OGE; break;
+      case BinaryOp::Eq: predicate = arith::CmpFPredicate::OEQ; break;
+      default: predicate = arith::CmpFPredicate::UNE; break;
+      }
+      return arith::CmpFOp::create(builder, at, predicate, lhs, rhs);
+    }
+    arith::CmpIPredicate predicate;
+    switch (op) {
+    case BinaryOp::Lt: predicate = arith::CmpIPredicate::slt; break;
+    case BinaryOp::Le: predicate = arith::CmpIPredicate::sle; break;
+    case BinaryOp::Gt: predicate = arith::CmpIPredicate::sgt; break;
+    case BinaryOp::Ge: predicate = arith::CmpIPredicate::sge; break;
+    case BinaryOp::Eq: predicate = arith::CmpIPredicate::eq; break;
+    default: predicate = arith::CmpIPredicate::ne; break;
+    }
+    return arith::CmpIOp::create(builder, at, predicate, lhs, rhs);
+  }
+
+  if (inFloat) {
+    switch (op) {
+    case BinaryOp::Add: return arith::AddFOp::create(builder, at, lhs, rhs);
+    case BinaryOp::Sub: return arith::SubFOp::create(builder, at, lhs, rhs);
+    case BinaryOp::Mul: return arith::MulFOp::create(builder, at, lhs, rhs);
+    case BinaryOp::Div: return arith::DivFOp::create(builder, at, lhs, rhs);
+    default: break;
+    }
+    llvm_unreachable("Sema allows only + - * / on floats");
+  }
+  switch (op) {
+  case BinaryOp::Add: return arith::AddIOp::create(builder, at, lhs, rhs);
+  case BinaryOp::Sub: return arith::SubIOp::create(builder, at, lhs, rhs);
+  case BinaryOp::Mul: return arith::MulIOp::create(builder, at, lhs, rhs);
+  case BinaryOp::Div:
+  case BinaryOp::Mod:
+    return emitSafeIntDivision(builder, at, op, lhs, rhs);
+  default: break;
+  }
+  llvm_unreachable("unhandled binary operator");
+}
+
+Value KernelEmitter::emitCall(const Expr &expr) {
+  Location at = loc(expr.loc);
+  SmallVector<Value> args;
+  for (const auto &operand : expr.operands)
+    args.push_back(emitExpr(*operand));
+  bool inFloat = expr.type == ScalarType::Float;
+  switch (expr.builtin) {
+  case Builtin::Min:
+  case Builtin::Max: {
+    Value a = promote(args[0], expr.type, at), b = promote(args[1], expr.type, at);
+    bool isMin = expr.builtin == Builtin::Min;
+    if (inFloat)
+      return isMin ? Value(arith::MinimumFOp::create(builder, at, a, b))
+                   : Value(arith::MaximumFOp::create(builder, at, a, b));
+    return isMin ? Value(arith::MinSIOp::create(builder, at, a, b))
+                 : Value(arith::MaxSIOp::create(builder, at, a, b));
+  }
+  case Builtin::Abs:
+    if (inFloat)
+      return math::AbsFOp::create(builder, at, promote(args[0], expr.type, at));
+    return math::AbsIOp::create(builder, at, args[0]);
+  case Builtin::Exp:
+    return math::ExpOp::create(builder, at, promote(args[0], ScalarType::Float, at));
+  case Builtin::Log:
+    return math::LogOp::create(builder, at, promote(args[0], ScalarType::Float, at));
+  case Builtin::Tanh:
+    return math::TanhOp::create(builder, at, promote(args[0], ScalarType::Float, at));
+  case Builtin::Sqrt:
+    return math::SqrtOp::create(builder, at, promote(args[0], ScalarType::Float, at));
+  case Builtin::Select:
+    return arith::SelectOp::create(builder, at, args[0],
+                                   promote(args[1], expr.type, at),
+                                   promote(args[2], expr.type, at));
+  }
+  llvm_unreachable("unknown builtin");
+}
+
+void KernelEmitter::emitRegion(Operation *op, const Expr &expr, bool withScore) {
+  Region &region = op->getRegion(0);
+  Block *block = builder.createBlock(&region);
+  Type i32 = builder.getI32Type();
+  Location at = loc(expr.loc);
+  if (withScore)
+    score = block->addArgument(builder.getF32Type(), at);
+  batchIndex = block->addArgument(i32, at);
+  headIndex = block->addArgument(i32, at);
+  queryIndex = block->addArgument(i32, at);
+  keyIndex = block->addArgument(i32, at);
+  Value result = emitExpr(expr);
+  if (withScore)
+    result = promote(result, ScalarType::Float, at);
+  flash::YieldOp::create(builder, at, result);
+  builder.setInsertionPointAfter(op);
+}
+
+flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
+                                            int64_t headDim) {
+  MLIRContext *ctx = builder.getContext();
+  SmallVector<Attribute> params, tensors;
+  for (const ParamDecl &param : variant.params) {
+    TypedAttr value =
+        param.type == ScalarType::Int
+            ? TypedAttr(builder.getI32IntegerAttr(static_cast<int32_t>(param.defaultValue)))
+            : TypedAttr(builder.getF32FloatAttr(static_cast<float>(param.defaultValue)));
+    params.push_back(flash::ParamAttr::get(ctx, builder.getStringAttr(param.name), value));
+  }
+  for (const TensorDecl &tensor : variant.tensors) {
+    SmallVector<int64_t> extents;
+    for (const Dim &dim : tensor.shape) {
+      if (dim.isFixed()) {
+        extents.push_back(dim.value);
+        continue;
+      }
+      // Sema resolved the symbol to a role; find it.
+      for (int role = 0; role < flash::kNumDimRoles; ++role) {
+        if (variant.dims[role].symbol == dim.symbol) {
+          extents.push_back(flash::AuxTensorAttr::encodeRole(
+              static_cast<flash::DimRole>(role)));
+          break;
+        }
+      }
+    }
+    tensors.push_back(flash::AuxTensorAttr::get(
+        ctx, builder.getStringAttr(tensor.name),
+        toMLIRType(ctx, tensor.elementType), extents));
+  }
+
+  SmallVector<int64_t> staticSizes, classes;
+  for (int role = 0; role < flash::kNumDimRoles; ++role) {
+    const Dim &dim = variant.dims[role];
+    staticSizes.push_back(dim.isFixed() ? dim.value : -1);
+    int cls = role;
+    for (int other = 0; other < role; ++other) {
+      const Dim &earlier = variant.dims[other];
+      if (!dim.isFixed() && !earlier.isFixed() && earlier.symbol == dim.symbol) {
+        cls = other;
+        break;
+      }
+    }
+    classes.push_back(cls);
+  }
+  staticSizes[static_cast<int>(DimRole::HeadDim)] = headDim;
+
+  return flash::KernelOp::create(
+      builder, at, builder.getStringAttr(variant.name),
+      flash::TileConfigAttr::get(ctx, br, bc, headDim),
+      TypeAttr::get(toMLIRType(ctx, variant.q.elementType)),
+      builder.getArrayAttr(params), builder.getArrayAttr(tensors),
+      builder.getDenseI64ArrayAttr(staticSizes), builder.getDenseI64ArrayAttr(classes));
+}
+
+void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
+  MLIRContext *ctx = builder.getContext();
+  Location at = loc(variant.loc);
+  Type element = toMLIRType(ctx, variant.q.elementType);
+  Type f32 = builder.getF32Type();
+  auto queryTile = RankedTensorType::get({br, headDim}, element);
+  auto keyTile = RankedTensorType::get({bc, headDim}, element);
+  auto scoreTile = RankedTensorType::get({br, bc}, f32);
+  auto accTile = RankedTensorType::get({br, headDim}, f32);
+  auto rowVector = RankedTensorType::get({br}, f32);
+
+  flash::KernelOp kernel = createKernel(at, br, bc, headDim);
+
+  OpBuilder::InsertionGuard guard(builder);
+  Type index = builder.getIndexType();
+  Block *body = builder.createBlock(&kernel.getBody(), {}, {index, index, index},
+                                    {at, at, at});
+  Value b = body->getArgument(0), h = body->getArgument(1), qt = body->getArgument(2);
+
+  Value q = flash::LoadQOp::create(builder, at, queryTile, b, h, qt);
+  Value kvHead = flash::KVHeadOp::create(builder, at, h);
+  Value keyLen = flash::DimOp::create(builder, at, index, flash::DimRole::KeyLen);
+  Value c0 = arith::ConstantIndexOp::create(builder, at, 0);
+  Value c1 = arith::ConstantIndexOp::create(builder, at, 1);
+  Value cBc = arith::ConstantIndexOp::create(builder, at, bc);
+  Value numKeyTiles = arith::CeilDivUIOp::create(builder, at, keyLen, cBc);
+  auto splat = [&](RankedTensorType type, float value) -> Value {
+    return arith::ConstantOp::create(
+        builder, at, DenseElementsAttr::get(type, builder.getF32FloatAttr(value)));
+  };
+  Value m0 = splat(rowVector, -std::numeric_limits<float>::infinity());
+  Value l0 = splat(rowVector, 0.0f);
+  Value a0 = splat(accTile, 0.0f);
+
+  double scale = evaluateScale(variant, headDim);
+  auto loop = scf::ForOp::create(builder, at, c0, numKeyTiles, c1, ValueRange{m0, l0, a0});
+  builder.setInsertionPointToStart(loop.getBody());
+  Value kt = loop.getInductionVar();
+  Value m = loop.getRegionIterArg(0), l = loop.getRegionIterArg(1),
+        acc = loop.getRegionIterArg(2);
+  Value k = flash::LoadKVOp::create(builder, at, keyTile, flash::KVOperand::Key, b, kvHead, kt);
+  Value v = flash::LoadKVOp::create(builder, at, keyTile, flash::KVOperand::Value, b, kvHead, kt);
+  Value s = flash::QKDotOp::create(builder, at, scoreTile, q, k,
+                                   builder.getF32FloatAttr(static_cast<float>(scale)));
+  if (variant.score) {
+    auto scoreMod = flash::ScoreModOp::create(builder, loc(variant.score->loc),
+                                              scoreTile, s, b, h, qt, kt);
+    emitRegion(scoreMod, *variant.score, /*withScore=*/true);
+    s = scoreMod.getResult();
+  }
+  if (variant.mask) {
+    auto mask = flash::MaskOp::create(builder, loc(variant.mask->loc), scoreTile, s,
+                                      b, h, qt, kt);
+    emitRegion(mask, *variant.mask, /*withScore=*/false);
+    s = mask.getResult();
+  }
+  s = flash::MaskKeyBoundsOp::create(builder, at, scoreTile, s, kt, keyLen);
+  auto softmax = flash::OnlineSoftmaxOp::create(builder, at, rowVector, rowVector,
+                                                scoreTile, rowVector, s, m, l,
+                                                /*exp2_scale=*/FloatAttr());
+  Value rescaled = flash::RescaleOp::create(builder, at, accTile, acc, softmax.getAlpha());
+  Value accumulated = flash::PVAccumulateOp::create(builder, at, accTile, rescaled,
+                                                    softmax.getProbs(), v);
+  scf::YieldOp::create(builder, at,
+                       ValueRange{softmax.getNewMax(), softmax.getNewSum(), accumulated});
+
+  builder.setInsertionPointAfter(loop);
+  auto finalize = flash::FinalizeOp::create(builder, at, accTile, rowVector,
+                                            loop.getResult(2), loop.getResult(0),
+                                            loop.getResult(1), builder.getF32FloatAttr(1.0f));
+  flash::StoreOp::create(builder, at, finalize.getOutput(), finalize.getLse(), b, h, qt);
+  flash::ReturnOp::create(builder, at);
+}
+
+} // namespace
+
+std::optional<int64_t> frontend::resolveHeadDim(const Variant &variant,
+                                                const KernelOptions &options) {
+  const Dim &dim = variant.dim(DimRole::HeadDim);
+  if (dim.isFixed()) {
+    if (options.headDim && *options.headDim != dim.value)
+      return std::nullopt;
+    return dim.value;
+  }
+  return options.headDim;
+}
+
+double frontend::evaluateScale(const Variant &variant, int64_t headDim) {
+  if (!variant.scale)
+    return 1.0 / std::sqrt(static_cast<double>(headDim));
+  int64_t sizes[6];
+  for (int role = 0; role < 6; ++role)
+    sizes[role] = variant.dims[role].isFixed() ? variant.dims[role].value : -1;
+  sizes[static_cast<int>(DimRole::HeadDim)] = headDim;
+  EvalContext context;
+  context.dimSizes = sizes;
+  return evaluate(*variant.scale, context);
+}
+
+OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &module,
+                                            const KernelOptions &options,
+                                            llvm::SourceMgr &sourceMgr,
+                                            llvm::StringRef onlyVariant) {
+  context.loadDialect<flash::FlashDialect, arith::ArithDialect, math::MathDialect,
+                      scf::SCFDialect>();
+  const llvm::MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  StringAttr fileName = StringAttr::get(&context, buffer->getBufferIdentifier());
+  OpBuilder builder(&context);
+  OwningOpRef<ModuleOp> result = ModuleOp::create(builder.getUnknownLoc());
+
+  if (!onlyVariant.empty() && !module.lookup(onlyVariant)) {
+    std::string names;
+    for (const Variant &variant : module.variants)
+      names += (names.empty() ? "'" : ", '") + variant.name + "'";
+    sourceMgr.PrintMessage(llvm::SMLoc(), llvm::SourceMgr::DK_Error,
+                           "no variant named '" + onlyVariant + "' (the file declares " +
+                               names + ")");
+    return nullptr;
+  }
+  if (options.blockRows < 1 || options.blockCols < 1) {
+    sourceMgr.PrintMessage(llvm::SMLoc(), llvm::SourceMgr::DK_Error,
+                           "tile sizes Br and Bc must be positive");
+    return nullptr;
+  }
+
+  bool failed = false;
+  for (const Variant &variant : module.variants) {
+    if (!onlyVariant.empty() && variant.name != onlyVariant)
+      continue;
+    std::optional<int64_t> headDim = resolveHeadDim(variant, options);
+    if (!headDim) {
+      const Dim &dim = variant.dim(DimRole::HeadDim);
+      if (dim.isFixed())
+        sourceMgr.PrintMessage(dim.loc, llvm::SourceMgr::DK_Error,
+                               "variant '" + variant.name + "' fixes the head dim to " +
+                                   std::to_string(dim.value) + ", but D=" +
+                                   std::to_string(*options.headDim) + " was requested");
+      else
+        sourceMgr.PrintMessage(dim.loc, llvm::SourceMgr::DK_Error,
+                               "head dim '" + dim.symbol + "' of variant '" + variant.name +
+                                   "' is symbolic; give it with --shape D=<n>");
+      failed = true;
+      continue;
+    }
+    if (*headDim < 1) {
+      sourceMgr.PrintMessage(variant.loc, llvm::SourceMgr::DK_Error,
+                             "head dim must be positive");
+      failed = true;
+      continue;
+    }
+    builder.setInsertionPointToEnd(result->getBody());
+    KernelEmitter(builder, variant, sourceMgr, fileName)
+        .emit(options.blockRows, options.blockCols, *headDim);
+  }
+  if (failed)
+    return nullptr;
+  return result;
+}

@@ -1,0 +1,78 @@
+//===- Inputs.cpp - Seeded random inputs for a kernel ---------------------===//
+
+#include "flashc/Interpreter/Inputs.h"
+
+#include <algorithm>
+#include <random>
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::interp;
+
+namespace {
+
+std::vector<float> randomNormal(int64_t count, Type elementType, std::mt19937_64 &rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> data(count);
+  for (float &value : data)
+    value = roundToElementType(normal(rng), elementType);
+  return data;
+}
+
+HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
+                           std::mt19937_64 &rng) {
+  HostTensor tensor;
+  for (int64_t extent : decl.getExtents())
+    tensor.shape.push_back(flash::AuxTensorAttr::isRole(extent)
+                               ? shape[flash::AuxTensorAttr::decodeRole(extent)]
+                               : extent);
+  tensor.data.assign(tensor.numElements(), 0.0);
+  Type type = decl.getElementType();
+  if (!type.isSignlessInteger(32)) {
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    for (double &value : tensor.data)
+      value = roundToElementType(uniform(rng), type);
+    return tensor;
+  }
+  int64_t last = decl.getExtents().back();
+  bool overSequence = flash::AuxTensorAttr::isRole(last) &&
+                      (flash::AuxTensorAttr::decodeRole(last) == flash::DimRole::QueryLen ||
+                       flash::AuxTensorAttr::decodeRole(last) == flash::DimRole::KeyLen);
+  if (!overSequence) {
+    std::uniform_int_distribution<int64_t> length(1, shape.keyLen());
+    for (double &value : tensor.data)
+      value = static_cast<double>(length(rng));
+    return tensor;
+  }
+  // Each row along the sequence: up to 3 random cut points make 1-4 docs.
+  int64_t length = tensor.shape.back();
+  std::uniform_int_distribution<int64_t> cut(1, std::max<int64_t>(1, length - 1));
+  for (int64_t start = 0; start < tensor.numElements(); start += length) {
+    std::vector<int64_t> cuts = {cut(rng), cut(rng), cut(rng)};
+    std::sort(cuts.begin(), cuts.end());
+    for (int64_t pos = 0; pos < length; ++pos)
+      tensor.data[start + pos] = static_cast<double>(
+          std::upper_bound(cuts.begin(), cuts.end(), pos) - cuts.begin());
+  }
+  return tensor;
+}
+
+} // namespace
+
+AttentionInputs interp::makeRandomInputs(flash::KernelOp kernel, const ProblemShape &shape,
+                                         uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  AttentionInputs inputs;
+  inputs.shape = shape;
+  Type element = kernel.getElementType();
+  int64_t qCount = shape.batch() * shape.heads() * shape.queryLen() * shape.headDim();
+  int64_t kvCount = shape.batch() * shape.kvHeads() * shape.keyLen() * shape.headDim();
+  inputs.q = randomNormal(qCount, element, rng);
+  inputs.k = randomNormal(kvCount, element, rng);
+  inputs.v = randomNormal(kvCount, element, rng);
+  for (Attribute attr : kernel.getTensors()) {
+    auto decl = cast<flash::AuxTensorAttr>(attr);
+    inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, rng);
+  }
+  return inputs;
+}

@@ -1,0 +1,577 @@
+//===- Interpreter.cpp - Run flash IR on the host -------------------------===//
+//
+// The executor walks the kernel body once per (b, h, query tile), keeping a
+// value per SSA value: a scalar (double) or a tile (f32 array). Tile ops do
+// exactly what their descriptions in FlashOps.td say, in f32; regions run as
+// compiled scalar programs (ScalarProgram.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Interpreter/Interpreter.h"
+
+#include "ScalarProgram.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::interp;
+
+//===----------------------------------------------------------------------===//
+// Small pieces
+//===----------------------------------------------------------------------===//
+
+std::string ProblemShape::str() const {
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  os << "B=" << batch() << " H=" << heads() << " HKV=" << kvHeads()
+     << " N=" << queryLen() << " M=" << keyLen() << " D=" << headDim();
+  return result;
+}
+
+int64_t HostTensor::numElements() const {
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  return count;
+}
+
+double HostTensor::at(ArrayRef<int64_t> indices) const {
+  if (indices.size() != shape.size())
+    return 0;
+  int64_t offset = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (indices[d] < 0 || indices[d] >= shape[d])
+      return 0;
+    offset = offset * shape[d] + indices[d];
+  }
+  return data[offset];
+}
+
+float interp::roundToElementType(float value, Type type) {
+  if (type.isBF16()) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet
+      return value;
+    bits += 0x7fffu + ((bits >> 16) & 1u); // round to nearest, ties to even
+    bits &= 0xffff0000u;
+    std::memcpy(&value, &bits, 4);
+    return value;
+  }
+  if (type.isF16())
+    return static_cast<float>(static_cast<_Float16>(value));
+  return value;
+}
+
+namespace {
+
+/// A row-major f32 tile; 1-D tiles (row vectors) have cols == 1.
+struct Tile {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+
+  Tile(int64_t rows, int64_t cols, float fill = 0.0f)
+      : rows(rows), cols(cols), data(rows * cols, fill) {}
+  float &operator()(int64_t r, int64_t c) { return data[r * cols + c]; }
+  float operator()(int64_t r, int64_t c) const { return data[r * cols + c]; }
+};
+using TilePtr = std::shared_ptr<const Tile>;
+
+/// What an SSA value holds during execution.
+struct RuntimeValue {
+  double scalar = 0;
+  TilePtr tile;
+};
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+class KernelExecutor {
+public:
+  KernelExecutor(flash::KernelOp kernel, const AttentionInputs &inputs,
+                 AttentionOutputs &outputs)
+      : kernel(kernel), inputs(inputs), outputs(outputs),
+        config(kernel.getConfig()), elementType(kernel.getElementType()) {
+    env.inputs = &inputs;
+    for (Attribute attr : kernel.getParams()) {
+      auto param = cast<flash::ParamAttr>(attr);
+      double value = 0;
+      if (auto intAttr = dyn_cast<IntegerAttr>(param.getDefaultValue()))
+        value = static_cast<double>(intAttr.getInt());
+      else
+        value = cast<FloatAttr>(param.getDefaultValue()).getValueAsDouble();
+      auto it = inputs.params.find(param.getName().getValue());
+      if (it != inputs.params.end())
+        value = it->second;
+      if (param.getType().isInteger(32))
+        value = static_cast<double>(static_cast<int32_t>(value));
+      else
+        value = static_cast<double>(static_cast<float>(value));
+      env.params[param.getName().getValue()] = value;
+    }
+  }
+
+  LogicalResult run(std::string &error);
+
+private:
+  LogicalResult fail(Operation *op, const Twine &message) {
+    std::string location;
+    llvm::raw_string_ostream os(location);
+    op->getLoc().print(os);
+    errorMessage = ("interpreter: " + message + " (at " + location + ")").str();
+    return failure();
+  }
+
+  RuntimeValue &get(Value value) { return values[value]; }
+  const Tile &tile(Value value) { return *values[value].tile; }
+  double scalar(Value value) { return values[value].scalar; }
+  int64_t index(Value value) { return static_cast<int64_t>(values[value].scalar); }
+  void setTile(Value value, Tile &&tile) {
+    values[value].tile = std::make_shared<const Tile>(std::move(tile));
+  }
+
+  /// Executes the ops of `block` up to its terminator and returns the
+  /// terminator's operand values.
+  LogicalResult execBlock(Block &block, SmallVectorImpl<RuntimeValue> &yielded);
+  LogicalResult execOp(Operation &op);
+  LogicalResult execScalar(Operation &op);
+  LogicalResult execFor(scf::ForOp loop);
+  LogicalResult execConstant(arith::ConstantOp op);
+  LogicalResult execElementRegion(Operation *op, Value scores, Value batch, Value head,
+                                  Value queryTile, Value keyTile, bool isMask);
+
+  // Tile ops.
+  void loadRows(Value result, const std::vector<float> &source, int64_t b,
+                int64_t head, int64_t heads, int64_t length, int64_t tileIndex);
+  void onlineSoftmax(flash::OnlineSoftmaxOp op);
+  Tile accumulate(const Tile *acc, const Tile *alpha, const Tile &probs, const Tile &value);
+  void finalize(flash::FinalizeOp op);
+  void store(flash::StoreOp op);
+
+  flash::KernelOp kernel;
+  const AttentionInputs &inputs;
+  AttentionOutputs &outputs;
+  flash::TileConfigAttr config;
+  Type elementType;
+  LaunchEnv env;
+  llvm::DenseMap<Value, RuntimeValue> values;
+  llvm::DenseMap<Operation *, ScalarInstr> scalarCache;
+  llvm::DenseMap<Operation *, RegionProgram> regionCache;
+  std::string errorMessage;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Control flow and scalars
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelExecutor::execBlock(Block &block,
+                                        SmallVectorImpl<RuntimeValue> &yielded) {
+  for (Operation &op : block.without_terminator())
+    if (failed(execOp(op)))
+      return failure();
+  yielded.clear();
+  for (Value operand : block.getTerminator()->getOperands())
+    yielded.push_back(get(operand));
+  return success();
+}
+
+LogicalResult KernelExecutor::execFor(scf::ForOp loop) {
+  int64_t lower = index(loop.getLowerBound()), upper = index(loop.getUpperBound()),
+          step = index(loop.getStep());
+  if (step <= 0)
+    return fail(loop, "scf.for step must be positive");
+  SmallVector<RuntimeValue> carried;
+  for (Value init : loop.getInitArgs())
+    carried.push_back(get(init));
+  Block &body = *loop.getBody();
+  SmallVector<RuntimeValue> yielded;
+  for (int64_t iv = lower; iv < upper; iv += step) {
+    get(loop.getInductionVar()).scalar = static_cast<double>(iv);
+    for (auto [arg, value] : llvm::zip(loop.getRegionIterArgs(), carried))
+      get(arg) = value;
+    if (failed(execBlock(body, yielded)))
+      return failure();
+    carried.assign(yielded.begin(), yielded.end());
+  }
+  for (auto [result, value] : llvm::zip(loop.getResults(), carried))
+    get(result) = value;
+  return success();
+}
+
+LogicalResult KernelExecutor::execConstant(arith::ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return execScalar(*op);
+  auto type = cast<RankedTensorType>(op.getType());
+  if (type.getRank() > 2 || !type.getElementType().isF32())
+    return fail(op, "only f32 tile and row-vector constants are supported");
+  int64_t rows = type.getDimSize(0), cols = type.getRank() == 2 ? type.getDimSize(1) : 1;
+  Tile result(rows, cols);
+  if (dense.isSplat()) {
+    std::fill(result.data.begin(), result.data.end(), dense.getSplatValue<float>());
+  } else {
+    int64_t i = 0;
+    for (float value : dense.getValues<float>())
+      result.data[i++] = value;
+  }
+  setTile(op.getResult(), std::move(result));
+  return success();
+}
+
+LogicalResult KernelExecutor::execScalar(Operation &op) {
+  auto it = scalarCache.find(&op);
+  if (it == scalarCache.end()) {
+    // Operand i of the op reads slot i of a per-call operand array.
+    int next = 0;
+    FailureOr<ScalarInstr> instr =
+        compileScalarOp(&op, env, [&](Value) { return next++; }, errorMessage);
+    if (failed(instr))
+      return failure();
+    it = scalarCache.try_emplace(&op, std::move(*instr)).first;
+  }
+  SmallVector<double, 4> operands;
+  for (Value operand : op.getOperands())
+    operands.push_back(scalar(operand));
+  get(op.getResult(0)).scalar = it->second.execute(operands.data());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile ops
+//===----------------------------------------------------------------------===//
+
+void KernelExecutor::loadRows(Value result, const std::vector<float> &source, int64_t b,
+                              int64_t head, int64_t heads, int64_t length,
+                              int64_t tileIndex) {
+  auto type = cast<RankedTensorType>(result.getType());
+  int64_t rows = type.getDimSize(0), dim = type.getDimSize(1);
+  Tile tile(rows, dim); // rows past `length` stay zero
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t position = tileIndex * rows + r;
+    if (position >= length)
+      break;
+    const float *src = &source[((b * heads + head) * length + position) * dim];
+    std::copy(src, src + dim, &tile(r, 0));
+  }
+  setTile(result, std::move(tile));
+}
+
+LogicalResult KernelExecutor::execElementRegion(Operation *op, Value scores, Value batch,
+                                                Value head, Value queryTile,
+                                                Value keyTile, bool isMask) {
+  auto it = regionCache.find(op);
+  if (it == regionCache.end()) {
+    FailureOr<RegionProgram> program =
+        RegionProgram::compile(op->getRegion(0), env, errorMessage);
+    if (failed(program))
+      return failure();
+    it = regionCache.try_emplace(op, std::move(*program)).first;
+  }
+  const RegionProgram &program = it->second;
+  std::vector<double> slots(program.numSlots, 0.0);
+  for (auto [slot, value] : program.captures) {
+    if (get(value).tile)
+      return fail(op, "a region may capture scalars only, not tiles");
+    slots[slot] = scalar(value);
+  }
+
+  const Tile &input = tile(scores);
+  Tile result = input;
+  int64_t firstQuery = index(queryTile) * input.rows;
+  int64_t firstKey = index(keyTile) * input.cols;
+  int argBase = isMask ? 0 : 1; // score mods take s first
+  slots[argBase + 0] = scalar(batch);
+  slots[argBase + 1] = scalar(head);
+  for (int64_t r = 0; r < input.rows; ++r) {
+    slots[argBase + 2] = static_cast<double>(firstQuery + r);
+    for (int64_t c = 0; c < input.cols; ++c) {
+      slots[argBase + 3] = static_cast<double>(firstKey + c);
+      if (isMask) {
+        if (program.run(slots.data()) == 0)
+          result(r, c) = kNegInf;
+      } else {
+        slots[0] = input(r, c);
+        result(r, c) = static_cast<float>(program.run(slots.data()));
+      }
+    }
+  }
+  setTile(op->getResult(0), std::move(result));
+  return success();
+}
+
+void KernelExecutor::onlineSoftmax(flash::OnlineSoftmaxOp op) {
+  const Tile &s = tile(op.getScores()), &m = tile(op.getMax()), &l = tile(op.getSum());
+  std::optional<float> exp2Scale;
+  if (FloatAttr attr = op.getExp2ScaleAttr())
+    exp2Scale = static_cast<float>(attr.getValueAsDouble());
+  auto exponential = [&](float x) {
+    return exp2Scale ? std::exp2(*exp2Scale * x) : std::exp(x);
+  };
+  Tile newMax(s.rows, 1), newSum(s.rows, 1), probs(s.rows, s.cols), alpha(s.rows, 1);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    float rowMax = m(r, 0);
+    for (int64_t c = 0; c < s.cols; ++c)
+      rowMax = std::max(rowMax, s(r, c));
+    // The fully-masked-row guard: a row whose max is still -inf uses 0 as
+    // its reference, so α = exp(-inf) = 0 and P = 0 instead of NaN.
+    float reference = rowMax == kNegInf ? 0.0f : rowMax;
+    float rowSum = 0;
+    for (int64_t c = 0; c < s.cols; ++c) {
+      probs(r, c) = exponential(s(r, c) - reference);
+      rowSum += probs(r, c);
+    }
+    alpha(r, 0) = exponential(m(r, 0) - reference);
+    newMax(r, 0) = rowMax;
+    newSum(r, 0) = alpha(r, 0) * l(r, 0) + rowSum;
+  }
+  setTile(op.getNewMax(), std::move(newMax));
+  setTile(op.getNewSum(), std::move(newSum));
+  setTile(op.getProbs(), std::move(probs));
+  setTile(op.getAlpha(), std::move(alpha));
+}
+
+Tile KernelExecutor::accumulate(const Tile *acc, const Tile *alpha, const Tile &probs,
+                                const Tile &value) {
+  Tile result(probs.rows, value.cols);
+  for (int64_t r = 0; r < result.rows; ++r) {
+    float scaleRow = alpha ? (*alpha)(r, 0) : 1.0f;
+    for (int64_t d = 0; d < result.cols; ++d)
+      result(r, d) = acc ? scaleRow * (*acc)(r, d) : 0.0f;
+    for (int64_t c = 0; c < probs.cols; ++c) {
+      float p = probs(r, c);
+      if (p == 0.0f)
+        continue;
+      for (int64_t d = 0; d < result.cols; ++d)
+        result(r, d) += p * value(c, d);
+    }
+  }
+  return result;
+}
+
+void KernelExecutor::finalize(flash::FinalizeOp op) {
+  const Tile &acc = tile(op.getAcc()), &m = tile(op.getMax()), &l = tile(op.getSum());
+  float maxScale = op.getMaxScale().convertToFloat();
+  Tile out(acc.rows, acc.cols), lse(acc.rows, 1);
+  for (int64_t r = 0; r < acc.rows; ++r) {
+    // A row that saw no key: O = 0 and LSE = -inf (never 0/0).
+    if (l(r, 0) == 0.0f) {
+      lse(r, 0) = kNegInf;
+      continue;
+    }
+    float inverse = 1.0f / l(r, 0);
+    for (int64_t d = 0; d < acc.cols; ++d)
+      out(r, d) = acc(r, d) * inverse;
+    lse(r, 0) = maxScale * m(r, 0) + std::log(l(r, 0));
+  }
+  setTile(op.getOutput(), std::move(out));
+  setTile(op.getLse(), std::move(lse));
+}
+
+void KernelExecutor::store(flash::StoreOp op) {
+  const Tile &out = tile(op.getOutput()), &lse = tile(op.getLse());
+  const ProblemShape &shape = inputs.shape;
+  int64_t b = index(op.getBatch()), h = index(op.getHead());
+  int64_t first = index(op.getQueryTile()) * out.rows;
+  for (int64_t r = 0; r < out.rows && first + r < shape.queryLen(); ++r) {
+    int64_t row = (b * shape.heads() + h) * shape.queryLen() + first + r;
+    for (int64_t d = 0; d < out.cols; ++d)
+      outputs.out[row * out.cols + d] = roundToElementType(out(r, d), elementType);
+    outputs.lse[row] = lse(r, 0);
+  }
+}
+
+LogicalResult KernelExecutor::execOp(Operation &op) {
+  const ProblemShape &shape = inputs.shape;
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](scf::ForOp loop) { return execFor(loop); })
+      .Case([&](arith::ConstantOp constant) { return execConstant(constant); })
+      .Case([&](flash::LoadQOp load) {
+        loadRows(load.getResult(), inputs.q, index(load.getBatch()), index(load.getHead()),
+                 shape.heads(), shape.queryLen(), index(load.getQueryTile()));
+        return success();
+      })
+      .Case([&](flash::LoadKVOp load) {
+        const std::vector<float> &source =
+            load.getOperand() == flash::KVOperand::Key ? inputs.k : inputs.v;
+        loadRows(load.getResult(), source, index(load.getBatch()), index(load.getKvHead()),
+                 shape.kvHeads(), shape.keyLen(), index(load.getKeyTile()));
+        return success();
+      })
+      .Case([&](flash::QKDotOp dot) {
+        const Tile &q = tile(dot.getQuery()), &k = tile(dot.getKey());
+        float scale = dot.getScale().convertToFloat();
+        Tile s(q.rows, k.rows);
+        for (int64_t r = 0; r < q.rows; ++r)
+          for (int64_t c = 0; c < k.rows; ++c) {
+            float sum = 0;
+            for (int64_t d = 0; d < q.cols; ++d)
+              sum += q(r, d) * k(c, d);
+            s(r, c) = scale * sum;
+          }
+        setTile(dot.getResult(), std::move(s));
+        return success();
+      })
+      .Case([&](flash::ScoreModOp mod) {
+        return execElementRegion(mod, mod.getScores(), mod.getBatch(), mod.getHead(),
+                                 mod.getQueryTile(), mod.getKeyTile(), /*isMask=*/false);
+      })
+      .Case([&](flash::MaskOp mask) {
+        return execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
+                                 mask.getQueryTile(), mask.getKeyTile(), /*isMask=*/true);
+      })
+      .Case([&](flash::MaskKeyBoundsOp bounds) {
+        Tile s = tile(bounds.getScores());
+        int64_t first = index(bounds.getKeyTile()) * s.cols, keyLen = index(bounds.getKeyLen());
+        for (int64_t r = 0; r < s.rows; ++r)
+          for (int64_t c = std::max<int64_t>(0, keyLen - first); c < s.cols; ++c)
+            s(r, c) = kNegInf;
+        setTile(bounds.getResult(), std::move(s));
+        return success();
+      })
+      .Case([&](flash::OnlineSoftmaxOp softmax) {
+        onlineSoftmax(softmax);
+        return success();
+      })
+      .Case([&](flash::RescaleOp rescale) {
+        const Tile &acc = tile(rescale.getAcc()), &alpha = tile(rescale.getAlpha());
+        Tile result = acc;
+        for (int64_t r = 0; r < acc.rows; ++r)
+          for (int64_t d = 0; d < acc.cols; ++d)
+            result(r, d) *= alpha(r, 0);
+        setTile(rescale.getResult(), std::move(result));
+        return success();
+      })
+      .Case([&](flash::PVAccumulateOp op) {
+        setTile(op.getResult(), accumulate(&tile(op.getAcc()), nullptr, tile(op.getProbs()),
+                                           tile(op.getValue())));
+        return success();
+      })
+      .Case([&](flash::RescaleAccumulateOp op) {
+        setTile(op.getResult(), accumulate(&tile(op.getAcc()), &tile(op.getAlpha()),
+                                           tile(op.getProbs()), tile(op.getValue())));
+        return success();
+      })
+      .Case([&](flash::FinalizeOp op) {
+        finalize(op);
+        return success();
+      })
+      .Case([&](flash::StoreOp op) {
+        store(op);
+        return success();
+      })
+      .Default([&](Operation *other) { return execScalar(*other); });
+}
+
+LogicalResult KernelExecutor::run(std::string &error) {
+  const ProblemShape &shape = inputs.shape;
+  outputs.out.assign(shape.batch() * shape.heads() * shape.queryLen() * shape.headDim(),
+                     std::numeric_limits<float>::quiet_NaN());
+  outputs.lse.assign(shape.batch() * shape.heads() * shape.queryLen(),
+                     std::numeric_limits<float>::quiet_NaN());
+  int64_t br = config.getBr();
+  int64_t queryTiles = (shape.queryLen() + br - 1) / br;
+  Block &body = kernel.getEntryBlock();
+  SmallVector<RuntimeValue> yielded;
+  for (int64_t b = 0; b < shape.batch(); ++b)
+    for (int64_t h = 0; h < shape.heads(); ++h)
+      for (int64_t qt = 0; qt < queryTiles; ++qt) {
+        get(kernel.getBatch()).scalar = static_cast<double>(b);
+        get(kernel.getHead()).scalar = static_cast<double>(h);
+        get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
+        if (failed(execBlock(body, yielded))) {
+          error = errorMessage;
+          return failure();
+        }
+      }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+std::string interp::checkInputs(flash::KernelOp kernel, const AttentionInputs &inputs) {
+  const ProblemShape &shape = inputs.shape;
+  auto roleName = [](int role) {
+    static const char *names[] = {"B", "H", "HKV", "N", "M", "D"};
+    return names[role];
+  };
+  for (int role = 0; role < flash::kNumDimRoles; ++role)
+    if (shape.sizes[role] < 1)
+      return std::string(roleName(role)) + " must be positive, got " +
+             std::to_string(shape.sizes[role]);
+  ArrayRef<int64_t> fixed = kernel.getStaticSizes();
+  ArrayRef<int64_t> classes = kernel.getDimClasses();
+  for (int role = 0; role < flash::kNumDimRoles; ++role) {
+    if (fixed[role] != -1 && shape.sizes[role] != fixed[role])
+      return std::string("variant '") + kernel.getSymName().str() + "' fixes " +
+             roleName(role) + " = " + std::to_string(fixed[role]) + ", got " +
+             std::to_string(shape.sizes[role]);
+    int other = static_cast<int>(classes[role]);
+    if (shape.sizes[role] != shape.sizes[other])
+      return std::string("variant '") + kernel.getSymName().str() + "' uses one symbol for " +
+             roleName(other) + " and " + roleName(role) + ", but " + roleName(other) +
+             " = " + std::to_string(shape.sizes[other]) + " and " + roleName(role) + " = " +
+             std::to_string(shape.sizes[role]);
+  }
+  if (shape.heads() % shape.kvHeads() != 0)
+    return "H = " + std::to_string(shape.heads()) + " is not a multiple of HKV = " +
+           std::to_string(shape.kvHeads());
+  auto expectSize = [&](const char *name, size_t actual, int64_t expected) -> std::string {
+    if (static_cast<int64_t>(actual) == expected)
+      return "";
+    return std::string(name) + " holds " + std::to_string(actual) + " elements, expected " +
+           std::to_string(expected);
+  };
+  int64_t qElems = shape.batch() * shape.heads() * shape.queryLen() * shape.headDim();
+  int64_t kvElems = shape.batch() * shape.kvHeads() * shape.keyLen() * shape.headDim();
+  for (auto message : {expectSize("q", inputs.q.size(), qElems),
+                       expectSize("k", inputs.k.size(), kvElems),
+                       expectSize("v", inputs.v.size(), kvElems)})
+    if (!message.empty())
+      return message;
+  for (Attribute attr : kernel.getTensors()) {
+    auto decl = cast<flash::AuxTensorAttr>(attr);
+    StringRef name = decl.getName().getValue();
+    auto it = inputs.tensors.find(name);
+    if (it == inputs.tensors.end())
+      return ("missing aux tensor '" + name + "'").str();
+    std::vector<int64_t> expected;
+    for (int64_t extent : decl.getExtents())
+      expected.push_back(flash::AuxTensorAttr::isRole(extent)
+                             ? shape[flash::AuxTensorAttr::decodeRole(extent)]
+                             : extent);
+    if (it->second.shape != expected ||
+        static_cast<int64_t>(it->second.data.size()) != it->second.numElements())
+      return ("aux tensor '" + name + "' has the wrong shape").str();
+  }
+  for (const auto &entry : inputs.params)
+    if (!kernel.lookupParam(entry.getKey()))
+      return ("variant '" + kernel.getSymName() + "' has no parameter '" + entry.getKey() +
+              "'")
+          .str();
+  return "";
+}
+
+LogicalResult interp::runKernel(flash::KernelOp kernel, const AttentionInputs &inputs,
+                                AttentionOutputs &outputs, std::string &error) {
+  error = checkInputs(kernel, inputs);
+  if (!error.empty())
+    return failure();
+  if (inputs.shape.headDim() != kernel.getConfig().getHeadDim()) {
+    error = "D = " + std::to_string(inputs.shape.headDim()) +
+            " does not match the kernel's head dim " +
+            std::to_string(kernel.getConfig().getHeadDim());
+    return failure();
+  }
+  KernelExecutor executor(kernel, inputs, outputs);
+  return executor.run(error);
+}

@@ -1,0 +1,87 @@
+//===- Reference.cpp - Naive fp64 attention and error metrics -------------===//
+
+#include "flashc/Interpreter/Reference.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace flashc::interp;
+
+ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
+                                        const ReferenceSpec &spec) {
+  const ProblemShape &shape = inputs.shape;
+  int64_t B = shape.batch(), H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(),
+          M = shape.keyLen(), D = shape.headDim();
+  int64_t group = H / HKV;
+  ReferenceOutputs result;
+  result.out.assign(B * H * N * D, 0.0);
+  result.lse.assign(B * H * N, -std::numeric_limits<double>::infinity());
+  std::vector<double> logits(M);
+  std::vector<bool> visible(M);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t kvHead = h / group;
+      for (int64_t i = 0; i < N; ++i) {
+        const float *q = &inputs.q[((b * H + h) * N + i) * D];
+        double rowMax = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < M; ++j) {
+          visible[j] = !spec.mask || spec.mask(b, h, i, j);
+          if (!visible[j])
+            continue;
+          const float *k = &inputs.k[((b * HKV + kvHead) * M + j) * D];
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
+          double s = spec.scale * dot;
+          logits[j] = spec.score ? spec.score(s, b, h, i, j) : s;
+          rowMax = std::max(rowMax, logits[j]);
+        }
+        int64_t row = (b * H + h) * N + i;
+        if (rowMax == -std::numeric_limits<double>::infinity())
+          continue; // no visible key: O = 0, LSE = -inf
+        double sum = 0;
+        double *out = &result.out[row * D];
+        for (int64_t j = 0; j < M; ++j) {
+          if (!visible[j])
+            continue;
+          double p = std::exp(logits[j] - rowMax);
+          sum += p;
+          const float *v = &inputs.v[((b * HKV + kvHead) * M + j) * D];
+          for (int64_t d = 0; d < D; ++d)
+            out[d] += p * static_cast<double>(v[d]);
+        }
+        for (int64_t d = 0; d < D; ++d)
+          out[d] /= sum;
+        result.lse[row] = rowMax + std::log(sum);
+      }
+    }
+  return result;
+}
+
+ErrorStats interp::compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected) {
+  ErrorStats stats;
+  double diffSquares = 0, refSquares = 0;
+  size_t count = std::min(actual.size(), expected.size());
+  if (actual.size() != expected.size())
+    stats.nonFinite += static_cast<int64_t>(std::max(actual.size(), expected.size()) - count);
+  for (size_t i = 0; i < count; ++i) {
+    double a = actual[i], e = expected[i];
+    if (std::isinf(e) || std::isinf(a)) {
+      if (std::isnan(a))
+        ++stats.nonFinite;
+      else if (a != e)
+        ++stats.mismatchedInf; // one side -inf (an empty row), the other not
+      continue;
+    }
+    if (std::isnan(a) || std::isnan(e)) {
+      ++stats.nonFinite;
+      continue;
+    }
+    double diff = a - e;
+    stats.maxAbs = std::max(stats.maxAbs, std::fabs(diff));
+    diffSquares += diff * diff;
+    refSquares += e * e;
+  }
+  stats.relative = refSquares > 0 ? std::sqrt(diffSquares / refSquares) : std::sqrt(diffSquares);
+  return stats;
+}

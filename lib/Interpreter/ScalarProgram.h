@@ -1,0 +1,82 @@
+//===- ScalarProgram.h - Scalar ops compiled for fast evaluation -*- C++ -*-===//
+//
+// Score-mod and mask regions run once per score element, millions of times
+// per launch; walking MLIR ops and hashing Values for each would dominate
+// the interpreter. A region is therefore compiled once into a flat list of
+// instructions over numbered slots. The top-level executor reuses the same
+// instruction semantics for the scalar ops between tile ops, so arith and
+// math mean one thing everywhere in the interpreter.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_LIB_INTERPRETER_SCALARPROGRAM_H
+#define FLASHC_LIB_INTERPRETER_SCALARPROGRAM_H
+
+#include "flashc/Interpreter/Interpreter.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <functional>
+
+namespace flashc::interp {
+
+/// What a compiled scalar instruction reads besides its operands.
+struct LaunchEnv {
+  const AttentionInputs *inputs = nullptr;
+  llvm::StringMap<double> params; // every declared parameter's value
+};
+
+enum class Opcode {
+  Constant,
+  AddI, SubI, MulI, DivSI, RemSI, DivUI, RemUI, CeilDivUI, CeilDivSI, FloorDivSI,
+  AndI, OrI, XOrI, MaxSI, MinSI, MaxUI, MinUI, CmpI,
+  AddF, SubF, MulF, DivF, NegF, MaximumF, MinimumF, MaxNumF, MinNumF, CmpF,
+  Select, SIToFP, FPToSI, IndexCast, ExtF, TruncF,
+  Exp, Exp2, Log, Log2, Tanh, Sqrt, Rsqrt, AbsF, AbsI,
+  Param, Dim, AuxLoad, KVHead,
+};
+
+/// One scalar operation. All values are doubles: integers of up to 32 bits
+/// and index values are exact in a double, and integer arithmetic converts to
+/// int64, computes, and wraps to the result's bit width.
+struct ScalarInstr {
+  Opcode opcode;
+  unsigned intWidth = 64;  // result width of integer results (index: 64)
+  bool roundToF32 = false; // f32 result: round like the GPU's f32 unit
+  int predicate = 0;       // cmpi / cmpf predicate
+  double constant = 0;     // Constant, Param, Dim
+  const HostTensor *tensor = nullptr; // AuxLoad
+  llvm::SmallVector<int, 4> operands; // slots
+  int result = -1;                    // slot
+
+  double execute(const double *slots) const;
+};
+
+/// Compiles `op`, numbering its operands through `slotOf`. Fails with a
+/// message for ops the interpreter does not know.
+mlir::FailureOr<ScalarInstr> compileScalarOp(mlir::Operation *op, const LaunchEnv &env,
+                                             const std::function<int(mlir::Value)> &slotOf,
+                                             std::string &error);
+
+/// A score-mod or mask region, compiled. Slots [0, numArgs) hold the block
+/// arguments, then values captured from above, then op results.
+struct RegionProgram {
+  int numSlots = 0;
+  llvm::SmallVector<std::pair<int, mlir::Value>> captures;
+  llvm::SmallVector<ScalarInstr> instrs;
+  int yieldSlot = -1;
+
+  static mlir::FailureOr<RegionProgram> compile(mlir::Region &region, const LaunchEnv &env,
+                                                std::string &error);
+  /// Runs the program over `slots` (size numSlots, arguments and captures
+  /// filled in) and returns the yielded value.
+  double run(double *slots) const {
+    for (const ScalarInstr &instr : instrs)
+      slots[instr.result] = instr.execute(slots);
+    return slots[yieldSlot];
+  }
+};
+
+} // namespace flashc::interp
+
+#endif // FLASHC_LIB_INTERPRETER_SCALARPROGRAM_H

@@ -1,0 +1,69 @@
+//===- VariantReference.cpp - The fp64 reference of a .flash variant ------===//
+
+#include "flashc/Interpreter/VariantReference.h"
+
+#include "flashc/Frontend/Frontend.h"
+#include "flashc/IRGen/IRGen.h"
+
+#include <memory>
+
+using namespace flashc;
+using namespace flashc::interp;
+
+namespace {
+
+/// What the callbacks share: parameter values and sizes by declaration index.
+struct EvalState {
+  std::vector<double> params;
+  std::vector<int64_t> dimSizes;
+  std::vector<const HostTensor *> tensors;
+};
+
+} // namespace
+
+ReferenceSpec interp::referenceFor(const frontend::Variant &variant,
+                                   const AttentionInputs &inputs) {
+  auto state = std::make_shared<EvalState>();
+  for (const frontend::ParamDecl &param : variant.params) {
+    auto it = inputs.params.find(param.name);
+    double value = it != inputs.params.end() ? it->second : param.defaultValue;
+    // Parameters have their declared type, as in the kernel.
+    state->params.push_back(param.type == frontend::ScalarType::Int
+                                ? static_cast<double>(static_cast<int32_t>(value))
+                                : static_cast<double>(static_cast<float>(value)));
+  }
+  state->dimSizes.assign(std::begin(inputs.shape.sizes), std::end(inputs.shape.sizes));
+  for (const frontend::TensorDecl &tensor : variant.tensors) {
+    auto it = inputs.tensors.find(tensor.name);
+    state->tensors.push_back(it == inputs.tensors.end() ? nullptr : &it->second);
+  }
+
+  auto makeContext = [state](int64_t b, int64_t h, int64_t i, int64_t j) {
+    frontend::EvalContext context;
+    context.b = b;
+    context.h = h;
+    context.i = i;
+    context.j = j;
+    context.params = state->params;
+    context.dimSizes = state->dimSizes;
+    context.readTensor = [state](int index, llvm::ArrayRef<int64_t> indices) {
+      const HostTensor *tensor = state->tensors[index];
+      return tensor ? tensor->at(indices) : 0.0;
+    };
+    return context;
+  };
+
+  ReferenceSpec spec;
+  spec.scale = frontend::evaluateScale(variant, inputs.shape.headDim());
+  if (const frontend::Expr *score = variant.score.get())
+    spec.score = [makeContext, score](double s, int64_t b, int64_t h, int64_t i, int64_t j) {
+      frontend::EvalContext context = makeContext(b, h, i, j);
+      context.score = s;
+      return frontend::evaluate(*score, context);
+    };
+  if (const frontend::Expr *mask = variant.mask.get())
+    spec.mask = [makeContext, mask](int64_t b, int64_t h, int64_t i, int64_t j) {
+      return frontend::evaluate(*mask, makeContext(b, h, i, j)) != 0;
+    };
+  return spec;
+}

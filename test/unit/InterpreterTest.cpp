@@ -1,0 +1,509 @@
+//===- InterpreterTest.cpp - Interpreter vs the naive fp64 reference ------===//
+//
+// Each test compiles a .flash variant to flash IR, runs it on the CPU
+// interpreter and compares O and LSE with naiveAttention(), whose masks and
+// score mods are written here by hand in C++ (independent of the front end's
+// own evaluator). Every case runs twice: on the IR as the front end emits it
+// and after flash-fuse-rescale + flash-fold-scale.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Frontend/Frontend.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/InitAllDialects.h"
+#include "flashc/Interpreter/Inputs.h"
+#include "flashc/Interpreter/Interpreter.h"
+#include "flashc/Interpreter/Reference.h"
+
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+using namespace flashc;
+using flashc::interp::AttentionInputs;
+using flashc::interp::AttentionOutputs;
+using flashc::interp::ProblemShape;
+using flashc::interp::ReferenceSpec;
+
+namespace {
+
+constexpr double kF32Bound = 1e-5;
+
+struct Sizes {
+  int64_t B = 1, H = 2, HKV = 2, N = 100, M = 100, D = 32;
+};
+
+ProblemShape toShape(const Sizes &s) {
+  ProblemShape shape;
+  shape[flash::DimRole::Batch] = s.B;
+  shape[flash::DimRole::Heads] = s.H;
+  shape[flash::DimRole::KVHeads] = s.HKV;
+  shape[flash::DimRole::QueryLen] = s.N;
+  shape[flash::DimRole::KeyLen] = s.M;
+  shape[flash::DimRole::HeadDim] = s.D;
+  return shape;
+}
+
+/// Owns the context and module of one compiled variant.
+struct CompiledKernel {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  flash::KernelOp kernel;
+};
+
+/// Compiles `source` (one variant, f32 q/k/v) with the given tiles. Parse
+/// errors fail the test with the diagnostics.
+CompiledKernel compile(const std::string &source, int64_t br, int64_t bc, int64_t headDim,
+                       bool optimize) {
+  CompiledKernel result;
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  result.context = std::make_unique<mlir::MLIRContext>(registry);
+
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  sourceMgr.setDiagHandler(
+      [](const llvm::SMDiagnostic &diag, void *out) {
+        llvm::raw_string_ostream os(*static_cast<std::string *>(out));
+        diag.print("test", os);
+      },
+      &diagnostics);
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, "test.flash"),
+                               llvm::SMLoc());
+  std::optional<frontend::Module> ast = frontend::parseFlashFile(sourceMgr);
+  EXPECT_TRUE(ast.has_value()) << diagnostics;
+  if (!ast)
+    return result;
+  frontend::KernelOptions options;
+  options.blockRows = br;
+  options.blockCols = bc;
+  options.headDim = headDim;
+  result.module = frontend::emitFlashIR(*result.context, *ast, options, sourceMgr);
+  EXPECT_TRUE(result.module) << diagnostics;
+  if (!result.module)
+    return result;
+  EXPECT_TRUE(mlir::succeeded(mlir::verify(*result.module)));
+  if (optimize) {
+    mlir::PassManager pm(result.context.get());
+    mlir::OpPassManager &kernelPM = pm.nest<flash::KernelOp>();
+    kernelPM.addPass(flash::createFlashFuseRescale());
+    kernelPM.addPass(flash::createFlashFoldScale());
+    EXPECT_TRUE(mlir::succeeded(pm.run(*result.module)));
+  }
+  result.kernel = *result.module->getOps<flash::KernelOp>().begin();
+  return result;
+}
+
+struct Case {
+  std::string source;
+  Sizes sizes;
+  int64_t br = 32, bc = 32;
+  uint64_t seed = 7;
+  /// Hand-written reference semantics; gets the inputs (aux tensors).
+  std::function<ReferenceSpec(const AttentionInputs &)> reference;
+  /// Optional edits of the random inputs (planted maxima, lengths).
+  std::function<void(AttentionInputs &)> tweak;
+  llvm::StringMap<double> params;
+};
+
+double defaultScale(const Sizes &s) { return 1.0 / std::sqrt(static_cast<double>(s.D)); }
+
+/// Runs `c` with and without the passes; returns the unoptimized outputs.
+AttentionOutputs check(const Case &c) {
+  AttentionOutputs first;
+  for (bool optimize : {false, true}) {
+    SCOPED_TRACE(optimize ? "after flash passes" : "front-end IR");
+    CompiledKernel compiled = compile(c.source, c.br, c.bc, c.sizes.D, optimize);
+    if (!compiled.kernel)
+      return first;
+    AttentionInputs inputs =
+        interp::makeRandomInputs(compiled.kernel, toShape(c.sizes), c.seed);
+    inputs.params = c.params;
+    if (c.tweak)
+      c.tweak(inputs);
+    AttentionOutputs outputs;
+    std::string error;
+    EXPECT_TRUE(mlir::succeeded(interp::runKernel(compiled.kernel, inputs, outputs, error)))
+        << error;
+    interp::ReferenceOutputs reference = interp::naiveAttention(inputs, c.reference(inputs));
+    interp::ErrorStats out = interp::compare(outputs.out, reference.out);
+    interp::ErrorStats lse = interp::compare(outputs.lse, reference.lse);
+    EXPECT_TRUE(out.passes(kF32Bound))
+        << "O: rel " << out.relative << " max " << out.maxAbs << " nonfinite "
+        << out.nonFinite << " inf-mismatch " << out.mismatchedInf;
+    EXPECT_TRUE(lse.passes(kF32Bound))
+        << "LSE: rel " << lse.relative << " max " << lse.maxAbs << " nonfinite "
+        << lse.nonFinite << " inf-mismatch " << lse.mismatchedInf;
+    if (!optimize)
+      first = std::move(outputs);
+  }
+  return first;
+}
+
+ReferenceSpec plain(const Sizes &s) {
+  ReferenceSpec spec;
+  spec.scale = defaultScale(s);
+  return spec;
+}
+
+ReferenceSpec masked(const Sizes &s, std::function<bool(int64_t, int64_t, int64_t, int64_t)> mask) {
+  ReferenceSpec spec = plain(s);
+  spec.mask = std::move(mask);
+  return spec;
+}
+
+const char *kF32Header = "q: f32[B, H, N, D] k: f32[B, HKV, M, D] v: f32[B, HKV, M, D]\n";
+
+std::string variant(const std::string &body) {
+  return std::string("attention t {\n") + kF32Header + body + "\n}\n";
+}
+
+bool anyNaN(const std::vector<float> &values) {
+  return llvm::any_of(values, [](float v) { return std::isnan(v); });
+}
+
+//===----------------------------------------------------------------------===//
+// Plain and causal
+//===----------------------------------------------------------------------===//
+
+TEST(Interpreter, NonCausal) {
+  Case c;
+  c.source = variant("");
+  c.sizes = {2, 2, 2, 96, 96, 32};
+  c.reference = [&](const AttentionInputs &) { return plain(c.sizes); };
+  check(c);
+}
+
+TEST(Interpreter, NonCausalRaggedLengths) {
+  for (int64_t n : {257, 1000}) {
+    SCOPED_TRACE("N = M = " + std::to_string(n));
+    Case c;
+    c.source = variant("");
+    c.sizes = {1, 1, 1, n, n, 16};
+    c.br = 64;
+    c.bc = 64;
+    c.reference = [&](const AttentionInputs &) { return plain(c.sizes); };
+    check(c);
+  }
+}
+
+TEST(Interpreter, CausalBlocksAligned) {
+  Case c;
+  c.source = variant("mask = j <= i");
+  c.sizes = {1, 2, 2, 128, 128, 32};
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  };
+  check(c);
+}
+
+TEST(Interpreter, CausalBottomRightOffsetNotAligned) {
+  // M - N = 37: the diagonal crosses key blocks at offsets that are not a
+  // multiple of Bc, and query tiles start mid-block.
+  Case c;
+  c.source = variant("mask = j <= i + (M - N)");
+  c.sizes = {1, 1, 1, 100, 137, 32};
+  c.br = 32;
+  c.bc = 16;
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i + 37; });
+  };
+  check(c);
+}
+
+TEST(Interpreter, BrDiffersFromBc) {
+  for (auto [br, bc] : {std::pair<int64_t, int64_t>{64, 16}, {16, 64}, {48, 80}}) {
+    SCOPED_TRACE("Br=" + std::to_string(br) + " Bc=" + std::to_string(bc));
+    Case c;
+    c.source = variant("mask = j <= i");
+    c.sizes = {1, 2, 2, 257, 257, 32};
+    c.br = br;
+    c.bc = bc;
+    c.reference = [&](const AttentionInputs &) {
+      return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+    };
+    check(c);
+  }
+}
+
+TEST(Interpreter, LateMaximum) {
+  // The largest scores sit in the last five keys, so the running max jumps
+  // in the last block and every earlier block must be rescaled by a tiny α.
+  Case c;
+  c.source = variant("");
+  c.sizes = {1, 1, 1, 64, 1000, 16};
+  c.bc = 64;
+  c.tweak = [&](AttentionInputs &in) {
+    for (float &x : in.q)
+      x = std::fabs(x) + 0.1f;
+    for (int64_t j = 995; j < 1000; ++j)
+      for (int64_t d = 0; d < 16; ++d)
+        in.k[j * 16 + d] = 6.0f;
+  };
+  c.reference = [&](const AttentionInputs &) { return plain(c.sizes); };
+  check(c);
+}
+
+//===----------------------------------------------------------------------===//
+// Windows, padding, prefixes, documents
+//===----------------------------------------------------------------------===//
+
+TEST(Interpreter, SlidingWindowRowsMaskedInsideBlocks) {
+  // window = 20 < Bc = 64: in most key blocks most rows see nothing, so the
+  // fully-masked-row guard runs on rows whose running max is still -inf.
+  Case c;
+  c.source = variant("param window: i32 = 20\nmask = j <= i && i - j < window");
+  c.sizes = {2, 2, 2, 300, 300, 16};
+  c.bc = 64;
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes,
+                  [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i && i - j < 20; });
+  };
+  check(c);
+}
+
+TEST(Interpreter, SlidingWindowParamOverride) {
+  Case c;
+  c.source = variant("param window: i32 = 1024\nmask = i - j < window && j - i < window");
+  c.sizes = {1, 1, 1, 200, 200, 16};
+  c.params["window"] = 7;
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) {
+      return i - j < 7 && j - i < 7;
+    });
+  };
+  check(c);
+}
+
+TEST(Interpreter, KeyPaddingPerBatchLengths) {
+  // M < N, and batch 1 has zero valid keys: its rows see no key at all.
+  Case c;
+  c.source = variant("tensor kv_len: i32[B]\nmask = j < kv_len[b]");
+  c.sizes = {3, 2, 2, 120, 90, 16};
+  c.tweak = [](AttentionInputs &in) {
+    in.tensors["kv_len"].data = {90, 0, 41};
+  };
+  c.reference = [&](const AttentionInputs &in) {
+    const interp::HostTensor &lengths = in.tensors.find("kv_len")->second;
+    return masked(c.sizes, [&lengths](int64_t b, int64_t, int64_t, int64_t j) {
+      return j < static_cast<int64_t>(lengths.data[b]);
+    });
+  };
+  AttentionOutputs out = check(c);
+  ASSERT_FALSE(anyNaN(out.out));
+  ASSERT_FALSE(anyNaN(out.lse));
+  // Batch 1: O = 0 and LSE = -inf on every row.
+  int64_t rowsPerBatch = 2 * 120;
+  for (int64_t row = rowsPerBatch; row < 2 * rowsPerBatch; ++row) {
+    EXPECT_TRUE(std::isinf(out.lse[row]) && out.lse[row] < 0) << "row " << row;
+    for (int64_t d = 0; d < 16; ++d)
+      ASSERT_EQ(out.out[row * 16 + d], 0.0f) << "row " << row;
+  }
+}
+
+TEST(Interpreter, RowsThatSeeNoKey) {
+  // Rows i < 10 see nothing; rows i >= 10 are causal.
+  Case c;
+  c.source = variant("mask = i >= 10 && j <= i");
+  c.sizes = {1, 1, 1, 70, 70, 16};
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes,
+                  [](int64_t, int64_t, int64_t i, int64_t j) { return i >= 10 && j <= i; });
+  };
+  AttentionOutputs out = check(c);
+  ASSERT_FALSE(anyNaN(out.out));
+  for (int64_t i = 0; i < 10; ++i) {
+    EXPECT_TRUE(std::isinf(out.lse[i]) && out.lse[i] < 0);
+    for (int64_t d = 0; d < 16; ++d)
+      EXPECT_EQ(out.out[i * 16 + d], 0.0f);
+  }
+  EXPECT_TRUE(std::isfinite(out.lse[10]));
+}
+
+TEST(Interpreter, PrefixLM) {
+  Case c;
+  c.source = variant("param prefix: i32 = 50\nmask = j < prefix || j <= i");
+  c.sizes = {1, 2, 2, 130, 130, 16};
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes,
+                  [](int64_t, int64_t, int64_t i, int64_t j) { return j < 50 || j <= i; });
+  };
+  check(c);
+}
+
+TEST(Interpreter, DocumentIds) {
+  Case c;
+  c.source = variant("tensor doc: i32[B, N]\nmask = doc[b, i] == doc[b, j] && j <= i");
+  c.sizes = {2, 1, 1, 150, 150, 16};
+  c.reference = [&](const AttentionInputs &in) {
+    const interp::HostTensor &doc = in.tensors.find("doc")->second;
+    return masked(c.sizes, [&doc](int64_t b, int64_t, int64_t i, int64_t j) {
+      return doc.at({b, i}) == doc.at({b, j}) && j <= i;
+    });
+  };
+  check(c);
+}
+
+//===----------------------------------------------------------------------===//
+// Score modifications
+//===----------------------------------------------------------------------===//
+
+TEST(Interpreter, ALiBi) {
+  Case c;
+  c.source = variant("tensor slopes: f32[H]\nscore = s - slopes[h] * (i - j)\nmask = j <= i");
+  c.sizes = {1, 4, 4, 100, 100, 16};
+  c.reference = [&](const AttentionInputs &in) {
+    const interp::HostTensor &slopes = in.tensors.find("slopes")->second;
+    ReferenceSpec spec =
+        masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+    spec.score = [&slopes](double s, int64_t, int64_t h, int64_t i, int64_t j) {
+      return s - slopes.data[h] * static_cast<double>(i - j);
+    };
+    return spec;
+  };
+  check(c);
+}
+
+TEST(Interpreter, Softcap) {
+  Case c;
+  c.source = variant("param cap: f32 = 2.5\nscore = cap * tanh(s / cap)");
+  c.sizes = {1, 2, 2, 90, 90, 16};
+  c.tweak = [](AttentionInputs &in) {
+    for (float &x : in.q)
+      x *= 3.0f; // scores well past the cap
+  };
+  c.reference = [&](const AttentionInputs &) {
+    ReferenceSpec spec = plain(c.sizes);
+    spec.score = [](double s, int64_t, int64_t, int64_t, int64_t) {
+      return 2.5 * std::tanh(s / 2.5);
+    };
+    return spec;
+  };
+  check(c);
+}
+
+TEST(Interpreter, CustomScale) {
+  Case c;
+  c.source = variant("scale = 0.5 / sqrt(D)\nmask = j <= i");
+  c.sizes = {1, 1, 1, 64, 64, 16};
+  c.reference = [&](const AttentionInputs &) {
+    ReferenceSpec spec =
+        masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+    spec.scale = 0.5 / 4.0;
+    return spec;
+  };
+  check(c);
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped heads
+//===----------------------------------------------------------------------===//
+
+TEST(Interpreter, GroupedQueryAttention) {
+  Case c;
+  c.source = variant("mask = j <= i");
+  c.sizes = {2, 8, 2, 70, 70, 16}; // H = 4 * HKV
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  };
+  check(c);
+}
+
+TEST(Interpreter, MultiQueryAttention) {
+  Case c;
+  c.source = variant("");
+  c.sizes = {1, 4, 1, 70, 50, 16}; // one KV head for all query heads
+  c.reference = [&](const AttentionInputs &) { return plain(c.sizes); };
+  check(c);
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs the interpreter must refuse
+//===----------------------------------------------------------------------===//
+
+TEST(Interpreter, RejectsHeadsNotMultipleOfKVHeads) {
+  CompiledKernel compiled = compile(variant(""), 32, 32, 16, false);
+  Sizes s{1, 3, 2, 10, 10, 16};
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(s), 1);
+  AttentionOutputs outputs;
+  std::string error;
+  EXPECT_TRUE(mlir::failed(interp::runKernel(compiled.kernel, inputs, outputs, error)));
+  EXPECT_NE(error.find("not a multiple of HKV"), std::string::npos) << error;
+}
+
+TEST(Interpreter, RejectsUnknownParameterAndMissingTensor) {
+  CompiledKernel compiled =
+      compile(variant("tensor doc: i32[B, N]\nmask = doc[b, i] == doc[b, j]"), 32, 32, 16, false);
+  Sizes s{1, 1, 1, 10, 10, 16};
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(s), 1);
+  AttentionOutputs outputs;
+  std::string error;
+  inputs.params["nope"] = 1;
+  EXPECT_TRUE(mlir::failed(interp::runKernel(compiled.kernel, inputs, outputs, error)));
+  EXPECT_NE(error.find("no parameter 'nope'"), std::string::npos) << error;
+  inputs.params.clear();
+  inputs.tensors.clear();
+  EXPECT_TRUE(mlir::failed(interp::runKernel(compiled.kernel, inputs, outputs, error)));
+  EXPECT_NE(error.find("missing aux tensor 'doc'"), std::string::npos) << error;
+}
+
+TEST(Interpreter, RejectsTiedSizesThatDiffer) {
+  // k uses N for its length: self-attention, so M must equal N.
+  CompiledKernel compiled = compile(
+      "attention t { q: f32[B, H, N, D] k: f32[B, H, N, D] v: f32[B, H, N, D] }", 32, 32, 16,
+      false);
+  Sizes s{1, 1, 1, 10, 12, 16};
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(s), 1);
+  AttentionOutputs outputs;
+  std::string error;
+  EXPECT_TRUE(mlir::failed(interp::runKernel(compiled.kernel, inputs, outputs, error)));
+  EXPECT_NE(error.find("uses one symbol"), std::string::npos) << error;
+}
+
+//===----------------------------------------------------------------------===//
+// The reference itself and the comparison
+//===----------------------------------------------------------------------===//
+
+TEST(Reference, CompareNeverPassesNaN) {
+  std::vector<float> actual = {1.0f, std::nanf("")};
+  std::vector<double> expected = {1.0, 2.0};
+  EXPECT_FALSE(interp::compare(actual, expected).passes(1.0));
+}
+
+TEST(Reference, CompareFlagsOneSidedEmptyRow) {
+  std::vector<float> actual = {0.0f};
+  std::vector<double> expected = {-INFINITY};
+  EXPECT_FALSE(interp::compare(actual, expected).passes(1.0));
+  std::vector<float> same = {-INFINITY};
+  EXPECT_TRUE(interp::compare(same, expected).passes(1e-9));
+}
+
+TEST(Reference, MatchesClosedFormForUniformKeys) {
+  // All keys equal: softmax is uniform, O is the mean of V.
+  AttentionInputs in;
+  in.shape = toShape({1, 1, 1, 1, 4, 2});
+  in.q = {1, 2};
+  in.k = {1, 1, 1, 1, 1, 1, 1, 1};
+  in.v = {1, 2, 3, 4, 5, 6, 7, 8};
+  interp::ReferenceOutputs out = interp::naiveAttention(in, ReferenceSpec{});
+  EXPECT_DOUBLE_EQ(out.out[0], 4.0);
+  EXPECT_DOUBLE_EQ(out.out[1], 5.0);
+  EXPECT_NEAR(out.lse[0], 3.0 + std::log(4.0), 1e-12);
+}
+
+TEST(Rounding, BF16TiesToEven) {
+  mlir::MLIRContext context;
+  mlir::Type bf16 = mlir::BFloat16Type::get(&context);
+  EXPECT_EQ(interp::roundToElementType(1.0f, bf16), 1.0f);
+  // 1 + 2^-8 is halfway between two bf16 values; ties go to the even one (1.0).
+  EXPECT_EQ(interp::roundToElementType(1.0f + 1.0f / 256, bf16), 1.0f);
+  EXPECT_EQ(interp::roundToElementType(1.0f + 3.0f / 256, bf16), 1.0f + 4.0f / 256);
+}
+
+} // namespace

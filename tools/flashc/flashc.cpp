@@ -1,0 +1,285 @@
+//===- flashc.cpp - The flashc compiler driver ----------------------------===//
+//
+//   flashc variant.flash --emit=flash -o -        flash IR after the passes
+//   flashc variant.flash --run=cpu --shape B=2,H=4,N=1000,D=64
+//
+// Diagnostics go to stderr; exit 0 on success, 1 on bad input or a failed
+// check, 2 on bad command-line usage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Frontend/Frontend.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/InitAllDialects.h"
+#include "flashc/Interpreter/Inputs.h"
+#include "flashc/Interpreter/Interpreter.h"
+#include "flashc/Interpreter/Reference.h"
+#include "flashc/Interpreter/VariantReference.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+#include <chrono>
+#include <optional>
+
+using namespace mlir;
+using namespace flashc;
+namespace cl = llvm::cl;
+
+namespace {
+
+enum class EmitKind { None, FlashRaw, Flash };
+enum class RunKind { None, Cpu };
+
+cl::OptionCategory flashcCategory("flashc options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .flash file>"), cl::init("-"),
+                               cl::cat(flashcCategory));
+cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::cat(flashcCategory));
+cl::opt<EmitKind> emitKind(
+    "emit", cl::desc("What to write"), cl::init(EmitKind::None),
+    cl::values(clEnumValN(EmitKind::FlashRaw, "flash-raw",
+                          "flash IR as the front end builds it, before any pass"),
+               clEnumValN(EmitKind::Flash, "flash",
+                          "flash IR after flash-fuse-rescale and flash-fold-scale "
+                          "(what the interpreter and GPU backends run)")),
+    cl::cat(flashcCategory));
+cl::opt<RunKind> runKind(
+    "run", cl::desc("Execute the kernels and check them against the naive fp64 reference"),
+    cl::init(RunKind::None),
+    cl::values(clEnumValN(RunKind::Cpu, "cpu", "the CPU interpreter of flash IR")),
+    cl::cat(flashcCategory));
+cl::opt<std::string> variantName("variant", cl::desc("Only this variant (default: all)"),
+                                 cl::value_desc("name"), cl::cat(flashcCategory));
+cl::opt<std::string> shapeSpec(
+    "shape",
+    cl::desc("Problem sizes, e.g. B=2,H=4,N=1000,D=64 (also HKV, M). Defaults: B=1, H=2, "
+             "HKV=H, N=256, M=N, D=64, or what the variant fixes"),
+    cl::value_desc("K=V,..."), cl::cat(flashcCategory));
+cl::opt<std::string> tileSpec("tile", cl::desc("Tile shape, e.g. Br=64,Bc=64 (the default)"),
+                              cl::value_desc("Br=..,Bc=.."), cl::cat(flashcCategory));
+cl::list<std::string> paramSpecs("param", cl::desc("Set a runtime parameter, e.g. window=256"),
+                                 cl::value_desc("name=value"), cl::cat(flashcCategory));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
+                       cl::cat(flashcCategory));
+
+int usageError(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "flashc") << message << "\n";
+  return 2;
+}
+
+/// Parses "K=V,K=V" into pairs; keys must be in `allowed`.
+std::optional<llvm::StringMap<int64_t>> parseSizes(llvm::StringRef spec, const char *option,
+                                                   llvm::ArrayRef<llvm::StringRef> allowed) {
+  llvm::StringMap<int64_t> sizes;
+  llvm::SmallVector<llvm::StringRef> items;
+  spec.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    int64_t number;
+    if (value.trim().getAsInteger(10, number) || number < 1) {
+      usageError(llvm::Twine("--") + option + ": '" + item +
+                 "' is not KEY=POSITIVE_INTEGER");
+      return std::nullopt;
+    }
+    if (!llvm::is_contained(allowed, key)) {
+      usageError(llvm::Twine("--") + option + ": unknown key '" + key + "' (expected one of " +
+                 llvm::join(allowed, ", ") + ")");
+      return std::nullopt;
+    }
+    sizes[key] = number;
+  }
+  return sizes;
+}
+
+constexpr llvm::StringRef kRoleKeys[] = {"B", "H", "HKV", "N", "M", "D"};
+
+/// Sizes for a run: --shape, then what the kernel fixes or ties, then the
+/// defaults.
+interp::ProblemShape chooseShape(flash::KernelOp kernel, const llvm::StringMap<int64_t> &given) {
+  static const int64_t defaults[] = {1, 2, -1, 256, -1, 64};
+  llvm::ArrayRef<int64_t> fixed = kernel.getStaticSizes();
+  llvm::ArrayRef<int64_t> classes = kernel.getDimClasses();
+  interp::ProblemShape shape;
+  for (int role = 0; role < flash::kNumDimRoles; ++role) {
+    auto it = given.find(kRoleKeys[role]);
+    int64_t size = defaults[role];
+    if (it != given.end())
+      size = it->second;
+    else if (fixed[role] != -1)
+      size = fixed[role];
+    else if (classes[role] != role)
+      size = shape.sizes[classes[role]];
+    else if (role == static_cast<int>(flash::DimRole::KVHeads))
+      size = shape.heads();
+    else if (role == static_cast<int>(flash::DimRole::KeyLen))
+      size = shape.queryLen();
+    shape.sizes[role] = size;
+  }
+  shape[flash::DimRole::HeadDim] = kernel.getConfig().getHeadDim();
+  return shape;
+}
+
+/// Relative-error bound of O by element type: the output is rounded to it.
+double outputBound(Type elementType) {
+  if (elementType.isBF16())
+    return 1e-2;
+  if (elementType.isF16())
+    return 2e-3;
+  return 1e-5;
+}
+
+void printStats(llvm::raw_ostream &os, llvm::StringRef what, const interp::ErrorStats &stats,
+                double bound) {
+  os << "  " << llvm::left_justify(what, 4) << " rel " << llvm::format("%.2e", stats.relative)
+     << "  max " << llvm::format("%.2e", stats.maxAbs) << "  (bound "
+     << llvm::format("%.1e", bound) << ")";
+  if (stats.nonFinite)
+    os << "  " << stats.nonFinite << " NaN/inf";
+  if (stats.mismatchedInf)
+    os << "  " << stats.mismatchedInf << " rows empty on one side only";
+  os << (stats.passes(bound) ? "  ok\n" : "  FAIL\n");
+}
+
+/// Runs every kernel of `module` on the interpreter and checks it. Returns
+/// the process exit code.
+int runOnCpu(ModuleOp module, const frontend::Module &ast,
+             const llvm::StringMap<int64_t> &sizes, const llvm::StringMap<double> &params) {
+  bool allPassed = true;
+  for (auto kernel : module.getOps<flash::KernelOp>()) {
+    const frontend::Variant *variant = ast.lookup(kernel.getSymName());
+    interp::ProblemShape shape = chooseShape(kernel, sizes);
+    interp::AttentionInputs inputs = interp::makeRandomInputs(kernel, shape, seed);
+    for (const auto &param : params)
+      inputs.params[param.getKey()] = param.getValue();
+
+    flash::TileConfigAttr config = kernel.getConfig();
+    Type element = kernel.getElementType();
+    llvm::outs() << kernel.getSymName() << "  " << shape.str() << "  Br=" << config.getBr()
+                 << " Bc=" << config.getBc() << "  " << element << "  seed=" << seed << "\n";
+
+    auto start = std::chrono::steady_clock::now();
+    interp::AttentionOutputs outputs;
+    std::string error;
+    if (failed(interp::runKernel(kernel, inputs, outputs, error))) {
+      llvm::WithColor::error(llvm::errs(), "flashc")
+          << "variant '" << kernel.getSymName() << "': " << error << "\n";
+      return 1;
+    }
+    double interpSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    interp::ReferenceOutputs reference =
+        interp::naiveAttention(inputs, interp::referenceFor(*variant, inputs));
+
+    interp::ErrorStats outStats = interp::compare(outputs.out, reference.out);
+    interp::ErrorStats lseStats = interp::compare(outputs.lse, reference.lse);
+    int64_t emptyRows = llvm::count_if(reference.lse, [](double v) { return std::isinf(v); });
+    printStats(llvm::outs(), "O", outStats, outputBound(element));
+    printStats(llvm::outs(), "LSE", lseStats, 1e-5);
+    llvm::outs() << "  interpreter " << llvm::format("%.2f", interpSeconds) << " s";
+    if (emptyRows)
+      llvm::outs() << ", " << emptyRows << " rows see no key (O = 0, LSE = -inf)";
+    llvm::outs() << "\n";
+    allPassed &= outStats.passes(outputBound(element)) && lseStats.passes(1e-5);
+  }
+  return allPassed ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(flashcCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "flashc: compile attention variants written in the .flash language\n\n"
+      "  flashc causal.flash --emit=flash -o causal.mlir\n"
+      "  flashc causal.flash --run=cpu --shape B=2,H=4,N=1000,D=64\n");
+
+  if (emitKind == EmitKind::None && runKind == RunKind::None)
+    return usageError("nothing to do: give --emit=flash|flash-raw and/or --run=cpu");
+
+  std::optional<llvm::StringMap<int64_t>> sizes = parseSizes(shapeSpec, "shape", kRoleKeys);
+  std::optional<llvm::StringMap<int64_t>> tile = parseSizes(tileSpec, "tile", {"Br", "Bc"});
+  if (!sizes || !tile)
+    return 2;
+  llvm::StringMap<double> params;
+  for (llvm::StringRef spec : paramSpecs) {
+    auto [name, text] = spec.split('=');
+    double value;
+    if (name.empty() || text.trim().getAsDouble(value))
+      return usageError("--param: '" + spec + "' is not NAME=NUMBER");
+    params[name.trim()] = value;
+  }
+
+  std::string openError;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = mlir::openInputFile(inputFile, &openError);
+  if (!buffer) {
+    llvm::WithColor::error(llvm::errs(), "flashc") << openError << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  std::optional<frontend::Module> ast = frontend::parseFlashFile(sourceMgr);
+  if (!ast)
+    return 1;
+
+  frontend::KernelOptions options;
+  options.blockRows = tile->lookup("Br") ? tile->lookup("Br") : 64;
+  options.blockCols = tile->lookup("Bc") ? tile->lookup("Bc") : 64;
+  if (sizes->count("D"))
+    options.headDim = sizes->lookup("D");
+  // A variant with a symbolic head dim compiles for D = 64 unless told.
+  for (const frontend::Variant &variant : ast->variants)
+    if (!options.headDim && !variant.dim(frontend::DimRole::HeadDim).isFixed())
+      options.headDim = 64;
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  OwningOpRef<ModuleOp> module =
+      frontend::emitFlashIR(context, *ast, options, sourceMgr, variantName);
+  if (!module)
+    return 1;
+  if (failed(verify(*module))) {
+    llvm::WithColor::error(llvm::errs(), "flashc")
+        << "internal error: the front end produced invalid flash IR\n";
+    return 1;
+  }
+
+  if (emitKind != EmitKind::FlashRaw) {
+    PassManager pm(&context);
+    OpPassManager &kernelPM = pm.nest<flash::KernelOp>();
+    kernelPM.addPass(flash::createFlashFuseRescale());
+    kernelPM.addPass(flash::createFlashFoldScale());
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+
+  if (emitKind != EmitKind::None) {
+    std::string error;
+    auto output = mlir::openOutputFile(outputFile, &error);
+    if (!output) {
+      llvm::WithColor::error(llvm::errs(), "flashc") << error << "\n";
+      return 1;
+    }
+    module->print(output->os());
+    output->os() << "\n";
+    output->keep();
+  }
+  if (runKind == RunKind::Cpu)
+    return runOnCpu(*module, *ast, *sizes, params);
+  return 0;
+}
