@@ -242,8 +242,8 @@ Value KernelEmitter::emitCall(const Expr &expr) {
     Value a = promote(args[0], expr.type, at), b = promote(args[1], expr.type, at);
     bool isMin = expr.builtin == Builtin::Min;
     if (inFloat)
-      return isMin ? Value(arith::MinimumFOp::create(builder, at, a, b))
-                   : Value(arith::MaximumFOp::create(builder, at, a, b));
+      return isMin ? Value(arith::MinNumFOp::create(builder, at, a, b))
+                   : Value(arith::MaxNumFOp::create(builder, at, a, b));
     return isMin ? Value(arith::MinSIOp::create(builder, at, a, b))
                  : Value(arith::MaxSIOp::create(builder, at, a, b));
   }
@@ -361,7 +361,7 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
   Value b = body->getArgument(0), h = body->getArgument(1), qt = body->getArgument(2);
 
   Value q = flash::LoadQOp::create(builder, at, queryTile, b, h, qt);
-  Value kvHead = flash::KVHeadOp::create(builder, at, h);
+  Value kvHead = flash::KVHeadOp::create(builder, at, builder.getIndexType(), h);
   Value keyLen = flash::DimOp::create(builder, at, index, flash::DimRole::KeyLen);
   Value c0 = arith::ConstantIndexOp::create(builder, at, 0);
   Value c1 = arith::ConstantIndexOp::create(builder, at, 1);

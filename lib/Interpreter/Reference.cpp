@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+using namespace flashc;
 using namespace flashc::interp;
 
 ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,

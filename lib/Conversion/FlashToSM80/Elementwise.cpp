@@ -1,0 +1,195 @@
+//===- Elementwise.cpp - Score mods, masks, aux loads, math ----------------===//
+//
+// flash.score_mod and flash.mask regions are cloned once per score element
+// a thread holds (Bc/4 · 2 per tile), with (b, h, i, j) computed from the
+// fragment coordinates: i = qt·Br + warp·16 + g (+8), j = kt·Bc + 8·nt + 2t
+// (+1). LLVM's CSE merges what only depends on (b, h, i).
+//
+// Math ops are expanded to PTX approximations so that no libdevice call is
+// left in the kernel (accuracy relative to the interpreter's libm):
+//   exp(x)  = ex2.approx.ftz(x·log2 e)      ~2 ulp + rounding of x·log2 e
+//   exp2(x) = ex2.approx.ftz(x)              ~2 ulp (denormal results -> 0)
+//   log(x)  = lg2.approx.ftz(x)·ln 2         abs. error ~2^-22
+//   log2(x) = lg2.approx.ftz(x)
+//   tanh(x) = sign(x)·(1 - 2/(exp2(2|x|·log2 e) + 1)), and an odd Taylor
+//             polynomial for |x| < 2^-4; abs. error ~1e-7
+//   sqrt    = sqrt.rn.f32 (exact), rsqrt = 1/sqrt.rn (div.rn)
+//
+//===----------------------------------------------------------------------===//
+
+#include "SM80Emitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm80;
+
+static constexpr double kLog2E = 1.4426950408889634;
+static constexpr double kLn2 = 0.6931471805599453;
+
+LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
+  Value scoresValue = op->getOperand(0);
+  auto scoresIt = tiles.find(scoresValue);
+  if (scoresIt == tiles.end() || scoresIt->second.kind != TileValue::Kind::Accum)
+    return error(op, "expects a score tile held in registers");
+  Value batch = lookupScalar(op->getOperand(1)), head = lookupScalar(op->getOperand(2)),
+        queryTile = lookupScalar(op->getOperand(3)), keyTile = lookupScalar(op->getOperand(4));
+  if (!batch || !head || !queryTile || !keyTile)
+    return error(op, "unknown (b, h, qt, kt) operands");
+  const TileValue &scores = scoresIt->second;
+  Block &body = op->getRegion(0).front();
+  auto yield = cast<flash::YieldOp>(body.getTerminator());
+  unsigned argBase = isMask ? 0 : 1;
+
+  Value firstQuery = mul(queryTile, i32(config.br));
+  Value firstKey = mul(keyTile, i32(scores.cols));
+  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  TileValue result = scores;
+  for (int64_t nt = 0; nt < scores.cols / 8; ++nt) {
+    for (int64_t e = 0; e < 4; ++e) {
+      Value &element = result.regs[nt * 4 + e];
+      if (!isMask)
+        scalars.map(body.getArgument(0), element);
+      scalars.map(body.getArgument(argBase + 0), batch);
+      scalars.map(body.getArgument(argBase + 1), head);
+      scalars.map(body.getArgument(argBase + 2), add(firstQuery, fragmentRow(e)));
+      scalars.map(body.getArgument(argBase + 3), add(firstKey, fragmentCol(nt, e)));
+      for (Operation &inner : body.without_terminator()) {
+        loc = inner.getLoc();
+        if (failed(lowerScalarOp(&inner)))
+          return failure();
+      }
+      Value yielded = lookupScalar(yield.getValue());
+      if (!yielded)
+        return error(yield, "unknown yielded value");
+      loc = op->getLoc();
+      element = isMask ? select(yielded, element, negInf) : yielded;
+    }
+  }
+  tiles[op->getResult(0)] = std::move(result);
+  return success();
+}
+
+LogicalResult SM80Emitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
+  auto scoresIt = tiles.find(op.getScores());
+  if (scoresIt == tiles.end() || scoresIt->second.kind != TileValue::Kind::Accum)
+    return error(op, "expects a score tile held in registers");
+  Value keyTile = lookupScalar(op.getKeyTile()), length = lookupScalar(op.getKeyLen());
+  if (!keyTile || !length)
+    return error(op, "unknown key tile or key length");
+  const TileValue &scores = scoresIt->second;
+  Value firstKey = mul(keyTile, i32(scores.cols));
+  // Only a block that runs past the key length pays for the selects; the
+  // condition is uniform across the block, so the branch never diverges.
+  Value partial = cmpI(arith::CmpIPredicate::sgt, add(firstKey, i32(scores.cols)), length);
+  SmallVector<Type> types(scores.regs.size(), b.getF32Type());
+  auto branch = scf::IfOp::create(b, loc, types, partial, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    Value negInf = f32(-std::numeric_limits<double>::infinity());
+    SmallVector<Value> masked;
+    for (int64_t nt = 0; nt < scores.cols / 8; ++nt)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value key = add(firstKey, fragmentCol(nt, e));
+        masked.push_back(select(cmpI(arith::CmpIPredicate::slt, key, length),
+                                scores.regs[nt * 4 + e], negInf));
+      }
+    scf::YieldOp::create(b, loc, masked);
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc, scores.regs);
+  }
+  TileValue result = scores;
+  result.regs.assign(branch.getResults().begin(), branch.getResults().end());
+  tiles[op.getResult()] = std::move(result);
+  return success();
+}
+
+FailureOr<Value> SM80Emitter::lowerAuxLoad(flash::AuxLoadOp op) {
+  flash::AuxTensorAttr decl = kernel.lookupTensor(op.getTensor());
+  Value pointer = auxPointers.lookup(op.getTensor());
+  if (!decl || !pointer)
+    return error(op, "unknown aux tensor '") << op.getTensor() << "'";
+  if (static_cast<int64_t>(op.getIndices().size()) != decl.getRank())
+    return error(op, "index count does not match the tensor's rank");
+  // Dense row-major; any index outside the tensor reads 0.
+  Value valid, linear = i64(0);
+  for (auto [index, extent] : llvm::zip(op.getIndices(), decl.getExtents())) {
+    Value position = lookupScalar(index);
+    Value size;
+    if (flash::AuxTensorAttr::isRole(extent)) {
+      switch (flash::AuxTensorAttr::decodeRole(extent)) {
+      case flash::DimRole::Batch: size = batchSize; break;
+      case flash::DimRole::Heads: size = headCount; break;
+      case flash::DimRole::KVHeads: size = kvHeadCount; break;
+      case flash::DimRole::QueryLen: size = queryLen; break;
+      case flash::DimRole::KeyLen: size = keyLen; break;
+      case flash::DimRole::HeadDim: size = i32(config.headDim); break;
+      }
+    } else {
+      size = i32(extent);
+    }
+    // One unsigned compare checks 0 <= position < size.
+    Value inside = cmpI(arith::CmpIPredicate::ult, position, size);
+    valid = valid ? Value(arith::AndIOp::create(b, loc, valid, inside)) : inside;
+    linear = add(mul(linear, toI64(size)), toI64(position));
+  }
+  Type elementType = decl.getElementType();
+  Value address = gepElements(pointer, select(valid, linear, i64(0)), elementType);
+  Value loaded = LLVM::LoadOp::create(b, loc, elementType, address,
+                                      elementType.getIntOrFloatBitWidth() / 8,
+                                      /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                      /*isInvariant=*/true);
+  Type resultType = op.getType();
+  if (elementType != resultType) {
+    if (!resultType.isF32() || !isa<FloatType>(elementType))
+      return error(op, "aux tensor element type does not convert to the result type");
+    loaded = LLVM::FPExtOp::create(b, loc, resultType, loaded);
+  }
+  Value zero = resultType.isF32() ? f32(0.0) : i32(0);
+  return select(valid, loaded, zero);
+}
+
+FailureOr<Value> SM80Emitter::lowerMathOp(Operation *op) {
+  Value x = lookupScalar(op->getOperand(0));
+  Type type = op->getResult(0).getType();
+  if (!type.isF32() && !isa<math::AbsIOp>(op))
+    return error(op, "math ops are supported on f32 only");
+  return llvm::TypeSwitch<Operation *, FailureOr<Value>>(op)
+      .Case([&](math::ExpOp) { return exp2Approx(fmul(x, f32(kLog2E))); })
+      .Case([&](math::Exp2Op) { return exp2Approx(x); })
+      .Case([&](math::LogOp) { return fmul(log2Approx(x), f32(kLn2)); })
+      .Case([&](math::Log2Op) { return log2Approx(x); })
+      .Case([&](math::SqrtOp) -> Value { return LLVM::SqrtOp::create(b, loc, x); })
+      .Case([&](math::RsqrtOp) -> Value {
+        return arith::DivFOp::create(b, loc, f32(1.0), LLVM::SqrtOp::create(b, loc, x));
+      })
+      .Case([&](math::AbsFOp) -> Value { return LLVM::FAbsOp::create(b, loc, x); })
+      .Case([&](math::AbsIOp) -> Value {
+        return LLVM::AbsOp::create(b, loc, x.getType(), x, /*is_int_min_poison=*/false);
+      })
+      .Case([&](math::TanhOp) -> Value {
+        Value magnitude = LLVM::FAbsOp::create(b, loc, x);
+        // 1 - 2/(e^{2|x|} + 1): e^{2|x|} -> inf gives 1, never NaN.
+        Value e2x = exp2Approx(fmul(magnitude, f32(2.0 * kLog2E)));
+        Value large = arith::SubFOp::create(
+            b, loc, f32(1.0),
+            arith::DivFOp::create(b, loc, f32(2.0), fadd(e2x, f32(1.0))));
+        // |x| < 2^-4: x - x^3/3 + 2x^5/15 (next term 17x^7/315 < 1e-10).
+        Value x2 = fmul(magnitude, magnitude);
+        Value poly = fma(x2, f32(2.0 / 15.0), f32(-1.0 / 3.0));
+        poly = fma(poly, x2, f32(1.0));
+        Value small = fmul(poly, magnitude);
+        Value isSmall =
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, magnitude, f32(0.0625));
+        Value tanhAbs = select(isSmall, small, large);
+        return LLVM::CopySignOp::create(b, loc, tanhAbs, x);
+      })
+      .Default([&](Operation *other) -> FailureOr<Value> {
+        return error(other, "unsupported math operation");
+      });
+}

@@ -1,0 +1,490 @@
+//===- Emitter.cpp - Kernel skeleton, scalars and scf.for ------------------===//
+//
+// The gpu.func signature (the kernel ABI), thread coordinates, the walk over
+// the flash.kernel body, scalar ops and the scf.for over key blocks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SM80Emitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm80;
+
+SM80Emitter::SM80Emitter(flash::KernelOp kernel, const KernelConfig &config,
+                         gpu::GPUModuleOp gpuModule)
+    : kernel(kernel), config(config), gpuModule(gpuModule), b(kernel.getContext()),
+      loc(kernel.getLoc()) {}
+
+InFlightDiagnostic SM80Emitter::error(Operation *op, const Twine &message) {
+  return op->emitOpError() << "flash-to-sm80: " << message;
+}
+
+//===----------------------------------------------------------------------===//
+// Small helpers
+//===----------------------------------------------------------------------===//
+
+Value SM80Emitter::i32(int64_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 32);
+}
+Value SM80Emitter::i64(int64_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 64);
+}
+Value SM80Emitter::f32(double value) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(value)));
+}
+Value SM80Emitter::toI64(Value value) {
+  if (value.getType().isInteger(64))
+    return value;
+  return arith::ExtSIOp::create(b, loc, b.getI64Type(), value);
+}
+Value SM80Emitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
+Value SM80Emitter::mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
+Value SM80Emitter::select(Value cond, Value t, Value f) {
+  return arith::SelectOp::create(b, loc, cond, t, f);
+}
+Value SM80Emitter::cmpI(arith::CmpIPredicate predicate, Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, predicate, a, c);
+}
+Value SM80Emitter::fadd(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
+Value SM80Emitter::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
+Value SM80Emitter::fmax(Value a, Value c) { return arith::MaxNumFOp::create(b, loc, a, c); }
+Value SM80Emitter::fma(Value a, Value c, Value d) {
+  return LLVM::FMAOp::create(b, loc, a, c, d);
+}
+
+Value SM80Emitter::exp2Approx(Value x) {
+  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
+                                       ValueRange{x})
+      .getResult(0);
+}
+
+Value SM80Emitter::log2Approx(Value x) {
+  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
+                                       b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"),
+                                       ValueRange{x})
+      .getResult(0);
+}
+
+Value SM80Emitter::shuffleXor(Value value, int64_t laneMask) {
+  return NVVM::ShflOp::create(b, loc, value.getType(), i32(-1), value, i32(laneMask),
+                              i32(31), NVVM::ShflKind::bfly, UnitAttr());
+}
+
+Value SM80Emitter::gepBytes(Value base, Value offset) {
+  return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                             ArrayRef<LLVM::GEPArg>{offset});
+}
+
+Value SM80Emitter::gepElements(Value base, Value offset, Type elementType) {
+  return LLVM::GEPOp::create(b, loc, base.getType(), elementType, base,
+                             ArrayRef<LLVM::GEPArg>{offset});
+}
+
+Value SM80Emitter::extract(Value aggregate, int64_t position) {
+  return LLVM::ExtractValueOp::create(b, loc, aggregate, position);
+}
+
+Value SM80Emitter::packHalves(Value lo, Value hi) {
+  Type half = config.elementType;
+  auto vectorType = VectorType::get({2}, half);
+  Value vec = LLVM::UndefOp::create(b, loc, vectorType);
+  Value loH = LLVM::FPTruncOp::create(b, loc, half, lo);
+  Value hiH = LLVM::FPTruncOp::create(b, loc, half, hi);
+  vec = LLVM::InsertElementOp::create(b, loc, vec, loH, i32(0));
+  vec = LLVM::InsertElementOp::create(b, loc, vec, hiH, i32(1));
+  return LLVM::BitcastOp::create(b, loc, b.getI32Type(), vec);
+}
+
+Value SM80Emitter::fragmentRow(int64_t e) {
+  Value row = add(mul(warp, i32(16)), groupId);
+  return e >= 2 ? add(row, i32(8)) : row;
+}
+
+Value SM80Emitter::fragmentCol(int64_t nt, int64_t e) {
+  return add(mul(threadInGroup, i32(2)), i32(8 * nt + (e & 1)));
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel skeleton
+//===----------------------------------------------------------------------===//
+
+LogicalResult SM80Emitter::emit() {
+  MLIRContext *ctx = kernel.getContext();
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type(), f32Type = b.getF32Type();
+  auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
+
+  // The ABI: q, k, v, o, lse; 12 i64 strides; B, H, HKV, N, M; params; aux.
+  SmallVector<Type> argTypes(5, globalPtr);
+  argTypes.append(12, i64Type);
+  argTypes.append(5, i32Type);
+  for (Attribute attr : kernel.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    if (!param.getType().isInteger(32) && !param.getType().isF32())
+      return error(kernel, "parameter '") << param.getName().getValue()
+                                          << "' must be i32 or f32";
+    argTypes.push_back(param.getType());
+  }
+  for (size_t i = 0; i < kernel.getTensors().size(); ++i)
+    argTypes.push_back(globalPtr);
+
+  // An llvm.func rather than a gpu.func: convert-gpu-to-nvvm would turn
+  // llvm.intr.sqrt/fabs/copysign into libdevice calls.
+  b.setInsertionPointToEnd(gpuModule.getBody());
+  func = LLVM::LLVMFuncOp::create(
+      b, loc, kernel.getSymName(),
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
+  func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
+                b.getDenseI32ArrayAttr({static_cast<int32_t>(config.numThreads), 1, 1}));
+  // Every pointer is distinct from the others; all but o and lse are read-only.
+  for (unsigned i = 0; i < argTypes.size(); ++i) {
+    if (argTypes[i] != globalPtr)
+      continue;
+    func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
+    if (i != 3 && i != 4)
+      func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(), b.getUnitAttr());
+  }
+
+  Block &entry = *func.addEntryBlock(b);
+  b.setInsertionPointToStart(&entry);
+  unsigned arg = 0;
+  qPtr = entry.getArgument(arg++);
+  kPtr = entry.getArgument(arg++);
+  vPtr = entry.getArgument(arg++);
+  oPtr = entry.getArgument(arg++);
+  lsePtr = entry.getArgument(arg++);
+  for (Value *strides : {qStrides, kStrides, vStrides, oStrides})
+    for (int i = 0; i < 3; ++i)
+      strides[i] = entry.getArgument(arg++);
+  batchSize = entry.getArgument(arg++);
+  headCount = entry.getArgument(arg++);
+  kvHeadCount = entry.getArgument(arg++);
+  queryLen = entry.getArgument(arg++);
+  keyLen = entry.getArgument(arg++);
+  for (Attribute attr : kernel.getParams())
+    params[cast<flash::ParamAttr>(attr).getName().getValue()] = entry.getArgument(arg++);
+  for (Attribute attr : kernel.getTensors())
+    auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
+        entry.getArgument(arg++);
+  (void)f32Type;
+
+  // Grid (ceil(N / Br), H, B).
+  scalars.map(kernel.getQueryTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
+  scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
+  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
+  tid = NVVM::ThreadIdXOp::create(b, loc, i32Type);
+  lane = arith::AndIOp::create(b, loc, tid, i32(31));
+  warp = arith::ShRUIOp::create(b, loc, tid, i32(5));
+  groupId = arith::ShRUIOp::create(b, loc, lane, i32(2));
+  threadInGroup = arith::AndIOp::create(b, loc, lane, i32(3));
+  emitSharedMemoryLayout();
+
+  if (failed(lowerBlock(kernel.getEntryBlock())))
+    return failure();
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The walk
+//===----------------------------------------------------------------------===//
+
+LogicalResult SM80Emitter::lowerBlock(Block &block) {
+  for (Operation &op : block.without_terminator())
+    if (failed(lowerOp(&op)))
+      return failure();
+  Operation *terminator = block.getTerminator();
+  if (!isa<flash::ReturnOp, scf::YieldOp>(terminator))
+    return error(terminator, "unexpected terminator");
+  return success();
+}
+
+LogicalResult SM80Emitter::lowerOp(Operation *op) {
+  loc = op->getLoc();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](scf::ForOp loop) { return lowerFor(loop); })
+      .Case([&](flash::LoadQOp load) { return lowerLoadQ(load); })
+      .Case([&](flash::LoadKVOp load) { return lowerLoadKV(load); })
+      .Case([&](flash::StoreOp store) { return lowerStore(store); })
+      .Case([&](flash::QKDotOp dot) { return lowerQKDot(dot); })
+      .Case([&](flash::ScoreModOp mod) { return lowerElementRegion(mod, /*isMask=*/false); })
+      .Case([&](flash::MaskOp mask) { return lowerElementRegion(mask, /*isMask=*/true); })
+      .Case([&](flash::MaskKeyBoundsOp bounds) { return lowerMaskKeyBounds(bounds); })
+      .Case([&](flash::OnlineSoftmaxOp softmax) { return lowerOnlineSoftmax(softmax); })
+      .Case([&](flash::RescaleOp rescale) { return lowerRescale(rescale); })
+      .Case([&](flash::PVAccumulateOp pv) {
+        return lowerAccumulate(pv, pv.getAcc(), Value(), pv.getProbs(), pv.getValue());
+      })
+      .Case([&](flash::RescaleAccumulateOp fused) {
+        return lowerAccumulate(fused, fused.getAcc(), fused.getAlpha(), fused.getProbs(),
+                               fused.getValue());
+      })
+      .Case([&](flash::FinalizeOp finalize) { return lowerFinalize(finalize); })
+      .Case([&](arith::ConstantOp constant) -> LogicalResult {
+        if (!isa<ShapedType>(constant.getType()))
+          return lowerScalarOp(constant);
+        FailureOr<TileValue> tile = constantTile(constant);
+        if (failed(tile))
+          return failure();
+        tiles[constant.getResult()] = std::move(*tile);
+        return success();
+      })
+      .Default([&](Operation *other) { return lowerScalarOp(other); });
+}
+
+FailureOr<TileValue> SM80Emitter::constantTile(arith::ConstantOp op) {
+  auto type = dyn_cast<RankedTensorType>(op.getType());
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!type || !dense || !dense.isSplat() || !type.getElementType().isF32())
+    return error(op, "only splat f32 tile and row-vector constants are supported");
+  Value splat = f32(dense.getSplatValue<APFloat>().convertToFloat());
+  TileValue tile;
+  if (type.getRank() == 1) {
+    if (type.getDimSize(0) != config.br)
+      return error(op, "row vectors must have Br entries");
+    tile.kind = TileValue::Kind::Row;
+    tile.regs.assign(2, splat);
+    return tile;
+  }
+  if (type.getRank() != 2 || type.getDimSize(0) != config.br || type.getDimSize(1) % 8)
+    return error(op, "f32 tiles must be Br x (multiple of 8)");
+  tile.kind = TileValue::Kind::Accum;
+  tile.cols = type.getDimSize(1);
+  tile.regs.assign(tile.cols / 8 * 4, splat);
+  return tile;
+}
+
+void SM80Emitter::flatten(const TileValue &tile, SmallVectorImpl<Value> &out) {
+  out.append(tile.regs.begin(), tile.regs.end());
+}
+
+FailureOr<TileValue> SM80Emitter::unflatten(Operation *user, Type type, ValueRange &values) {
+  auto tensor = cast<RankedTensorType>(type);
+  TileValue tile;
+  size_t count;
+  if (tensor.getRank() == 1) {
+    tile.kind = TileValue::Kind::Row;
+    count = 2;
+  } else {
+    tile.kind = TileValue::Kind::Accum;
+    tile.cols = tensor.getDimSize(1);
+    count = tile.cols / 8 * 4;
+  }
+  if (values.size() < count)
+    return error(user, "internal error: too few values for a tile");
+  tile.regs.assign(values.begin(), values.begin() + count);
+  values = values.drop_front(count);
+  return tile;
+}
+
+LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
+  Value lower = lookupScalar(loop.getLowerBound());
+  Value upper = lookupScalar(loop.getUpperBound());
+  Value step = lookupScalar(loop.getStep());
+  if (!lower || !upper || !step)
+    return error(loop, "loop bounds must be scalars defined before the loop");
+
+  SmallVector<Value> inits;
+  for (Value init : loop.getInitArgs()) {
+    if (isa<RankedTensorType>(init.getType())) {
+      auto it = tiles.find(init);
+      if (it == tiles.end() || (it->second.kind != TileValue::Kind::Accum &&
+                                it->second.kind != TileValue::Kind::Row))
+        return error(loop, "only f32 tiles and row vectors may be loop-carried");
+      flatten(it->second, inits);
+    } else {
+      Value mapped = lookupScalar(init);
+      if (!mapped)
+        return error(loop, "unknown loop-carried scalar");
+      inits.push_back(mapped);
+    }
+  }
+
+  // A loop that streams K/V starts its first copy before the loop.
+  KVPipeline state;
+  bool pipelined = false;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    auto load = dyn_cast<flash::LoadKVOp>(op);
+    if (!load)
+      continue;
+    if (load.getKeyTile() != loop.getInductionVar())
+      return error(load, "K/V blocks must be loaded at the loop's induction variable");
+    if (!lookupScalar(load.getBatch()) || !lookupScalar(load.getKvHead()))
+      return error(load, "batch and kv head must be defined before the key loop");
+    flash::LoadKVOp &slot =
+        load.getOperand() == flash::KVOperand::Key ? state.keyLoad : state.valueLoad;
+    if (slot)
+      return error(load, "one key and one value load per loop are supported");
+    slot = load;
+    pipelined = true;
+  }
+  if (pipelined && !state.keyLoad)
+    return error(loop, "a loop that loads V blocks must load K blocks too");
+  if (pipelined) {
+    issueKVCopy(state.keyLoad, lower);
+    if (queryLoad && !queryAcquired && config.qInRegisters)
+      acquireQuery(/*pendingGroups=*/1);
+  }
+
+  auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(newLoop.getBody());
+  scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
+  ValueRange carried = newLoop.getRegionIterArgs();
+  for (BlockArgument arg : loop.getRegionIterArgs()) {
+    if (isa<RankedTensorType>(arg.getType())) {
+      FailureOr<TileValue> tile = unflatten(loop, arg.getType(), carried);
+      if (failed(tile))
+        return failure();
+      tiles[arg] = std::move(*tile);
+    } else {
+      scalars.map(arg, carried.front());
+      carried = carried.drop_front();
+    }
+  }
+
+  KVPipeline *outer = pipeline;
+  if (pipelined) {
+    state.inductionVar = newLoop.getInductionVar();
+    state.upperBound = upper;
+    state.step = step;
+    pipeline = &state;
+  }
+  LogicalResult bodyResult = lowerBlock(*loop.getBody());
+  pipeline = outer;
+  if (failed(bodyResult))
+    return failure();
+
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  SmallVector<Value> yielded;
+  for (Value operand : yield.getOperands()) {
+    if (isa<RankedTensorType>(operand.getType())) {
+      auto it = tiles.find(operand);
+      if (it == tiles.end())
+        return error(yield, "unknown yielded tile");
+      flatten(it->second, yielded);
+    } else {
+      Value mapped = lookupScalar(operand);
+      if (!mapped)
+        return error(yield, "unknown yielded scalar");
+      yielded.push_back(mapped);
+    }
+  }
+  loc = loop.getLoc();
+  scf::YieldOp::create(b, loc, yielded);
+
+  b.setInsertionPointAfter(newLoop);
+  ValueRange results = newLoop.getResults();
+  for (Value result : loop.getResults()) {
+    if (isa<RankedTensorType>(result.getType())) {
+      FailureOr<TileValue> tile = unflatten(loop, result.getType(), results);
+      if (failed(tile))
+        return failure();
+      tiles[result] = std::move(*tile);
+    } else {
+      scalars.map(result, results.front());
+      results = results.drop_front();
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars
+//===----------------------------------------------------------------------===//
+
+static Type lowerScalarType(Type type) {
+  if (type.isIndex())
+    return IntegerType::get(type.getContext(), 32);
+  return type;
+}
+
+LogicalResult SM80Emitter::lowerScalarOp(Operation *op) {
+  for (Value operand : op->getOperands())
+    if (!lookupScalar(operand))
+      return error(op, "operand is not a scalar this lowering knows");
+  for (Type type : op->getResultTypes())
+    if (isa<ShapedType>(type))
+      return error(op, "unsupported tile operation");
+  if (op->getNumRegions() != 0 || op->getNumResults() != 1)
+    return error(op, "unsupported operation");
+  Value result = op->getResult(0);
+
+  if (auto param = dyn_cast<flash::ParamOp>(op)) {
+    Value value = params.lookup(param.getName());
+    if (!value || value.getType() != param.getType())
+      return error(op, "unknown parameter");
+    scalars.map(result, value);
+    return success();
+  }
+  if (auto dim = dyn_cast<flash::DimOp>(op)) {
+    Value value;
+    switch (dim.getRole()) {
+    case flash::DimRole::Batch: value = batchSize; break;
+    case flash::DimRole::Heads: value = headCount; break;
+    case flash::DimRole::KVHeads: value = kvHeadCount; break;
+    case flash::DimRole::QueryLen: value = queryLen; break;
+    case flash::DimRole::KeyLen: value = keyLen; break;
+    case flash::DimRole::HeadDim: value = i32(config.headDim); break;
+    }
+    Type type = lowerScalarType(result.getType());
+    if (!type.isInteger(32))
+      value = arith::ExtSIOp::create(b, loc, type, value);
+    scalars.map(result, value);
+    return success();
+  }
+  if (auto kvHead = dyn_cast<flash::KVHeadOp>(op)) {
+    Value group = arith::DivUIOp::create(b, loc, headCount, kvHeadCount);
+    scalars.map(result,
+                arith::DivUIOp::create(b, loc, lookupScalar(kvHead.getHead()), group));
+    return success();
+  }
+  if (auto load = dyn_cast<flash::AuxLoadOp>(op)) {
+    FailureOr<Value> value = lowerAuxLoad(load);
+    if (failed(value))
+      return failure();
+    scalars.map(result, *value);
+    return success();
+  }
+  if (isa<math::MathDialect>(op->getDialect())) {
+    FailureOr<Value> value = lowerMathOp(op);
+    if (failed(value))
+      return failure();
+    scalars.map(result, *value);
+    return success();
+  }
+  if (!isa<arith::ArithDialect>(op->getDialect()))
+    return error(op, "unsupported operation");
+
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    if (constant.getType().isIndex()) {
+      auto value = cast<IntegerAttr>(constant.getValue()).getInt();
+      scalars.map(result, i32(value));
+      return success();
+    }
+  }
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+    Value input = lookupScalar(op->getOperand(0));
+    Type to = lowerScalarType(result.getType());
+    unsigned from = input.getType().getIntOrFloatBitWidth(), width = to.getIntOrFloatBitWidth();
+    Value value = input;
+    if (width > from)
+      value = isa<arith::IndexCastOp>(op) ? Value(arith::ExtSIOp::create(b, loc, to, input))
+                                          : Value(arith::ExtUIOp::create(b, loc, to, input));
+    else if (width < from)
+      value = arith::TruncIOp::create(b, loc, to, input);
+    scalars.map(result, value);
+    return success();
+  }
+  // Any other arith op: clone it on the lowered operands, index -> i32.
+  Operation *clone = b.clone(*op, scalars);
+  clone->setLoc(loc);
+  for (OpResult cloned : clone->getResults())
+    cloned.setType(lowerScalarType(cloned.getType()));
+  return success();
+}

@@ -1,0 +1,215 @@
+//===- LoadStore.cpp - cp.async tile copies, the K/V pipeline, stores ------===//
+//
+// flash.load_q / flash.load_kv become 16-byte `cp.async.cg.shared.global`
+// copies into padded shared-memory tiles (rows past the sequence length are
+// zero-filled with src-size 0); flash.store writes O in the element type and
+// LSE in f32, skipping rows past the query length.
+//
+// The K/V schedule (FlashAttention-2): K(lb) is copied before the key loop;
+// in iteration kt the first use of K waits for it, then starts the copy of
+// V(kt), which overlaps S = Q·Kᵀ and the softmax; the first use of V waits
+// for it, then starts the copy of K(kt+1), which overlaps P·V. Each wait is
+// `cp.async.wait_group 0` + `bar.sync`: the barrier also tells every warp
+// that the others are done reading the buffer about to be overwritten.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SM80Emitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm80;
+
+static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
+
+void SM80Emitter::emitSharedMemoryLayout() {
+  MLIRContext *ctx = b.getContext();
+  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
+  if (!gpuModule.lookupSymbol(kSharedMemoryName)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(gpuModule.getBody());
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                           /*isConstant=*/false, LLVM::Linkage::External, kSharedMemoryName,
+                           Attribute(), /*alignment=*/16, /*addrSpace=*/3);
+  }
+  Value base = LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
+  smemQ = gepBytes(base, i32(config.qSmemOffset()));
+  smemK = gepBytes(base, i32(config.kSmemOffset()));
+  smemV = gepBytes(base, i32(config.vSmemOffset()));
+
+  // ldmatrix.x4: lanes 8i..8i+7 give the row addresses of matrix i.
+  int64_t rowBytes = config.rowBytes();
+  Value low3 = arith::AndIOp::create(b, loc, lane, i32(7));
+  Value bit3 = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, lane, i32(3)), i32(1));
+  Value bit4 = arith::ShRUIOp::create(b, loc, lane, i32(4));
+  // A operand (Q): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
+  // (rows 0-7, k 8-15), (rows 8-15, k 8-15) of the warp's 16 rows.
+  Value qRow = add(add(mul(warp, i32(16)), low3), mul(bit3, i32(8)));
+  qLdOffset = add(mul(qRow, i32(rowBytes)), mul(bit4, i32(16)));
+  // B operand of Q·Kᵀ (K rows are n): (n 0-7, k 0-7), (n 0-7, k 8-15),
+  // (n 8-15, k 0-7), (n 8-15, k 8-15) -> b0, b1 of two n-tiles.
+  Value kRow = add(low3, mul(bit4, i32(8)));
+  kLdOffset = add(mul(kRow, i32(rowBytes)), mul(bit3, i32(16)));
+  // B operand of P·V through .trans (V rows are k): (k 0-7, n 0-7),
+  // (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+  Value vRow = add(low3, mul(bit3, i32(8)));
+  vLdOffset = add(mul(vRow, i32(rowBytes)), mul(bit4, i32(16)));
+}
+
+void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
+                                Value tileIndex, int64_t rows, Value length, Value dst) {
+  int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
+  int64_t total = rows * chunksPerRow;
+  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  Value firstRow = mul(tileIndex, i32(rows));
+  Type halfStorage = b.getI16Type();
+  for (int64_t it = 0; it < perThread; ++it) {
+    OpBuilder::InsertionGuard guard(b);
+    Value index = add(tid, i32(it * config.numThreads));
+    if ((it + 1) * config.numThreads > total) {
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
+                                      /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    }
+    Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value position = add(firstRow, row);
+    Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
+    // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
+    Value clamped = select(valid, position, i32(0));
+    Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
+                       toI64(mul(chunk, i32(8))));
+    Value src = gepElements(base, offset, halfStorage);
+    Value dstAddress =
+        gepBytes(dst, add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16))));
+    Value size = select(valid, i32(16), i32(0));
+    NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16, NVVM::LoadCacheModifierKind::CG,
+                            size);
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+}
+
+LogicalResult SM80Emitter::lowerLoadQ(flash::LoadQOp op) {
+  auto type = cast<RankedTensorType>(op.getType());
+  if (type.getDimSize(0) != config.br || type.getDimSize(1) != config.headDim ||
+      type.getElementType() != config.elementType)
+    return error(op, "query tile must be Br x D of the kernel's element type");
+  if (queryLoad)
+    return error(op, "one flash.load_q per kernel is supported");
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile());
+  Value headOffset = add(mul(toI64(batch), qStrides[0]), mul(toI64(head), qStrides[1]));
+  issueTileCopy(qPtr, headOffset, qStrides[2], queryTile, config.br, queryLen, smemQ);
+  TileValue tile;
+  tile.kind = TileValue::Kind::Query;
+  tile.source = op;
+  tiles[op.getResult()] = tile;
+  queryLoad = op;
+  return success();
+}
+
+void SM80Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
+  bool isKey = op.getOperand() == flash::KVOperand::Key;
+  Value *strides = isKey ? kStrides : vStrides;
+  Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
+  Value headOffset = add(mul(toI64(batch), strides[0]), mul(toI64(kvHead), strides[1]));
+  issueTileCopy(isKey ? kPtr : vPtr, headOffset, strides[2], keyTile, config.bc, keyLen,
+                isKey ? smemK : smemV);
+}
+
+LogicalResult SM80Emitter::lowerLoadKV(flash::LoadKVOp op) {
+  auto type = cast<RankedTensorType>(op.getType());
+  if (type.getDimSize(0) != config.bc || type.getDimSize(1) != config.headDim ||
+      type.getElementType() != config.elementType)
+    return error(op, "key/value block must be Bc x D of the kernel's element type");
+  if (!pipeline || (op != pipeline->keyLoad && op != pipeline->valueLoad))
+    return error(op, "K/V blocks must be loaded inside the scf.for over key blocks");
+  TileValue tile;
+  tile.kind = TileValue::Kind::KeyValue;
+  tile.operand = op.getOperand();
+  tile.source = op;
+  tiles[op.getResult()] = tile;
+  return success();
+}
+
+void SM80Emitter::acquireQuery(int64_t pendingGroups) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
+  NVVM::Barrier0Op::create(b, loc);
+  if (config.qInRegisters)
+    for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep)
+      queryFragments.push_back(
+          ldmatrixX4(gepBytes(smemQ, add(qLdOffset, i32(kStep * 32))), /*transpose=*/false));
+  queryAcquired = true;
+}
+
+LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
+  if (!pipeline || (tile.source != pipeline->keyLoad && tile.source != pipeline->valueLoad))
+    return error(user, "uses a K/V block outside its key loop");
+  if (user->getBlock() != tile.source->getBlock())
+    return error(user, "K/V blocks must be used in the block that loads them");
+  KVPipeline &state = *pipeline;
+  auto acquireKey = [&] {
+    if (state.keyAcquired)
+      return;
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+    NVVM::Barrier0Op::create(b, loc);
+    // The wait above also covered the Q copy (committed before K's).
+    if (queryLoad && !config.qInRegisters)
+      queryAcquired = true;
+    if (state.valueLoad)
+      issueKVCopy(state.valueLoad, state.inductionVar);
+    state.keyAcquired = true;
+  };
+  acquireKey();
+  if (tile.operand == flash::KVOperand::Key || state.valueAcquired)
+    return success();
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  NVVM::Barrier0Op::create(b, loc);
+  Value next = add(state.inductionVar, state.step);
+  auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, state.upperBound),
+                                /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(more.thenBlock()->getTerminator());
+    issueKVCopy(state.keyLoad, next);
+  }
+  state.valueAcquired = true;
+  return success();
+}
+
+LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
+  auto outIt = tiles.find(op.getOutput());
+  auto lseIt = tiles.find(op.getLse());
+  if (outIt == tiles.end() || lseIt == tiles.end() ||
+      outIt->second.kind != TileValue::Kind::Accum || outIt->second.cols != config.headDim)
+    return error(op, "stores a Br x D f32 tile and a row vector");
+  const TileValue &out = outIt->second, &lse = lseIt->second;
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile());
+  Value headOffset = add(mul(toI64(batch), oStrides[0]), mul(toI64(head), oStrides[1]));
+  Value firstRow = mul(queryTile, i32(config.br));
+  // LSE is dense [B, H, N].
+  Value lseHead = mul(add(mul(toI64(batch), toI64(headCount)), toI64(head)), toI64(queryLen));
+  Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
+  for (int64_t half = 0; half < 2; ++half) {
+    Value row = add(firstRow, fragmentRow(2 * half));
+    auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
+                                    /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    Value rowOffset = add(headOffset, mul(toI64(row), oStrides[2]));
+    for (int64_t nt = 0; nt < config.accTiles(); ++nt) {
+      Value packed = packHalves(out.regs[nt * 4 + 2 * half], out.regs[nt * 4 + 2 * half + 1]);
+      Value address =
+          gepElements(oPtr, add(rowOffset, toI64(fragmentCol(nt, 0))), b.getI16Type());
+      LLVM::StoreOp::create(b, loc, packed, address, /*alignment=*/4);
+    }
+    auto lseWriter = scf::IfOp::create(b, loc, writesLse, /*withElseRegion=*/false);
+    b.setInsertionPoint(lseWriter.thenBlock()->getTerminator());
+    Value lseAddress = gepElements(lsePtr, add(lseHead, toI64(row)), b.getF32Type());
+    LLVM::StoreOp::create(b, loc, lse.regs[half], lseAddress, /*alignment=*/4);
+  }
+  return success();
+}

@@ -1,0 +1,138 @@
+//===- MMA.cpp - S = Q·Kᵀ and A += P·V on mma.sync.m16n8k16 ---------------===//
+//
+// Fragments of mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16} (g = lane/4,
+// t = lane%4; every A/B register packs two 16-bit values, low half first):
+//   A (16x16): a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+//   B (16x8):  b0 (k 2t..2t+1, n g)  b1 (k 2t+8.., n g)
+//   C (16x8):  c0,c1 (g, 2t..2t+1)  c2,c3 (g+8, 2t..2t+1)
+// Q comes from `ldmatrix.x4`, K from `ldmatrix.x4` (its rows are the n
+// index, so the non-transposed load gives B), V from `ldmatrix.x4.trans`.
+// The C fragments of two adjacent n-tiles of S, rounded and packed in pairs,
+// are exactly the A fragment of one k-step of P·V, so P never leaves the
+// registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SM80Emitter.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm80;
+
+std::array<Value, 4> SM80Emitter::ldmatrixX4(Value smemAddress, bool transpose) {
+  MLIRContext *ctx = b.getContext();
+  Type i32Type = b.getI32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {i32Type, i32Type, i32Type, i32Type});
+  Value result = NVVM::LdMatrixOp::create(
+      b, loc, resultType, smemAddress, 4,
+      transpose ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+      NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8), NVVM::LdStMatrixEltType::B16);
+  return {extract(result, 0), extract(result, 1), extract(result, 2), extract(result, 3)};
+}
+
+std::array<Value, 4> SM80Emitter::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                                      ArrayRef<Value> c) {
+  MLIRContext *ctx = b.getContext();
+  Type f32Type = b.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {f32Type, f32Type, f32Type, f32Type});
+  NVVM::MMATypes type =
+      config.elementType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  Value result = NVVM::MmaOp::create(
+      b, loc, resultType, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+      std::array<NVVM::MMATypes, 2>{type, type},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+  return {extract(result, 0), extract(result, 1), extract(result, 2), extract(result, 3)};
+}
+
+std::array<Value, 4> SM80Emitter::queryFragment(int64_t kStep) {
+  if (config.qInRegisters && queryAcquired)
+    return queryFragments[kStep];
+  return ldmatrixX4(gepBytes(smemQ, add(qLdOffset, i32(kStep * 32))), /*transpose=*/false);
+}
+
+LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
+  auto queryIt = tiles.find(op.getQuery());
+  auto keyIt = tiles.find(op.getKey());
+  if (queryIt == tiles.end() || queryIt->second.kind != TileValue::Kind::Query ||
+      keyIt == tiles.end() || keyIt->second.kind != TileValue::Kind::KeyValue ||
+      keyIt->second.operand != flash::KVOperand::Key)
+    return error(op, "expects the Q tile of flash.load_q and a K block of flash.load_kv");
+  if (failed(acquireKV(op, keyIt->second)))
+    return failure();
+  if (!queryAcquired)
+    acquireQuery(/*pendingGroups=*/0);
+
+  int64_t nTiles = config.scoreTiles();
+  Value zero = f32(0.0);
+  SmallVector<std::array<Value, 4>> acc(nTiles, {zero, zero, zero, zero});
+  int64_t rowBytes = config.rowBytes();
+  for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
+    std::array<Value, 4> a = queryFragment(kStep);
+    for (int64_t pair = 0; pair < nTiles / 2; ++pair) {
+      std::array<Value, 4> k = ldmatrixX4(
+          gepBytes(smemK, add(kLdOffset, i32(pair * 16 * rowBytes + kStep * 32))),
+          /*transpose=*/false);
+      acc[2 * pair] = mma(a, {k[0], k[1]}, acc[2 * pair]);
+      acc[2 * pair + 1] = mma(a, {k[2], k[3]}, acc[2 * pair + 1]);
+    }
+  }
+  TileValue scores;
+  scores.kind = TileValue::Kind::Accum;
+  scores.cols = config.bc;
+  float scale = op.getScale().convertToFloat();
+  Value scaleValue = scale != 1.0f ? f32(scale) : Value();
+  for (auto &fragment : acc)
+    for (Value value : fragment)
+      scores.regs.push_back(scaleValue ? fmul(scaleValue, value) : value);
+  tiles[op.getResult()] = std::move(scores);
+  return success();
+}
+
+LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha, Value probs,
+                                           Value value) {
+  auto accIt = tiles.find(acc), probsIt = tiles.find(probs), valueIt = tiles.find(value);
+  if (accIt == tiles.end() || accIt->second.kind != TileValue::Kind::Accum ||
+      accIt->second.cols != config.headDim || probsIt == tiles.end() ||
+      probsIt->second.kind != TileValue::Kind::Accum || probsIt->second.cols != config.bc ||
+      valueIt == tiles.end() || valueIt->second.kind != TileValue::Kind::KeyValue ||
+      valueIt->second.operand != flash::KVOperand::Value)
+    return error(op, "expects a Br x D accumulator, Br x Bc probabilities and a V block");
+  SmallVector<Value> regs = accIt->second.regs;
+  if (alpha) {
+    auto alphaIt = tiles.find(alpha);
+    if (alphaIt == tiles.end() || alphaIt->second.kind != TileValue::Kind::Row)
+      return error(op, "expects α as a row vector");
+    // diag(α)·A rides on the accumulator registers right before the GEMM.
+    for (size_t i = 0; i < regs.size(); ++i)
+      regs[i] = fmul(regs[i], alphaIt->second.regs[(i % 4) / 2]);
+  }
+  if (failed(acquireKV(op, valueIt->second)))
+    return failure();
+
+  const SmallVector<Value> &p = probsIt->second.regs;
+  int64_t rowBytes = config.rowBytes();
+  for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
+    const Value *lo = &p[(2 * kStep) * 4], *hi = &p[(2 * kStep + 1) * 4];
+    std::array<Value, 4> a = {packHalves(lo[0], lo[1]), packHalves(lo[2], lo[3]),
+                              packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])};
+    for (int64_t pair = 0; pair < config.headDim / 16; ++pair) {
+      std::array<Value, 4> v = ldmatrixX4(
+          gepBytes(smemV, add(vLdOffset, i32(kStep * 16 * rowBytes + pair * 32))),
+          /*transpose=*/true);
+      for (int64_t half = 0; half < 2; ++half) {
+        int64_t nt = 2 * pair + half;
+        std::array<Value, 4> c = {regs[nt * 4], regs[nt * 4 + 1], regs[nt * 4 + 2],
+                                  regs[nt * 4 + 3]};
+        std::array<Value, 4> d = mma(a, {v[2 * half], v[2 * half + 1]}, c);
+        for (int e = 0; e < 4; ++e)
+          regs[nt * 4 + e] = d[e];
+      }
+    }
+  }
+  TileValue result;
+  result.kind = TileValue::Kind::Accum;
+  result.cols = config.headDim;
+  result.regs = std::move(regs);
+  tiles[op->getResult(0)] = std::move(result);
+  return success();
+}

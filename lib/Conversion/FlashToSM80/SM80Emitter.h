@@ -1,0 +1,221 @@
+//===- SM80Emitter.h - Per-thread code for one flash.kernel ----*- C++ -*-===//
+//
+// flash-to-sm80 does not rewrite flash ops one by one into equivalent
+// tensor-level ops: a flash tile lives in the registers of 32·Br/16
+// threads, laid out as mma.sync m16n8k16 fragments, so the lowering is a
+// walk over the (small, structured) kernel body that maps every SSA value
+// to what one thread holds of it:
+//
+//   - a scalar (i32 for `index`, i32/f32/i1 otherwise)  -> one Value
+//   - an f32 Br x C tile (scores, probabilities, A)      -> C/8 * 4 f32,
+//       element e of n-tile nt at row g + 8·(e >= 2), column 8·nt + 2t + e%2
+//       of the warp's 16 rows (g = lane/4, t = lane%4)
+//   - an f32 row vector (m, l, α, LSE)                   -> 2 f32 (rows g, g+8)
+//   - the Q tile, a K or V block                          -> shared memory,
+//       filled by cp.async and read with ldmatrix where a GEMM consumes it.
+//
+// The op families live in separate files (LoadStore.cpp, MMA.cpp,
+// Softmax.cpp, Elementwise.cpp); Emitter.cpp holds the kernel skeleton, the
+// scalar ops and scf.for.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_LIB_CONVERSION_FLASHTOSM80_SM80EMITTER_H
+#define FLASHC_LIB_CONVERSION_FLASHTOSM80_SM80EMITTER_H
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <array>
+
+namespace flashc::sm80 {
+
+/// Shape and resources of one lowered kernel.
+struct KernelConfig {
+  int64_t br = 64, bc = 64, headDim = 64;
+  int64_t numWarps = 4, numThreads = 128;
+  mlir::Type elementType;   // bf16 or f16
+  bool qInRegisters = true; // Q fragments held for the whole kernel
+
+  /// Shared-memory rows are padded by 16 bytes so that the 8 row addresses
+  /// of an ldmatrix fall into 8 distinct groups of 4 banks.
+  int64_t rowBytes() const { return (headDim + 8) * 2; }
+  int64_t qSmemOffset() const { return 0; }
+  int64_t kSmemOffset() const { return br * rowBytes(); }
+  int64_t vSmemOffset() const { return kSmemOffset() + bc * rowBytes(); }
+  int64_t sharedBytes() const { return vSmemOffset() + bc * rowBytes(); }
+  int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per warp
+  int64_t accTiles() const { return headDim / 8; }
+};
+
+/// What one thread holds of a flash tile value.
+struct TileValue {
+  enum class Kind { Accum, Row, Query, KeyValue };
+  Kind kind = Kind::Accum;
+  /// Accum: (cols / 8) * 4 f32 values; Row: 2 f32 values.
+  llvm::SmallVector<mlir::Value> regs;
+  int64_t cols = 0;
+  /// KeyValue: which operand; the load op it came from.
+  flash::KVOperand operand = flash::KVOperand::Key;
+  mlir::Operation *source = nullptr;
+};
+
+/// The software pipeline of one scf.for that streams K and V blocks.
+struct KVPipeline {
+  flash::LoadKVOp keyLoad, valueLoad; // valueLoad may be null
+  mlir::Value inductionVar, upperBound, step; // lowered (i32)
+  bool keyAcquired = false, valueAcquired = false;
+};
+
+class SM80Emitter {
+public:
+  SM80Emitter(flash::KernelOp kernel, const KernelConfig &config,
+              mlir::gpu::GPUModuleOp gpuModule);
+
+  /// Emits the kernel (an llvm.func with nvvm.kernel inside `gpuModule`);
+  /// reports errors on the kernel op.
+  mlir::LogicalResult emit();
+
+  mlir::LLVM::LLVMFuncOp getFunc() { return func; }
+
+  //===--------------------------------------------------------------------===//
+  // Shared state and helpers (used by every op family)
+  //===--------------------------------------------------------------------===//
+
+  flash::KernelOp kernel;
+  KernelConfig config;
+  mlir::gpu::GPUModuleOp gpuModule;
+  mlir::LLVM::LLVMFuncOp func;
+  mlir::OpBuilder b;
+  mlir::Location loc;
+
+  // Kernel arguments.
+  mlir::Value qPtr, kPtr, vPtr, oPtr, lsePtr;
+  mlir::Value qStrides[3], kStrides[3], vStrides[3], oStrides[3]; // i64
+  mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
+  llvm::StringMap<mlir::Value> params, auxPointers;
+
+  // Thread coordinates (i32).
+  mlir::Value tid, lane, warp, groupId, threadInGroup;
+  // Shared memory bases (!llvm.ptr<3>).
+  mlir::Value smemQ, smemK, smemV;
+  // Per-lane byte offsets of ldmatrix row addresses.
+  mlir::Value qLdOffset, kLdOffset, vLdOffset;
+
+  /// Scalars: flash IR value -> lowered value.
+  mlir::IRMapping scalars;
+  /// Tiles: flash IR value -> what this thread holds.
+  llvm::DenseMap<mlir::Value, TileValue> tiles;
+
+  /// Q: pending copy and register fragments ([D/16][4] i32) once acquired.
+  mlir::Operation *queryLoad = nullptr;
+  bool queryAcquired = false;
+  llvm::SmallVector<std::array<mlir::Value, 4>> queryFragments;
+  /// The pipeline of the scf.for being lowered, if it streams K/V.
+  KVPipeline *pipeline = nullptr;
+
+  mlir::InFlightDiagnostic error(mlir::Operation *op, const llvm::Twine &message);
+
+  // Constants and small arithmetic.
+  mlir::Value i32(int64_t value);
+  mlir::Value i64(int64_t value);
+  mlir::Value f32(double value);
+  mlir::Value toI64(mlir::Value value);
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value select(mlir::Value cond, mlir::Value t, mlir::Value f);
+  mlir::Value cmpI(mlir::arith::CmpIPredicate predicate, mlir::Value a, mlir::Value c);
+  mlir::Value fadd(mlir::Value a, mlir::Value c);
+  mlir::Value fmul(mlir::Value a, mlir::Value c);
+  mlir::Value fmax(mlir::Value a, mlir::Value c);
+  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
+  /// ex2.approx.ftz.f32 / lg2.approx.ftz.f32.
+  mlir::Value exp2Approx(mlir::Value x);
+  mlir::Value log2Approx(mlir::Value x);
+  /// shfl.sync.bfly over the full warp.
+  mlir::Value shuffleXor(mlir::Value value, int64_t laneMask);
+  /// Byte offset `offset` past a pointer of any address space.
+  mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
+  /// `offset` elements of `elementType` past a global pointer.
+  mlir::Value gepElements(mlir::Value base, mlir::Value offset, mlir::Type elementType);
+  mlir::Value extract(mlir::Value aggregate, int64_t position);
+  /// Two f32 -> one i32 of two 16-bit floats (low half = `lo`).
+  mlir::Value packHalves(mlir::Value lo, mlir::Value hi);
+
+  /// Row of the warp's 16 this thread holds for element `e` of an n-tile
+  /// (or row-vector entry e/2): g + 8·(e >= 2), plus the warp's first row.
+  mlir::Value fragmentRow(int64_t e);
+  /// Column in the tile of element e of n-tile nt: 8·nt + 2t + e%2.
+  mlir::Value fragmentCol(int64_t nt, int64_t e);
+
+  //===--------------------------------------------------------------------===//
+  // Walk
+  //===--------------------------------------------------------------------===//
+
+  mlir::LogicalResult lowerBlock(mlir::Block &block);
+  mlir::LogicalResult lowerOp(mlir::Operation *op);
+  mlir::LogicalResult lowerFor(mlir::scf::ForOp loop);
+  /// Scalar ops at kernel level and inside regions: arith, math (through
+  /// PTX approximations), flash.param/dim/aux_load/kv_head.
+  mlir::LogicalResult lowerScalarOp(mlir::Operation *op);
+  mlir::Value lookupScalar(mlir::Value value) { return scalars.lookupOrNull(value); }
+  mlir::FailureOr<TileValue> constantTile(mlir::arith::ConstantOp op);
+  /// Flattens a tile for scf.for iteration values, and back.
+  void flatten(const TileValue &tile, llvm::SmallVectorImpl<mlir::Value> &out);
+  mlir::FailureOr<TileValue> unflatten(mlir::Operation *user, mlir::Type type,
+                                       mlir::ValueRange &values);
+
+  //===--------------------------------------------------------------------===//
+  // Op families
+  //===--------------------------------------------------------------------===//
+
+  // LoadStore.cpp: cp.async copies, the K/V pipeline, O/LSE stores.
+  void emitSharedMemoryLayout();
+  mlir::LogicalResult lowerLoadQ(flash::LoadQOp op);
+  mlir::LogicalResult lowerLoadKV(flash::LoadKVOp op);
+  mlir::LogicalResult lowerStore(flash::StoreOp op);
+  /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
+  /// elements) starting at row tileIndex·rows into shared memory at `dst`;
+  /// rows >= length are zero-filled. One cp.async group is committed.
+  void issueTileCopy(mlir::Value base, mlir::Value headOffset, mlir::Value rowStride,
+                     mlir::Value tileIndex, int64_t rows, mlir::Value length,
+                     mlir::Value dst);
+  void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile);
+  /// Waits for the Q copy and, with q-in-registers, loads its fragments.
+  /// `pendingGroups` cp.async groups committed after Q may stay in flight.
+  void acquireQuery(int64_t pendingGroups);
+  /// Makes a K or V block usable by the GEMMs (see KVPipeline).
+  mlir::LogicalResult acquireKV(mlir::Operation *user, const TileValue &tile);
+  void beginPipeline(mlir::scf::ForOp loop, KVPipeline &state);
+
+  // MMA.cpp: the two GEMMs on mma.sync.
+  std::array<mlir::Value, 4> ldmatrixX4(mlir::Value smemAddress, bool transpose);
+  std::array<mlir::Value, 4> mma(llvm::ArrayRef<mlir::Value> a, llvm::ArrayRef<mlir::Value> bFrag,
+                                 llvm::ArrayRef<mlir::Value> c);
+  std::array<mlir::Value, 4> queryFragment(int64_t kStep);
+  mlir::LogicalResult lowerQKDot(flash::QKDotOp op);
+  mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
+                                      mlir::Value probs, mlir::Value value);
+
+  // Softmax.cpp: online softmax, rescale, finalize.
+  mlir::Value rowReduceMax(mlir::Value value);
+  mlir::Value rowReduceSum(mlir::Value value);
+  mlir::LogicalResult lowerOnlineSoftmax(flash::OnlineSoftmaxOp op);
+  mlir::LogicalResult lowerRescale(flash::RescaleOp op);
+  mlir::LogicalResult lowerFinalize(flash::FinalizeOp op);
+
+  // Elementwise.cpp: score_mod / mask regions, mask_key_bounds, aux loads,
+  // math approximations.
+  mlir::LogicalResult lowerElementRegion(mlir::Operation *op, bool isMask);
+  mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
+  mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
+  mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
+};
+
+} // namespace flashc::sm80
+
+#endif // FLASHC_LIB_CONVERSION_FLASHTOSM80_SM80EMITTER_H

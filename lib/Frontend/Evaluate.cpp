@@ -1,0 +1,180 @@
+//===- Evaluate.cpp - fp64 reference semantics of .flash expressions ------===//
+//
+// The reference meaning of a checked expression, evaluated in double:
+//  - Bool is 0 or 1.
+//  - Int is 32-bit two's complement: every Int result (literals, b/h/i/j,
+//    dim sizes, params, i32 tensor elements and arithmetic) is computed in
+//    int64 and wrapped to i32.
+//  - Int `/` and `%` truncate toward zero (C semantics). Division or modulo
+//    by zero yields 0 (no trap), and INT_MIN / -1 wraps to INT_MIN. The IR
+//    generator lowers Int division the same way.
+//  - A Float node promotes Int operands to double; Float math is double
+//    math (the GPU computes in f32; the tolerance of the comparison is the
+//    caller's business).
+//  - Comparisons of an Int with a Float compare in double.
+//  - Float min/max follow fmin/fmax (a NaN operand yields the other one).
+//  - `&&`, `||` and select evaluate only what they need (no side effects
+//    exist, so this is only a speed-up).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Frontend/Frontend.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+using namespace flashc::frontend;
+
+namespace {
+
+int64_t wrap32(int64_t value) {
+  return static_cast<int64_t>(
+      static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(value))));
+}
+
+/// An Int value carried in a double: exact for every i32. Values outside
+/// the int64 range (impossible for checked Int expressions) saturate.
+int64_t toInt(double value) {
+  if (!(value == value))
+    return 0;
+  if (value >= 9.2e18)
+    return INT64_MAX;
+  if (value <= -9.2e18)
+    return INT64_MIN;
+  return static_cast<int64_t>(value);
+}
+
+double intResult(int64_t value) { return static_cast<double>(wrap32(value)); }
+
+double evalBinary(const Expr &expr, const EvalContext &context) {
+  const Expr &lhsExpr = *expr.operands[0];
+  const Expr &rhsExpr = *expr.operands[1];
+  switch (expr.binaryOp) {
+  case BinaryOp::And:
+    return evaluate(lhsExpr, context) != 0 && evaluate(rhsExpr, context) != 0
+               ? 1
+               : 0;
+  case BinaryOp::Or:
+    return evaluate(lhsExpr, context) != 0 || evaluate(rhsExpr, context) != 0
+               ? 1
+               : 0;
+  default:
+    break;
+  }
+
+  double lhs = evaluate(lhsExpr, context);
+  double rhs = evaluate(rhsExpr, context);
+  bool isInt = expr.type == ScalarType::Int;
+  int64_t a = toInt(lhs), b = toInt(rhs);
+  switch (expr.binaryOp) {
+  case BinaryOp::Add:
+    return isInt ? intResult(a + b) : lhs + rhs;
+  case BinaryOp::Sub:
+    return isInt ? intResult(a - b) : lhs - rhs;
+  case BinaryOp::Mul:
+    return isInt ? intResult(a * b) : lhs * rhs;
+  case BinaryOp::Div:
+    if (!isInt)
+      return lhs / rhs;
+    return b == 0 ? 0 : intResult(a / b); // i32 operands: no int64 overflow
+  case BinaryOp::Mod:
+    return b == 0 ? 0 : intResult(a % b);
+  // Int operands are exact in double, so comparing doubles is exact for
+  // Int/Int, Int/Float and Bool/Bool alike.
+  case BinaryOp::Lt: return lhs < rhs ? 1 : 0;
+  case BinaryOp::Le: return lhs <= rhs ? 1 : 0;
+  case BinaryOp::Gt: return lhs > rhs ? 1 : 0;
+  case BinaryOp::Ge: return lhs >= rhs ? 1 : 0;
+  case BinaryOp::Eq: return lhs == rhs ? 1 : 0;
+  case BinaryOp::Ne: return lhs != rhs ? 1 : 0;
+  case BinaryOp::And:
+  case BinaryOp::Or:
+    break;
+  }
+  return 0;
+}
+
+double evalCall(const Expr &expr, const EvalContext &context) {
+  bool isInt = expr.type == ScalarType::Int;
+  auto arg = [&](size_t n) { return evaluate(*expr.operands[n], context); };
+  switch (expr.builtin) {
+  case Builtin::Select:
+    return arg(0) != 0 ? arg(1) : arg(2);
+  case Builtin::Min: {
+    double a = arg(0), b = arg(1);
+    return isInt ? intResult(std::min(toInt(a), toInt(b))) : std::fmin(a, b);
+  }
+  case Builtin::Max: {
+    double a = arg(0), b = arg(1);
+    return isInt ? intResult(std::max(toInt(a), toInt(b))) : std::fmax(a, b);
+  }
+  case Builtin::Abs: {
+    double a = arg(0);
+    // abs(INT_MIN) wraps to INT_MIN, like the i32 hardware.
+    return isInt ? intResult(std::llabs(toInt(a))) : std::fabs(a);
+  }
+  case Builtin::Exp: return std::exp(arg(0));
+  case Builtin::Log: return std::log(arg(0));
+  case Builtin::Tanh: return std::tanh(arg(0));
+  case Builtin::Sqrt: return std::sqrt(arg(0));
+  }
+  return 0;
+}
+
+} // namespace
+
+double flashc::frontend::evaluate(const Expr &expr, const EvalContext &context) {
+  switch (expr.kind) {
+  case ExprKind::IntLiteral:
+    return intResult(expr.intValue);
+  case ExprKind::FloatLiteral:
+    return expr.floatValue;
+  case ExprKind::BoolLiteral:
+    return expr.boolValue ? 1 : 0;
+  case ExprKind::Score:
+    return context.score;
+  case ExprKind::Batch:
+    return intResult(context.b);
+  case ExprKind::Head:
+    return intResult(context.h);
+  case ExprKind::Query:
+    return intResult(context.i);
+  case ExprKind::Key:
+    return intResult(context.j);
+  case ExprKind::Param: {
+    if (expr.declIndex < 0 ||
+        static_cast<size_t>(expr.declIndex) >= context.params.size())
+      return 0;
+    double value = context.params[expr.declIndex];
+    return expr.type == ScalarType::Int ? intResult(toInt(value)) : value;
+  }
+  case ExprKind::DimSize: {
+    size_t role = static_cast<size_t>(expr.dimRole);
+    return role < context.dimSizes.size() ? intResult(context.dimSizes[role])
+                                          : 0;
+  }
+  case ExprKind::Unary: {
+    double operand = evaluate(*expr.operands[0], context);
+    if (expr.unaryOp == UnaryOp::Not)
+      return operand != 0 ? 0 : 1;
+    return expr.type == ScalarType::Int ? intResult(-toInt(operand)) : -operand;
+  }
+  case ExprKind::Binary:
+    return evalBinary(expr, context);
+  case ExprKind::Call:
+    return evalCall(expr, context);
+  case ExprKind::Index: {
+    llvm::SmallVector<int64_t, 4> indices;
+    for (const auto &operand : expr.operands)
+      indices.push_back(toInt(evaluate(*operand, context)));
+    if (!context.readTensor)
+      return 0;
+    double value = context.readTensor(expr.declIndex, indices);
+    return expr.type == ScalarType::Int ? intResult(toInt(value)) : value;
+  }
+  }
+  return 0;
+}
