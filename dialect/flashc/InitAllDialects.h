@@ -17,18 +17,30 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+// The GPU path (flash-to-sm80, PTX emission) is registered by the tools that
+// link FlashcNVPTX; its CMake target defines FLASHC_HAS_NVPTX for them.
+#ifdef FLASHC_HAS_NVPTX
+#include "flashc/Target/NVPTX/EmitPTX.h"
+#endif
+
 namespace flashc {
 
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<flash::FlashDialect, mlir::arith::ArithDialect,
                   mlir::math::MathDialect, mlir::scf::SCFDialect,
                   mlir::func::FuncDialect>();
+#ifdef FLASHC_HAS_NVPTX
+  nvptx::registerNVPTXDialects(registry);
+#endif
 }
 
 inline void registerAllPasses() {
   flash::registerFlashPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
+#ifdef FLASHC_HAS_NVPTX
+  nvptx::registerNVPTXPasses();
+#endif
 }
 
 } // namespace flashc

@@ -106,6 +106,13 @@ AuxTensorAttr KernelOp::lookupTensor(StringRef name) {
   return {};
 }
 
+// Print the program coordinates as %b, %h, %qt instead of %arg0...
+void KernelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  static const char *names[] = {"b", "h", "qt"};
+  for (auto [arg, name] : llvm::zip(region.getArguments(), names))
+    setNameFn(arg, name);
+}
+
 LogicalResult KernelOp::verify() {
   Type element = getElementType();
   if (!element.isBF16() && !element.isF16() && !element.isF32())
@@ -253,6 +260,23 @@ static LogicalResult verifyElementRegion(Operation *op, Region &body,
     return op->emitOpError() << "region must yield " << yieldType << ", got "
                              << yield.getValue().getType();
   return success();
+}
+
+/// Region arguments print as %s, %b, %h, %i, %j (masks have no %s).
+static void nameElementRegionArgs(Region &region, bool takesScore,
+                                  OpAsmSetValueNameFn setNameFn) {
+  static const char *names[] = {"s", "b", "h", "i", "j"};
+  ArrayRef<const char *> used = ArrayRef(names).drop_front(takesScore ? 0 : 1);
+  for (auto [arg, name] : llvm::zip(region.getArguments(), used))
+    setNameFn(arg, name);
+}
+
+void ScoreModOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  nameElementRegionArgs(region, /*takesScore=*/true, setNameFn);
+}
+
+void MaskOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  nameElementRegionArgs(region, /*takesScore=*/false, setNameFn);
 }
 
 LogicalResult ScoreModOp::verifyRegions() {

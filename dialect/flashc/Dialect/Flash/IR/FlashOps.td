@@ -11,6 +11,7 @@
 
 include "flashc/Dialect/Flash/IR/FlashDialect.td"
 include "flashc/Dialect/Flash/IR/FlashAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -27,7 +28,8 @@ def Flash_Scalar : AnyTypeOf<[I32, F32]>;
 
 def Flash_KernelOp : Flash_Op<"kernel", [
     Symbol, IsolatedFromAbove,
-    SingleBlockImplicitTerminator<"ReturnOp">]> {
+    SingleBlockImplicitTerminator<"ReturnOp">,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "One attention variant, written as the work of one program";
   let description = [{
     The body runs once per (batch `b`, query head `h`, query tile `qt`); its
@@ -196,7 +198,8 @@ def Flash_QKDotOp : Flash_Op<"qk_dot", [Pure]> {
 }
 
 class Flash_ElementwiseRegionOp<string mnemonic>
-    : Flash_Op<mnemonic, [Pure, AllTypesMatch<["scores", "result"]>]> {
+    : Flash_Op<mnemonic, [Pure, AllTypesMatch<["scores", "result"]>,
+        DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let arguments = (ins Flash_F32Tile:$scores, Index:$batch, Index:$head,
                        Index:$query_tile, Index:$key_tile);
   let results = (outs Flash_F32Tile:$result);

@@ -1,0 +1,53 @@
+//===- Passes.td - flash to sm80 (mma.sync) lowering ---------*- tablegen -*-===//
+
+#ifndef FLASHC_CONVERSION_FLASHTOSM80_PASSES_TD
+#define FLASHC_CONVERSION_FLASHTOSM80_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
+  let summary = "Lower flash.kernel to a FlashAttention-2 forward kernel (mma.sync, ldmatrix, cp.async)";
+  let description = [{
+    Replaces every `flash.kernel` of the module by a `gpu.func` kernel of the
+    same name inside one `gpu.module @flashc_kernels` (the module gets
+    `gpu.container_module`). The kernel body is written with the nvvm, llvm,
+    arith and scf dialects at the level of one thread:
+
+    - Grid (ceil(N/Br), H, B); Br/16 warps, each owning 16 query rows.
+    - The Q tile is copied to shared memory with 16-byte
+      `cp.async.cg.shared.global` and moved to registers with `ldmatrix`
+      (kept in registers for D <= 128, re-read per block otherwise).
+    - K and V blocks stream through shared memory with cp.async; the copy of
+      V(kt) overlaps S = Q·Kᵀ and the copy of K(kt+1) overlaps P·V
+      (FlashAttention-2's schedule).
+    - S = Q·Kᵀ and A += P·V run on `mma.sync.m16n8k16` (bf16 or f16 inputs,
+      f32 accumulation); K fragments come from `ldmatrix`, V fragments from
+      `ldmatrix.trans`, P stays in registers (the C fragment of S, packed in
+      pairs, is the A fragment of P·V).
+    - Score-mod and mask regions are cloned per accumulator element with
+      (b, h, i, j) from the thread's fragment coordinates; the online softmax
+      keeps m and l in registers and reduces rows across each quad with
+      `shfl.sync.bfly`; exponentials are `ex2.approx.ftz.f32`.
+
+    The kernel ABI (parameter order) and launch rule are written on the
+    `gpu.module` as `flashc.launch` (see flashc/Target/NVPTX/EmitPTX.h).
+    The result still holds scf/arith ops: run `lowerToLLVM` (scf-to-cf,
+    convert-gpu-to-nvvm, reconcile-unrealized-casts) before translation.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+  let options = [
+    Option<"numWarps", "num-warps", "int64_t", /*default=*/"0",
+           "Warps per block; 0 derives Br/16 (each warp owns 16 query rows)">,
+    Option<"qInRegisters", "q-in-registers", "std::string", /*default=*/"\"auto\"",
+           "Keep the Q fragments in registers for the whole kernel: auto "
+           "(when D <= 128), always or never">,
+  ];
+}
+
+#endif // FLASHC_CONVERSION_FLASHTOSM80_PASSES_TD

@@ -1,0 +1,107 @@
+//===- EmitPTX.h - flash IR to PTX text, in process -------------*- C++ -*-===//
+//
+// The GPU half of the compiler, as stages a driver can stop after:
+//
+//   lowerToGPU    flash.kernel -> gpu.module @flashc_kernels holding one
+//                 llvm.func (nvvm.kernel) per kernel, written with nvvm,
+//                 llvm, arith and scf ops (the flash-to-sm80 pass)
+//   lowerToLLVM   ... -> LLVM + NVVM dialects only (scf-to-cf, arith/cf to
+//                 LLVM, reconcile-unrealized-casts)
+//   compileToPTX  ... -> PTX text through LLVM's NVPTX backend
+//                 (nvvm-attach-target + gpu-module-to-binary{format=isa})
+//
+// Each stage accepts the output of an earlier one and modifies the module in
+// place. No libdevice, CUDA toolkit or GPU is needed.
+//
+// Kernel ABI (every parameter by value, in this order):
+//   0-4    q, k, v, o : element-type global pointers; lse : f32 global pointer
+//   5-16   i64 strides in elements: q_batch, q_head, q_row, k_batch, k_head,
+//          k_row, v_batch, v_head, v_row, o_batch, o_head, o_row
+//          (head-dim stride is 1; BHSD and BSHD are both expressible)
+//   17-21  i32 sizes B, H, HKV, N, M
+//   then   the kernel's params in declaration order (i32 or f32)
+//   then   one global pointer per aux tensor in declaration order (dense
+//          row-major, extents from the sizes; reads outside give 0)
+// LSE is dense [B, H, N] f32. K/V head of query head h: h / (H / HKV).
+//
+// Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1),
+// dynamic shared memory dynamic_shared_bytes (call cuFuncSetAttribute(
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
+// Requirements: q, k, v 16-byte aligned and their batch/head/row strides
+// multiples of 8 elements (16-byte cp.async); o 4-byte aligned with even
+// strides; H a multiple of HKV; B, H, HKV, N, M >= 1. Rows >= N of O and LSE
+// are not written.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_TARGET_NVPTX_EMITPTX_H
+#define FLASHC_TARGET_NVPTX_EMITPTX_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Support/LLVM.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashc::nvptx {
+
+struct TargetOptions {
+  /// sm_80 / sm_86 / sm_89 run the mma.sync kernel; sm_90 and sm_90a too.
+  std::string chip = "sm_90a";
+  /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
+  std::string features = "+ptx80";
+  /// LLVM optimization level of the NVPTX backend.
+  int optLevel = 3;
+  /// flash-to-sm80 options: 0 = Br/16 warps; q-in-registers auto/always/never.
+  int64_t numWarps = 0;
+  std::string qInRegisters = "auto";
+};
+
+/// What a launcher needs for one kernel (also on the gpu.module as the
+/// `flashc.launch` dictionary, keyed by kernel name).
+struct KernelLaunchInfo {
+  std::string name;             // the .entry name == the flash.kernel symbol
+  int64_t threadsPerBlock = 0;  // blockDim.x (y = z = 1)
+  int64_t dynamicSharedBytes = 0;
+  int64_t blockRows = 0;        // Br: grid.x = ceil(N / Br), grid.y = H, grid.z = B
+  int64_t blockCols = 0;        // Bc
+  int64_t headDim = 0;
+  int64_t numWarps = 0;
+  std::string elementType;      // "bf16" or "f16"
+  std::vector<std::string> params;     // names, ABI order
+  std::vector<std::string> paramTypes; // "i32" or "f32"
+  std::vector<std::string> tensors;    // aux tensor names, ABI order
+};
+
+struct CompiledPTX {
+  std::string ptx;  // one PTX module holding every kernel
+  std::string chip;
+  std::vector<KernelLaunchInfo> kernels;
+};
+
+/// Registers the dialects, the NVVM target attribute interface and the LLVM
+/// IR translations this path needs. compileToPTX also appends them to the
+/// module's context itself.
+void registerNVPTXDialects(mlir::DialectRegistry &registry);
+
+/// Registers flash-to-sm80 and the upstream passes of the stages
+/// (convert-scf-to-cf, convert-arith-to-llvm, convert-cf-to-llvm,
+/// reconcile-unrealized-casts, nvvm-attach-target, gpu-module-to-binary)
+/// for flashc-opt.
+void registerNVPTXPasses();
+
+mlir::LogicalResult lowerToGPU(mlir::ModuleOp module, const TargetOptions &options);
+mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, const TargetOptions &options);
+
+/// Reads the `flashc.launch` dictionary written by flash-to-sm80 (valid
+/// after lowerToGPU or lowerToLLVM, before compileToPTX consumes the module).
+mlir::FailureOr<std::vector<KernelLaunchInfo>> readLaunchInfo(mlir::ModuleOp module);
+
+/// Lowers as far as needed and serializes to PTX. Afterwards the module holds
+/// a gpu.binary in place of the gpu.module. Diagnostics go to the context.
+mlir::FailureOr<CompiledPTX> compileToPTX(mlir::ModuleOp module, const TargetOptions &options);
+
+} // namespace flashc::nvptx
+
+#endif // FLASHC_TARGET_NVPTX_EMITPTX_H

@@ -1,0 +1,146 @@
+//===- FlashToSM80Pass.cpp - flash-to-sm80 ---------------------------------===//
+//
+// Checks each kernel against what the mma.sync backend supports, picks the
+// resources (warps, shared memory, Q in registers), emits the kernel into
+// `gpu.module @flashc_kernels` and records its launch rule there.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Conversion/FlashToSM80/Passes.h"
+
+#include "SM80Emitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace flashc {
+#define GEN_PASS_DEF_CONVERTFLASHTOSM80
+#include "flashc/Conversion/FlashToSM80/Passes.h.inc"
+} // namespace flashc
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm80;
+
+namespace {
+
+/// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
+/// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, int64_t numWarps,
+                                     StringRef qInRegisters) {
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << "flash-to-sm80: " << message;
+    return failure();
+  };
+  KernelConfig config;
+  flash::TileConfigAttr tile = kernel.getConfig();
+  config.br = tile.getBr();
+  config.bc = tile.getBc();
+  config.headDim = tile.getHeadDim();
+  config.elementType = kernel.getElementType();
+  if (config.elementType.isF32())
+    return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
+  if (!config.elementType.isBF16() && !config.elementType.isF16())
+    return fail("element type must be bf16 or f16");
+  int64_t d = config.headDim;
+  if (d != 64 && d != 96 && d != 128 && d != 256)
+    return fail("head dim " + Twine(d) + " is not supported by the mma.sync kernel " +
+                "(supported: 64, 96, 128, 256)");
+  if (config.br % 16 || config.br < 16)
+    return fail("Br = " + Twine(config.br) + " must be a multiple of 16 (one warp per 16 rows)");
+  if (config.bc % 16 || config.bc < 16)
+    return fail("Bc = " + Twine(config.bc) + " must be a multiple of 16");
+  config.numWarps = config.br / 16;
+  if (numWarps != 0 && numWarps != config.numWarps)
+    return fail("num-warps = " + Twine(numWarps) + " does not match Br/16 = " +
+                Twine(config.numWarps) + " (each warp owns 16 query rows)");
+  config.numThreads = config.numWarps * 32;
+  if (config.numThreads > 1024)
+    return fail("Br = " + Twine(config.br) + " needs more than 1024 threads");
+  if (qInRegisters == "auto")
+    config.qInRegisters = d <= 128;
+  else if (qInRegisters == "always")
+    config.qInRegisters = true;
+  else if (qInRegisters == "never")
+    config.qInRegisters = false;
+  else
+    return fail("q-in-registers must be auto, always or never");
+  if (config.sharedBytes() > kMaxSharedBytes)
+    return fail("the tiles need " + Twine(config.sharedBytes()) +
+                " bytes of shared memory, more than a block can have");
+  return config;
+}
+
+DictionaryAttr launchInfo(Builder &b, flash::KernelOp kernel, const KernelConfig &config) {
+  SmallVector<Attribute> paramNames, paramTypes, tensorNames;
+  for (Attribute attr : kernel.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    paramNames.push_back(param.getName());
+    paramTypes.push_back(TypeAttr::get(param.getType()));
+  }
+  for (Attribute attr : kernel.getTensors())
+    tensorNames.push_back(cast<flash::AuxTensorAttr>(attr).getName());
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("threads_per_block", b.getI64IntegerAttr(config.numThreads)),
+      b.getNamedAttr("dynamic_shared_bytes", b.getI64IntegerAttr(config.sharedBytes())),
+      b.getNamedAttr("block_rows", b.getI64IntegerAttr(config.br)),
+      b.getNamedAttr("block_cols", b.getI64IntegerAttr(config.bc)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(config.headDim)),
+      b.getNamedAttr("num_warps", b.getI64IntegerAttr(config.numWarps)),
+      b.getNamedAttr("element_type", TypeAttr::get(config.elementType)),
+      b.getNamedAttr("grid", b.getStringAttr("(ceil(N/block_rows), H, B)")),
+      b.getNamedAttr("params", b.getArrayAttr(paramNames)),
+      b.getNamedAttr("param_types", b.getArrayAttr(paramTypes)),
+      b.getNamedAttr("tensors", b.getArrayAttr(tensorNames)),
+  };
+  return b.getDictionaryAttr(entries);
+}
+
+struct ConvertFlashToSM80Pass
+    : flashc::impl::ConvertFlashToSM80Base<ConvertFlashToSM80Pass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
+    if (kernels.empty())
+      return;
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+
+    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
+    if (!gpuModule) {
+      b.setInsertionPointToEnd(module.getBody());
+      gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), kSM80ModuleName);
+    }
+    SmallVector<NamedAttribute> launches;
+    if (auto existing = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName))
+      launches.assign(existing.begin(), existing.end());
+
+    bool failedAny = false;
+    for (flash::KernelOp kernel : kernels) {
+      FailureOr<KernelConfig> config = chooseConfig(kernel, numWarps, qInRegisters);
+      if (failed(config)) {
+        failedAny = true;
+        continue;
+      }
+      SM80Emitter emitter(kernel, *config, gpuModule);
+      if (failed(emitter.emit())) {
+        if (emitter.getFunc())
+          emitter.getFunc().erase();
+        failedAny = true;
+        continue;
+      }
+      launches.push_back(b.getNamedAttr(kernel.getSymName(), launchInfo(b, kernel, *config)));
+    }
+    if (failedAny)
+      return signalPassFailure();
+    gpuModule->setAttr(kLaunchAttrName, b.getDictionaryAttr(launches));
+    for (flash::KernelOp kernel : kernels)
+      kernel.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,163 @@
+//===- EmitPTX.cpp - flash IR to PTX text, in process ----------------------===//
+
+#include "flashc/Target/NVPTX/EmitPTX.h"
+
+#include "flashc/Conversion/FlashToSM80/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::nvptx;
+
+void nvptx::registerNVPTXDialects(DialectRegistry &registry) {
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
+                  cf::ControlFlowDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+}
+
+void nvptx::registerNVPTXPasses() {
+  registerConvertFlashToSM80();
+  registerSCFToControlFlowPass();
+  registerArithToLLVMConversionPass();
+  registerConvertControlFlowToLLVMPass();
+  registerReconcileUnrealizedCastsPass();
+  registerGpuNVVMAttachTarget();
+  registerGpuModuleToBinaryPass();
+}
+
+static void prepareContext(ModuleOp module) {
+  DialectRegistry registry;
+  registerNVPTXDialects(registry);
+  module.getContext()->appendDialectRegistry(registry);
+}
+
+static bool hasFlashKernels(ModuleOp module) {
+  return !module.getOps<flash::KernelOp>().empty();
+}
+
+static gpu::GPUModuleOp findKernelModule(ModuleOp module) {
+  return module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
+}
+
+LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
+  prepareContext(module);
+  if (!hasFlashKernels(module)) {
+    if (findKernelModule(module))
+      return success(); // already lowered
+    return module.emitError("flashc: the module holds no flash.kernel to lower");
+  }
+  PassManager pm(module.getContext());
+  ConvertFlashToSM80Options sm80;
+  sm80.numWarps = options.numWarps;
+  sm80.qInRegisters = options.qInRegisters;
+  pm.addPass(createConvertFlashToSM80(sm80));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+LogicalResult nvptx::lowerToLLVM(ModuleOp module, const TargetOptions &options) {
+  if (failed(lowerToGPU(module, options)))
+    return failure();
+  PassManager pm(module.getContext());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) {
+  gpu::GPUModuleOp gpuModule = findKernelModule(module);
+  if (!gpuModule)
+    return module.emitError("flashc: no gpu.module @") << kSM80ModuleName;
+  auto launches = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName);
+  if (!launches)
+    return gpuModule.emitError("flashc: missing ") << kLaunchAttrName;
+  std::vector<KernelLaunchInfo> result;
+  for (NamedAttribute entry : launches) {
+    auto dict = dyn_cast<DictionaryAttr>(entry.getValue());
+    if (!dict)
+      return gpuModule.emitError("flashc: malformed ") << kLaunchAttrName;
+    KernelLaunchInfo info;
+    info.name = entry.getName().str();
+    auto integer = [&](StringRef key) -> int64_t {
+      auto attr = dict.getAs<IntegerAttr>(key);
+      return attr ? attr.getInt() : 0;
+    };
+    info.threadsPerBlock = integer("threads_per_block");
+    info.dynamicSharedBytes = integer("dynamic_shared_bytes");
+    info.blockRows = integer("block_rows");
+    info.blockCols = integer("block_cols");
+    info.headDim = integer("head_dim");
+    info.numWarps = integer("num_warps");
+    if (auto type = dict.getAs<TypeAttr>("element_type")) {
+      llvm::raw_string_ostream os(info.elementType);
+      type.getValue().print(os);
+    }
+    if (auto names = dict.getAs<ArrayAttr>("params"))
+      for (Attribute name : names)
+        info.params.push_back(cast<StringAttr>(name).str());
+    if (auto types = dict.getAs<ArrayAttr>("param_types"))
+      for (Attribute type : types) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        cast<TypeAttr>(type).getValue().print(os);
+        info.paramTypes.push_back(text);
+      }
+    if (auto names = dict.getAs<ArrayAttr>("tensors"))
+      for (Attribute name : names)
+        info.tensors.push_back(cast<StringAttr>(name).str());
+    result.push_back(std::move(info));
+  }
+  return result;
+}
+
+FailureOr<CompiledPTX> nvptx::compileToPTX(ModuleOp module, const TargetOptions &options) {
+  if (failed(lowerToLLVM(module, options)))
+    return failure();
+  FailureOr<std::vector<KernelLaunchInfo>> kernels = readLaunchInfo(module);
+  if (failed(kernels))
+    return failure();
+
+  PassManager pm(module.getContext());
+  GpuNVVMAttachTargetOptions target;
+  target.moduleMatcher = kSM80ModuleName.str();
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = static_cast<unsigned>(options.optLevel);
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  if (failed(pm.run(module)))
+    return failure();
+
+  auto binaryOp = module.lookupSymbol<gpu::BinaryOp>(kSM80ModuleName);
+  if (!binaryOp || binaryOp.getObjects().size() != 1)
+    return module.emitError("flashc: gpu-module-to-binary produced no PTX");
+  auto object = cast<gpu::ObjectAttr>(binaryOp.getObjects()[0]);
+  CompiledPTX result;
+  result.ptx = object.getObject().str();
+  result.chip = options.chip;
+  result.kernels = std::move(*kernels);
+  return result;
+}
