@@ -512,13 +512,11 @@ std::string interp::checkInputs(flash::KernelOp kernel, const AttentionInputs &i
   ArrayRef<int64_t> classes = kernel.getDimClasses();
   for (int role = 0; role < flash::kNumDimRoles; ++role) {
     if (fixed[role] != -1 && shape.sizes[role] != fixed[role])
-      return std::string("variant '") + kernel.getSymName().str() + "' fixes " +
-             roleName(role) + " = " + std::to_string(fixed[role]) + ", got " +
+      return std::string("the variant fixes ") + roleName(role) + " = " + std::to_string(fixed[role]) + ", got " +
              std::to_string(shape.sizes[role]);
     int other = static_cast<int>(classes[role]);
     if (shape.sizes[role] != shape.sizes[other])
-      return std::string("variant '") + kernel.getSymName().str() + "' uses one symbol for " +
-             roleName(other) + " and " + roleName(role) + ", but " + roleName(other) +
+      return std::string("the variant uses one symbol for ") + roleName(other) + " and " + roleName(role) + ", but " + roleName(other) +
              " = " + std::to_string(shape.sizes[other]) + " and " + roleName(role) + " = " +
              std::to_string(shape.sizes[role]);
   }
@@ -555,9 +553,7 @@ std::string interp::checkInputs(flash::KernelOp kernel, const AttentionInputs &i
   }
   for (const auto &entry : inputs.params)
     if (!kernel.lookupParam(entry.getKey()))
-      return ("variant '" + kernel.getSymName() + "' has no parameter '" + entry.getKey() +
-              "'")
-          .str();
+      return ("the variant has no parameter '" + entry.getKey() + "'").str();
   return "";
 }
 

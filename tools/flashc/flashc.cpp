@@ -15,6 +15,8 @@
 #include "flashc/Interpreter/Interpreter.h"
 #include "flashc/Interpreter/Reference.h"
 #include "flashc/Interpreter/VariantReference.h"
+#include "flashc/Target/NVPTX/EmitPTX.h"
+#include "flashc/Target/Package/KernelPackage.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -37,7 +39,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitKind { None, FlashRaw, Flash };
+enum class EmitKind { None, FlashRaw, Flash, Gpu, Llvm, Ptx, Package };
 enum class RunKind { None, Cpu };
 
 cl::OptionCategory flashcCategory("flashc options");
@@ -53,8 +55,16 @@ cl::opt<EmitKind> emitKind(
                           "flash IR as the front end builds it, before any pass"),
                clEnumValN(EmitKind::Flash, "flash",
                           "flash IR after flash-fuse-rescale and flash-fold-scale "
-                          "(what the interpreter and GPU backends run)")),
+                          "(what the interpreter and GPU backends run)"),
+               clEnumValN(EmitKind::Gpu, "gpu",
+                          "after flash-to-sm80: a gpu.module of LLVM/NVVM-dialect kernels"),
+               clEnumValN(EmitKind::Llvm, "llvm", "LLVM and NVVM dialects only, ready for NVPTX"),
+               clEnumValN(EmitKind::Ptx, "ptx", "PTX text from LLVM's NVPTX backend"),
+               clEnumValN(EmitKind::Package, "package",
+                          "a kernel package: PTX plus launch metadata (one variant)")),
     cl::cat(flashcCategory));
+cl::opt<std::string> arch("arch", cl::desc("GPU target: sm_80 (also runs on sm_86/89/90) or sm_90a"),
+                          cl::init("sm_90a"), cl::cat(flashcCategory));
 cl::opt<RunKind> runKind(
     "run", cl::desc("Execute the kernels and check them against the naive fp64 reference"),
     cl::init(RunKind::None),
@@ -209,7 +219,8 @@ int main(int argc, char **argv) {
       "  flashc causal.flash --run=cpu --shape B=2,H=4,N=1000,D=64\n");
 
   if (emitKind == EmitKind::None && runKind == RunKind::None)
-    return usageError("nothing to do: give --emit=flash|flash-raw and/or --run=cpu");
+    return usageError("nothing to do: give --emit=flash|flash-raw|gpu|llvm|ptx|package and/or "
+                      "--run=cpu");
 
   std::optional<llvm::StringMap<int64_t>> sizes = parseSizes(shapeSpec, "shape", kRoleKeys);
   std::optional<llvm::StringMap<int64_t>> tile = parseSizes(tileSpec, "tile", {"Br", "Bc"});
@@ -266,6 +277,47 @@ int main(int argc, char **argv) {
     kernelPM.addPass(flash::createFlashFoldScale());
     if (failed(pm.run(*module)))
       return 1;
+  }
+
+  if (emitKind >= EmitKind::Gpu && runKind == RunKind::Cpu)
+    return usageError("--run=cpu needs flash IR: combine it with --emit=flash or none");
+  if (emitKind >= EmitKind::Gpu) {
+    if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90" &&
+        arch != "sm_90a")
+      return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
+    nvptx::TargetOptions target;
+    target.chip = arch;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (emitKind == EmitKind::Package) {
+      if (llvm::range_size(module->getOps<flash::KernelOp>()) != 1)
+        return usageError("--emit=package writes one variant; pick it with --variant");
+      FailureOr<std::vector<flashrt::KernelPackage>> packages =
+          buildKernelPackages(*module, target);
+      if (failed(packages))
+        return 1;
+      os << (*packages)[0].serialize();
+    } else if (emitKind == EmitKind::Ptx) {
+      FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
+      if (failed(compiled))
+        return 1;
+      os << compiled->ptx;
+    } else {
+      if (failed(emitKind == EmitKind::Gpu ? nvptx::lowerToGPU(*module, target)
+                                           : nvptx::lowerToLLVM(*module, target)))
+        return 1;
+      module->print(os);
+      os << "\n";
+    }
+    std::string error;
+    auto output = mlir::openOutputFile(outputFile, &error);
+    if (!output) {
+      llvm::WithColor::error(llvm::errs(), "flashc") << error << "\n";
+      return 1;
+    }
+    output->os() << text;
+    output->keep();
+    return 0;
   }
 
   if (emitKind != EmitKind::None) {

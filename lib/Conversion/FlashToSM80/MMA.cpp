@@ -37,8 +37,17 @@ std::array<Value, 4> SM80Emitter::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
   auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {f32Type, f32Type, f32Type, f32Type});
   NVVM::MMATypes type =
       config.elementType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  // bf16 operands are i32-packed; the verifier wants f16 ones as vector<2xf16>.
+  SmallVector<Value, 4> aOperands(a), bOperands(bFrag);
+  if (type == NVVM::MMATypes::f16) {
+    auto pair = VectorType::get({2}, b.getF16Type());
+    for (Value &operand : aOperands)
+      operand = LLVM::BitcastOp::create(b, loc, pair, operand);
+    for (Value &operand : bOperands)
+      operand = LLVM::BitcastOp::create(b, loc, pair, operand);
+  }
   Value result = NVVM::MmaOp::create(
-      b, loc, resultType, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
+      b, loc, resultType, aOperands, bOperands, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
       std::array<NVVM::MMATypes, 2>{type, type},
       std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
   return {extract(result, 0), extract(result, 1), extract(result, 2), extract(result, 3)};

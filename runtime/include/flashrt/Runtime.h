@@ -8,6 +8,7 @@
 #include "flashrt/KernelArgs.h"
 #include "flashrt/Memory.h"
 #include "flashrt/Module.h"
+#include "flashrt/Package.h"
 #include "flashrt/Stream.h"
 #include "flashrt/Timing.h"
 

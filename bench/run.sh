@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Forward-pass benchmark on a GPU host: flashc kernels (validated against the
+# CPU interpreter, timed with CUDA events, median) and the peers of
+# shared/bench/peers.py (PyTorch SDPA FA2 / cuDNN / mem-efficient,
+# FlexAttention) in the same run, then one table of TFLOP/s and ratios.
+#
+#   FLASH_RUN=path/to/flash-run PEERS=path/to/peers.py bench/run.sh [OUTDIR]
+#
+# Grid: bf16, B*N = 16384 tokens, H*D = 2048; HDIMS and SEQS override.
+# TFLOP/s: 4*B*H*N*N*D, halved when causal (the peers' count).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FLASH_RUN=${FLASH_RUN:-flash-run}
+PEERS=${PEERS:-../shared/bench/peers.py}
+OUT=${1:-bench/results}
+HDIMS=${HDIMS:-64,128,256}
+SEQS=${SEQS:-512,1024,2048,4096,8192,16384}
+ITERS=${ITERS:-30}
+mkdir -p "$OUT"
+stamp=$(date -u +%Y-%m-%d)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+flashc_csv=$OUT/flashc-fwd.csv
+peers_csv=$OUT/peers-fwd.csv
+
+echo "causal,variant,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_err_o,rel_err_lse,status" > "$flashc_csv"
+total=$(( $(echo "$HDIMS" | tr ',' '\n' | wc -l) * $(echo "$SEQS" | tr ',' '\n' | wc -l) * 2 ))
+n=0
+for D in ${HDIMS//,/ }; do
+  H=$((2048 / D))
+  for N in ${SEQS//,/ }; do
+    B=$((16384 / N)); [ $B -lt 1 ] && B=1
+    for causal in 0 1; do
+      n=$((n + 1))
+      if [ $causal -eq 1 ]; then file=examples/causal.flash; flag=--causal; else file=examples/full.flash; flag=; fi
+      echo "[$n/$total] flashc D=$D N=$N causal=$causal" >&2
+      row=$("$FLASH_RUN" "$file" --shape "B=$B,H=$H,N=$N,D=$D" --csv --iters "$ITERS" $flag 2>&1 | tail -1)
+      echo "$causal,$row" >> "$flashc_csv"
+    done
+  done
+done
+
+echo "peers (PyTorch SDPA, FlexAttention)..." >&2
+python3 "$PEERS" --hdims "$HDIMS" --seqs "$SEQS" > "$peers_csv" 2> "$OUT/peers-fwd.log"
+
+table=$OUT/fwd-table.md
+{
+  echo "# Forward TFLOP/s, flashc vs peers ($stamp, $gpu, driver $driver, flashc $commit)"
+  echo
+  echo "bf16, B*N = 16384, H*D = 2048, median of CUDA-event timings; ratio = flashc / peer."
+  echo "flashc rows are validated against the CPU interpreter first (rel err of O shown)."
+  echo
+  echo "| D | N | causal | flashc | FA2 | cuDNN | flex | /FA2 | /cuDNN | /flex | flashc rel err |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  awk -F, '
+    FNR == 1 { next }
+    FILENAME ~ /peers/ && $2 == "fwd" { peer[$1 "," $7 "," $6 "," $8] = $10; next }
+    FILENAME ~ /flashc/ { key = $9 "," $7 "," $1; order[++n] = key
+                          if (NF >= 14) { mine[key] = $12; err[key] = $13 ($15 == "FAIL" ? " FAIL" : "") }
+                          else err[key] = "error: " $2 }
+    END {
+      for (i = 1; i <= n; i++) {
+        split(order[i], k, ",")
+        f = mine[order[i]]; fa = peer["sdpa-flash," order[i]]; cu = peer["sdpa-cudnn," order[i]]
+        fx = peer["flex," order[i]]
+        r1 = (fa > 0 && f > 0) ? sprintf("%.2f", f / fa) : "-"
+        r2 = (cu > 0 && f > 0) ? sprintf("%.2f", f / cu) : "-"
+        r3 = (fx > 0 && f > 0) ? sprintf("%.2f", f / fx) : "-"
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[1], k[2], k[3], f, fa, cu, fx, r1, r2, r3, err[order[i]]
+      }
+    }' "$peers_csv" "$flashc_csv"
+} > "$table"
+cat "$table"

@@ -1,0 +1,76 @@
+//===- AttentionKernel.h - Launch a flashc kernel package -------*- C++ -*-===//
+//
+// The C++ launch API: load a kernel package, bind device tensors, launch on
+// a stream. Needs only libflashrt (no flashc, MLIR, LLVM or Python), so an
+// inference engine can link it as it is.
+//
+//   flashrt::Context context;
+//   flashrun::AttentionKernel kernel(context, flashrt::KernelPackage::load("causal.flashpkg"));
+//   kernel.launch(stream, q, k, v, o, lse.devicePtr(), {B, H, HKV, N, M});
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHRUN_ATTENTIONKERNEL_H
+#define FLASHRUN_ATTENTIONKERNEL_H
+
+#include "flashrt/Runtime.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace flashrun {
+
+/// Run-time sizes of one launch.
+struct Sizes {
+  int64_t batch = 1, heads = 1, kvHeads = 1, queryLen = 1, keyLen = 1;
+};
+
+/// A [B, heads, length, D] tensor in device memory with explicit strides in
+/// elements (the head-dim stride is 1). BHSD: {H*N*D, N*D, D}; BSHD:
+/// {N*H*D, D, H*D}.
+struct TensorRef {
+  uint64_t devicePtr = 0;
+  int64_t batchStride = 0, headStride = 0, rowStride = 0;
+
+  static TensorRef bhsd(uint64_t ptr, int64_t heads, int64_t length, int64_t headDim) {
+    return {ptr, heads * length * headDim, length * headDim, headDim};
+  }
+  static TensorRef bshd(uint64_t ptr, int64_t heads, int64_t length, int64_t headDim) {
+    return {ptr, length * heads * headDim, headDim, heads * headDim};
+  }
+};
+
+class AttentionKernel {
+public:
+  /// JIT-loads the package's PTX and raises the kernel's dynamic shared
+  /// memory limit when it needs more than 48 KiB.
+  AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package);
+
+  const flashrt::KernelPackage &package() const { return kernelPackage; }
+  const flashrt::Function &function() const { return kernelFunction; }
+
+  /// Checks the launch against the package (sizes the variant fixes or
+  /// ties, H divisible by HKV, alignment and stride rules, parameter names,
+  /// one pointer per aux tensor) and throws InvalidArgument saying what is
+  /// wrong. `params` overrides defaults by name.
+  void validate(const Sizes &sizes, const TensorRef &q, const TensorRef &k, const TensorRef &v,
+                const TensorRef &o, const std::map<std::string, double> &params,
+                const std::vector<uint64_t> &tensors) const;
+
+  /// Validates, then launches over grid (ceil(N / Br), H, B). O is written
+  /// in the package's element type, LSE as dense f32 [B, H, N].
+  void launch(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+              const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
+              const std::map<std::string, double> &params = {},
+              const std::vector<uint64_t> &tensors = {}) const;
+
+private:
+  flashrt::KernelPackage kernelPackage;
+  flashrt::Module module;
+  flashrt::Function kernelFunction;
+};
+
+} // namespace flashrun
+
+#endif // FLASHRUN_ATTENTIONKERNEL_H

@@ -1,0 +1,110 @@
+//===- AttentionKernel.cpp - Launch a flashc kernel package ---------------===//
+
+#include "flashrun/AttentionKernel.h"
+
+#include <cstring>
+
+using flashrt::Error;
+using flashrt::ErrorKind;
+
+namespace flashrun {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string &message) {
+  throw Error(ErrorKind::InvalidArgument, message);
+}
+
+const char *const kRoleNames[6] = {"B", "H", "HKV", "N", "M", "D"};
+
+} // namespace
+
+AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package)
+    : kernelPackage(std::move(package)),
+      module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
+      kernelFunction(module.function(kernelPackage.kernelName)) {
+  if (kernelPackage.dynamicSharedBytes > 48 * 1024)
+    kernelFunction.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
+}
+
+void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const TensorRef &k,
+                               const TensorRef &v, const TensorRef &o,
+                               const std::map<std::string, double> &params,
+                               const std::vector<uint64_t> &tensors) const {
+  const flashrt::KernelPackage &pkg = kernelPackage;
+  int64_t values[6] = {sizes.batch,   sizes.heads,  sizes.kvHeads,
+                       sizes.queryLen, sizes.keyLen, pkg.headDim};
+  for (int role = 0; role < 6; ++role) {
+    if (values[role] < 1)
+      invalid(std::string(kRoleNames[role]) + " must be positive");
+    if (pkg.staticSizes[role] != -1 && values[role] != pkg.staticSizes[role])
+      invalid("kernel '" + pkg.kernelName + "' is compiled for " + kRoleNames[role] + " = " +
+              std::to_string(pkg.staticSizes[role]) + ", got " + std::to_string(values[role]));
+    int64_t tied = pkg.dimClasses[role];
+    if (values[role] != values[tied])
+      invalid("kernel '" + pkg.kernelName + "' needs " + kRoleNames[tied] + " == " +
+              kRoleNames[role] + ", got " + std::to_string(values[tied]) + " and " +
+              std::to_string(values[role]));
+  }
+  if (sizes.heads % sizes.kvHeads != 0)
+    invalid("H = " + std::to_string(sizes.heads) + " is not a multiple of HKV = " +
+            std::to_string(sizes.kvHeads));
+  if (sizes.queryLen > INT32_MAX || sizes.keyLen > INT32_MAX)
+    invalid("sequence lengths must fit in 32 bits");
+  // cp.async copies 16 bytes: 8 bf16/f16 elements.
+  auto checkInput = [](const char *name, const TensorRef &t) {
+    if (t.devicePtr % 16 != 0)
+      invalid(std::string(name) + " must be 16-byte aligned");
+    if (t.batchStride % 8 || t.headStride % 8 || t.rowStride % 8)
+      invalid(std::string(name) + " strides must be multiples of 8 elements");
+  };
+  checkInput("q", q);
+  checkInput("k", k);
+  checkInput("v", v);
+  if (o.devicePtr % 4 != 0 || o.batchStride % 2 || o.headStride % 2 || o.rowStride % 2)
+    invalid("o must be 4-byte aligned with even strides");
+  for (const auto &[name, value] : params) {
+    bool known = false;
+    for (const flashrt::PackageParam &param : pkg.params)
+      known |= param.name == name;
+    if (!known)
+      invalid("kernel '" + pkg.kernelName + "' has no parameter '" + name + "'");
+    (void)value;
+  }
+  if (tensors.size() != pkg.tensors.size())
+    invalid("kernel '" + pkg.kernelName + "' reads " + std::to_string(pkg.tensors.size()) +
+            " aux tensor(s), got " + std::to_string(tensors.size()));
+}
+
+void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+                             const TensorRef &v, const TensorRef &o, uint64_t lse,
+                             const Sizes &sizes, const std::map<std::string, double> &params,
+                             const std::vector<uint64_t> &tensors) const {
+  validate(sizes, q, k, v, o, params, tensors);
+  flashrt::KernelArgs args;
+  args.add(q.devicePtr).add(k.devicePtr).add(v.devicePtr).add(o.devicePtr).add(lse);
+  for (const TensorRef *t : {&q, &k, &v, &o})
+    args.add(t->batchStride).add(t->headStride).add(t->rowStride);
+  for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
+    args.add(static_cast<int32_t>(size));
+  for (const flashrt::PackageParam &param : kernelPackage.params) {
+    auto it = params.find(param.name);
+    double value = it != params.end() ? it->second : param.defaultValue;
+    if (param.type == "i32")
+      args.add(static_cast<int32_t>(value));
+    else
+      args.add(static_cast<float>(value));
+  }
+  for (uint64_t tensor : tensors)
+    args.add(tensor);
+  int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
+  if (sizes.heads > 65535 || sizes.batch > 65535)
+    invalid("H and B must be at most 65535 (grid y and z)");
+  kernelFunction.launch(flashrt::Dim3(static_cast<unsigned>(tiles),
+                                      static_cast<unsigned>(sizes.heads),
+                                      static_cast<unsigned>(sizes.batch)),
+                        flashrt::Dim3(static_cast<unsigned>(kernelPackage.threadsPerBlock)),
+                        static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
+}
+
+} // namespace flashrun

@@ -1,0 +1,78 @@
+//===- Package.h - A compiled kernel and what launching it needs -*- C++ -*-===//
+//
+// A kernel package is one text file: a manifest of `key value...` lines,
+// then the PTX. `flashc --emit=package` writes it; the launch API and AOT
+// programs read it with no compiler present.
+//
+//   flashc-package 1
+//   flashc-version 0.1.0
+//   kernel sliding_window
+//   arch sm_90a
+//   variant-hash 5d0c7a4f1e2b3c89
+//   element-type bf16
+//   head-dim 128
+//   block-rows 64
+//   block-cols 64
+//   threads 128
+//   dynamic-shared-bytes 49152
+//   grid ceil(N/block-rows) H B
+//   static-sizes -1 -1 -1 -1 -1 128     (B H HKV N M D; -1 = free)
+//   dim-classes 0 1 2 3 4 5             (role tied to the smallest equal role)
+//   param window i32 128                (one line per parameter, ABI order)
+//   tensor doc i32 batch query_len      (one line per aux tensor, ABI order)
+//   ptx 31337                           (byte count; the PTX follows the newline)
+//
+// The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHRT_PACKAGE_H
+#define FLASHRT_PACKAGE_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flashrt {
+
+struct PackageParam {
+  std::string name;
+  std::string type; // "i32" or "f32"
+  double defaultValue = 0;
+};
+
+struct PackageTensor {
+  std::string name;
+  std::string elementType;          // "i32", "f32", "bf16", "f16"
+  std::vector<std::string> extents; // role names ("batch") or sizes ("8")
+};
+
+struct KernelPackage {
+  static constexpr int kFormatVersion = 1;
+
+  std::string flashcVersion;
+  std::string kernelName;
+  std::string arch;
+  std::string variantHash;
+  std::string elementType; // "bf16" or "f16"
+  int64_t headDim = 0;
+  int64_t blockRows = 0;
+  int64_t blockCols = 0;
+  int64_t threadsPerBlock = 0;
+  int64_t dynamicSharedBytes = 0;
+  std::vector<int64_t> staticSizes; // 6 entries, -1 = free
+  std::vector<int64_t> dimClasses;  // 6 entries
+  std::vector<PackageParam> params;
+  std::vector<PackageTensor> tensors;
+  std::string ptx;
+
+  std::string serialize() const;
+  /// Throws Error(InvalidArgument) naming the line that is wrong.
+  static KernelPackage parse(std::string_view text);
+  static KernelPackage load(const std::string &path);
+  void save(const std::string &path) const;
+};
+
+} // namespace flashrt
+
+#endif // FLASHRT_PACKAGE_H

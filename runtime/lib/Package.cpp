@@ -1,0 +1,189 @@
+//===- Package.cpp - A compiled kernel and what launching it needs --------===//
+
+#include "flashrt/Package.h"
+
+#include "flashrt/Error.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace flashrt {
+
+namespace {
+
+[[noreturn]] void fail(int line, const std::string &message) {
+  throw Error(ErrorKind::InvalidArgument,
+              "kernel package line " + std::to_string(line) + ": " + message);
+}
+
+int64_t toInt(const std::string &word, int line) {
+  try {
+    size_t used = 0;
+    int64_t value = std::stoll(word, &used);
+    if (used == word.size())
+      return value;
+  } catch (const std::exception &) {
+  }
+  fail(line, "'" + word + "' is not an integer");
+}
+
+double toDouble(const std::string &word, int line) {
+  try {
+    size_t used = 0;
+    double value = std::stod(word, &used);
+    if (used == word.size())
+      return value;
+  } catch (const std::exception &) {
+  }
+  fail(line, "'" + word + "' is not a number");
+}
+
+std::string formatDouble(double value) {
+  std::ostringstream os;
+  os.precision(17);
+  os << value;
+  return os.str();
+}
+
+} // namespace
+
+std::string KernelPackage::serialize() const {
+  std::ostringstream os;
+  auto list = [&](const char *key, const std::vector<int64_t> &values) {
+    os << key;
+    for (int64_t v : values)
+      os << ' ' << v;
+    os << '\n';
+  };
+  os << "flashc-package " << kFormatVersion << '\n'
+     << "flashc-version " << flashcVersion << '\n'
+     << "kernel " << kernelName << '\n'
+     << "arch " << arch << '\n'
+     << "variant-hash " << variantHash << '\n'
+     << "element-type " << elementType << '\n'
+     << "head-dim " << headDim << '\n'
+     << "block-rows " << blockRows << '\n'
+     << "block-cols " << blockCols << '\n'
+     << "threads " << threadsPerBlock << '\n'
+     << "dynamic-shared-bytes " << dynamicSharedBytes << '\n'
+     << "grid ceil(N/block-rows) H B\n";
+  list("static-sizes", staticSizes);
+  list("dim-classes", dimClasses);
+  for (const PackageParam &param : params)
+    os << "param " << param.name << ' ' << param.type << ' '
+       << formatDouble(param.defaultValue) << '\n';
+  for (const PackageTensor &tensor : tensors) {
+    os << "tensor " << tensor.name << ' ' << tensor.elementType;
+    for (const std::string &extent : tensor.extents)
+      os << ' ' << extent;
+    os << '\n';
+  }
+  os << "ptx " << ptx.size() << '\n' << ptx;
+  return os.str();
+}
+
+KernelPackage KernelPackage::parse(std::string_view text) {
+  KernelPackage package;
+  size_t pos = 0;
+  int line = 0;
+  bool sawHeader = false, sawPtx = false;
+  while (pos < text.size() && !sawPtx) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos)
+      end = text.size();
+    ++line;
+    std::istringstream words{std::string(text.substr(pos, end - pos))};
+    pos = end + 1;
+    std::string key;
+    if (!(words >> key))
+      continue;
+    std::vector<std::string> args;
+    for (std::string word; words >> word;)
+      args.push_back(word);
+    auto expect = [&](size_t count) {
+      if (args.size() != count)
+        fail(line, "'" + key + "' takes " + std::to_string(count) + " value(s), got " +
+                       std::to_string(args.size()));
+    };
+    if (!sawHeader) {
+      if (key != "flashc-package")
+        fail(line, "not a flashc kernel package (no 'flashc-package' header)");
+      expect(1);
+      if (toInt(args[0], line) != kFormatVersion)
+        fail(line, "package format " + args[0] + " is not supported (this runtime reads " +
+                       std::to_string(kFormatVersion) + ")");
+      sawHeader = true;
+      continue;
+    }
+    if (key == "flashc-version") { expect(1); package.flashcVersion = args[0]; }
+    else if (key == "kernel") { expect(1); package.kernelName = args[0]; }
+    else if (key == "arch") { expect(1); package.arch = args[0]; }
+    else if (key == "variant-hash") { expect(1); package.variantHash = args[0]; }
+    else if (key == "element-type") { expect(1); package.elementType = args[0]; }
+    else if (key == "head-dim") { expect(1); package.headDim = toInt(args[0], line); }
+    else if (key == "block-rows") { expect(1); package.blockRows = toInt(args[0], line); }
+    else if (key == "block-cols") { expect(1); package.blockCols = toInt(args[0], line); }
+    else if (key == "threads") { expect(1); package.threadsPerBlock = toInt(args[0], line); }
+    else if (key == "dynamic-shared-bytes") {
+      expect(1);
+      package.dynamicSharedBytes = toInt(args[0], line);
+    } else if (key == "grid") {
+      if (args != std::vector<std::string>{"ceil(N/block-rows)", "H", "B"})
+        fail(line, "unknown grid rule");
+    } else if (key == "static-sizes" || key == "dim-classes") {
+      expect(6);
+      std::vector<int64_t> &values =
+          key == "static-sizes" ? package.staticSizes : package.dimClasses;
+      for (const std::string &arg : args)
+        values.push_back(toInt(arg, line));
+    } else if (key == "param") {
+      expect(3);
+      if (args[1] != "i32" && args[1] != "f32")
+        fail(line, "parameter type must be i32 or f32, got '" + args[1] + "'");
+      package.params.push_back({args[0], args[1], toDouble(args[2], line)});
+    } else if (key == "tensor") {
+      if (args.size() < 3)
+        fail(line, "'tensor' takes a name, an element type and extents");
+      package.tensors.push_back({args[0], args[1], {args.begin() + 2, args.end()}});
+    } else if (key == "ptx") {
+      expect(1);
+      int64_t bytes = toInt(args[0], line);
+      if (bytes < 0 || pos + static_cast<size_t>(bytes) > text.size() + 1)
+        fail(line, "the package is truncated: " + args[0] + " bytes of PTX announced");
+      package.ptx = std::string(text.substr(std::min(pos, text.size()), bytes));
+      sawPtx = true;
+    } else {
+      fail(line, "unknown key '" + key + "'");
+    }
+  }
+  if (!sawHeader)
+    fail(line, "empty kernel package");
+  if (!sawPtx)
+    fail(line, "no 'ptx' section");
+  if (package.kernelName.empty() || package.blockRows <= 0 || package.threadsPerBlock <= 0 ||
+      package.headDim <= 0 || package.staticSizes.size() != 6 || package.dimClasses.size() != 6)
+    fail(line, "kernel, head-dim, block-rows, threads, static-sizes and dim-classes are required");
+  return package;
+}
+
+KernelPackage KernelPackage::load(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(ErrorKind::InvalidArgument, "cannot open kernel package '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return parse(text.str());
+  } catch (const Error &error) {
+    throw Error(ErrorKind::InvalidArgument, path + ": " + error.what());
+  }
+}
+
+void KernelPackage::save(const std::string &path) const {
+  std::ofstream out(path, std::ios::binary);
+  out << serialize();
+  if (!out)
+    throw Error(ErrorKind::InvalidArgument, "cannot write kernel package '" + path + "'");
+}
+
+} // namespace flashrt

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On a GPU host: validate every example on the GPU against the CPU
+# interpreter (ragged lengths, several head dims, GQA, BSHD), no timing.
+# Needs flash-run on PATH or FLASH_RUN=/path/to/flash-run.
+# Prints one line per case and a closing "N passed, N failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FLASH_RUN=${FLASH_RUN:-flash-run}
+passed=0; failed=0; skipped=0
+run() {
+  local out
+  out=$("$FLASH_RUN" "$@" --iters 0 2>&1); local rc=$?
+  if [ $rc -eq 0 ]; then passed=$((passed+1)); echo "ok    $*";
+  elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $* (no GPU)";
+  else failed=$((failed+1)); echo "FAIL  $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
+}
+for D in 64 128; do
+  for f in examples/*.flash; do
+    extra=""
+    [[ $f == *gqa.flash ]] && extra=",H=8,HKV=2,M=1100"
+    run "$f" --shape "B=2,H=4,N=1000,D=$D$extra"
+  done
+done
+for D in 96 256; do
+  run examples/causal.flash --shape "B=1,H=2,N=777,D=$D"
+  run examples/full.flash --shape "B=1,H=2,N=333,D=$D"
+done
+run examples/full.flash --shape B=2,H=8,HKV=1,N=515,M=700,D=128     # MQA, M > N
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --layout bshd
+run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=64 --layout bshd
+run examples/full.flash --shape B=1,H=2,N=1,D=64                     # one row
+run examples/causal.flash --shape B=1,H=1,N=17,D=128                 # one partial tile
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]

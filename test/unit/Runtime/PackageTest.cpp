@@ -1,0 +1,80 @@
+//===- PackageTest.cpp - Kernel package round trip and bad input ----------===//
+
+#include "flashrt/Error.h"
+#include "flashrt/Package.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+flashrt::KernelPackage samplePackage() {
+  flashrt::KernelPackage package;
+  package.flashcVersion = "0.1.0";
+  package.kernelName = "sliding_window";
+  package.arch = "sm_90a";
+  package.variantHash = "0123456789abcdef";
+  package.elementType = "bf16";
+  package.headDim = 128;
+  package.blockRows = 64;
+  package.blockCols = 64;
+  package.threadsPerBlock = 128;
+  package.dynamicSharedBytes = 49152;
+  package.staticSizes = {-1, -1, -1, -1, -1, 128};
+  package.dimClasses = {0, 1, 2, 3, 3, 5};
+  package.params = {{"window", "i32", 1024}, {"cap", "f32", 0.1}};
+  package.tensors = {{"doc", "i32", {"batch", "query_len"}}};
+  package.ptx = ".version 8.0\n.target sm_90a\n// with a trailing line\n";
+  return package;
+}
+
+TEST(Package, RoundTrips) {
+  flashrt::KernelPackage package = samplePackage();
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(package.serialize());
+  EXPECT_EQ(back.kernelName, "sliding_window");
+  EXPECT_EQ(back.headDim, 128);
+  EXPECT_EQ(back.dynamicSharedBytes, 49152);
+  EXPECT_EQ(back.dimClasses, package.dimClasses);
+  ASSERT_EQ(back.params.size(), 2u);
+  EXPECT_EQ(back.params[1].type, "f32");
+  EXPECT_DOUBLE_EQ(back.params[1].defaultValue, 0.1);
+  ASSERT_EQ(back.tensors.size(), 1u);
+  EXPECT_EQ(back.tensors[0].extents, (std::vector<std::string>{"batch", "query_len"}));
+  EXPECT_EQ(back.ptx, package.ptx);
+}
+
+void expectParseError(const std::string &text, const std::string &needle) {
+  try {
+    flashrt::KernelPackage::parse(text);
+    ADD_FAILURE() << "parsed without error: " << text.substr(0, 60);
+  } catch (const flashrt::Error &error) {
+    EXPECT_EQ(error.kind(), flashrt::ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
+  }
+}
+
+TEST(Package, RejectsMalformedInput) {
+  expectParseError("", "empty kernel package");
+  expectParseError("hello 1\n", "not a flashc kernel package");
+  expectParseError("flashc-package 7\n", "package format 7 is not supported");
+  std::string good = samplePackage().serialize();
+  expectParseError(good.substr(0, good.size() - 10), "truncated");
+  std::string badKey = good;
+  badKey.replace(badKey.find("arch"), 4, "arhc");
+  expectParseError(badKey, "line 4: unknown key 'arhc'");
+  std::string badNumber = good;
+  badNumber.replace(badNumber.find("head-dim 128"), 12, "head-dim 12x");
+  expectParseError(badNumber, "'12x' is not an integer");
+  std::string noPtx = good.substr(0, good.find("ptx "));
+  expectParseError(noPtx, "no 'ptx' section");
+}
+
+TEST(Package, LoadNamesAMissingFile) {
+  try {
+    flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");
+    ADD_FAILURE() << "loaded a missing file";
+  } catch (const flashrt::Error &error) {
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/kernel.flashpkg"), std::string::npos);
+  }
+}
+
+} // namespace
