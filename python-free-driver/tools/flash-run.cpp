@@ -358,9 +358,7 @@ int main(int argc, char **argv) {
     if (!module)
       return 1;
     PassManager pm(&mlirContext);
-    OpPassManager &kernelPM = pm.nest<flash::KernelOp>();
-    kernelPM.addPass(flash::createFlashFuseRescale());
-    kernelPM.addPass(flash::createFlashFoldScale());
+    flash::buildFlashPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
     flash::KernelOp flashKernel = *module->getOps<flash::KernelOp>().begin();

@@ -91,9 +91,7 @@ CompiledKernel compile(const std::string &source, int64_t br, int64_t bc, int64_
   EXPECT_TRUE(mlir::succeeded(mlir::verify(*result.module)));
   if (optimize) {
     mlir::PassManager pm(result.context.get());
-    mlir::OpPassManager &kernelPM = pm.nest<flash::KernelOp>();
-    kernelPM.addPass(flash::createFlashFuseRescale());
-    kernelPM.addPass(flash::createFlashFoldScale());
+    flash::buildFlashPipeline(pm);
     EXPECT_TRUE(mlir::succeeded(pm.run(*result.module)));
   }
   result.kernel = *result.module->getOps<flash::KernelOp>().begin();

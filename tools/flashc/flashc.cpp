@@ -272,9 +272,7 @@ int main(int argc, char **argv) {
 
   if (emitKind != EmitKind::FlashRaw) {
     PassManager pm(&context);
-    OpPassManager &kernelPM = pm.nest<flash::KernelOp>();
-    kernelPM.addPass(flash::createFlashFuseRescale());
-    kernelPM.addPass(flash::createFlashFoldScale());
+    flash::buildFlashPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
   }

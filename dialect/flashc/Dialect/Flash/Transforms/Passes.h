@@ -13,6 +13,10 @@ namespace flashc::flash {
 #define GEN_PASS_REGISTRATION
 #include "flashc/Dialect/Flash/Transforms/Passes.h.inc"
 
+/// The flash-level pipeline every tool runs before interpreting or lowering:
+/// flash-fuse-rescale, then flash-fold-scale, on each flash.kernel.
+void buildFlashPipeline(mlir::OpPassManager &pm);
+
 } // namespace flashc::flash
 
 #endif // FLASHC_DIALECT_FLASH_TRANSFORMS_PASSES_H
