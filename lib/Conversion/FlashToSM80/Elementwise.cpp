@@ -31,6 +31,30 @@ using namespace flashc::sm80;
 static constexpr double kLog2E = 1.4426950408889634;
 static constexpr double kLn2 = 0.6931471805599453;
 
+FailureOr<Value> SM80Emitter::emitRegionElement(Operation *op, Value score, Value batch,
+                                                Value head, Value query, Value key) {
+  Block &body = op->getRegion(0).front();
+  unsigned argBase = score ? 1 : 0;
+  if (score)
+    scalars.map(body.getArgument(0), score);
+  scalars.map(body.getArgument(argBase + 0), batch);
+  scalars.map(body.getArgument(argBase + 1), head);
+  scalars.map(body.getArgument(argBase + 2), query);
+  scalars.map(body.getArgument(argBase + 3), key);
+  Location outer = loc;
+  for (Operation &inner : body.without_terminator()) {
+    loc = inner.getLoc();
+    if (failed(lowerScalarOp(&inner)))
+      return failure();
+  }
+  loc = outer;
+  auto yield = cast<flash::YieldOp>(body.getTerminator());
+  Value yielded = lookupScalar(yield.getValue());
+  if (!yielded)
+    return error(yield, "unknown yielded value");
+  return yielded;
+}
+
 LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   Value scoresValue = op->getOperand(0);
   auto scoresIt = tiles.find(scoresValue);
@@ -41,10 +65,6 @@ LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   if (!batch || !head || !queryTile || !keyTile)
     return error(op, "unknown (b, h, qt, kt) operands");
   const TileValue &scores = scoresIt->second;
-  Block &body = op->getRegion(0).front();
-  auto yield = cast<flash::YieldOp>(body.getTerminator());
-  unsigned argBase = isMask ? 0 : 1;
-
   Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(scores.cols));
   Value negInf = f32(-std::numeric_limits<double>::infinity());
@@ -52,26 +72,44 @@ LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   for (int64_t nt = 0; nt < scores.cols / 8; ++nt) {
     for (int64_t e = 0; e < 4; ++e) {
       Value &element = result.regs[nt * 4 + e];
-      if (!isMask)
-        scalars.map(body.getArgument(0), element);
-      scalars.map(body.getArgument(argBase + 0), batch);
-      scalars.map(body.getArgument(argBase + 1), head);
-      scalars.map(body.getArgument(argBase + 2), add(firstQuery, fragmentRow(e)));
-      scalars.map(body.getArgument(argBase + 3), add(firstKey, fragmentCol(nt, e)));
-      for (Operation &inner : body.without_terminator()) {
-        loc = inner.getLoc();
-        if (failed(lowerScalarOp(&inner)))
-          return failure();
-      }
-      Value yielded = lookupScalar(yield.getValue());
-      if (!yielded)
-        return error(yield, "unknown yielded value");
-      loc = op->getLoc();
-      element = isMask ? select(yielded, element, negInf) : yielded;
+      FailureOr<Value> yielded =
+          emitRegionElement(op, isMask ? Value() : element, batch, head,
+                            add(firstQuery, fragmentRow(e)), add(firstKey, fragmentCol(nt, e)));
+      if (failed(yielded))
+        return failure();
+      element = isMask ? select(*yielded, element, negInf) : *yielded;
     }
   }
   tiles[op->getResult(0)] = std::move(result);
   return success();
+}
+
+FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile()), keyTile = lookupScalar(op.getKeyTile());
+  if (!batch || !head || !queryTile || !keyTile)
+    return error(op, "unknown (b, h, qt, kt) operands");
+  int64_t cols = cast<RankedTensorType>(op.getType()).getDimSize(1);
+  Value firstQuery = mul(queryTile, i32(config.br));
+  Value firstKey = mul(keyTile, i32(cols));
+  Value any;
+  for (int64_t nt = 0; nt < cols / 8; ++nt)
+    for (int64_t e = 0; e < 4; ++e) {
+      FailureOr<Value> keep =
+          emitRegionElement(op, Value(), batch, head, add(firstQuery, fragmentRow(e)),
+                            add(firstKey, fragmentCol(nt, e)));
+      if (failed(keep))
+        return failure();
+      any = any ? Value(arith::OrIOp::create(b, loc, any, *keep)) : *keep;
+    }
+  // bar.red.or.pred: one CTA-wide vote, uniform in every thread.
+  Value predicate = arith::ExtUIOp::create(b, loc, b.getI32Type(), any);
+  Value vote = NVVM::BarrierOp::create(
+                   b, loc, b.getI32Type(), Value(), Value(),
+                   NVVM::BarrierReductionAttr::get(b.getContext(), NVVM::BarrierReduction::OR),
+                   predicate)
+                   .getRes();
+  return cmpI(arith::CmpIPredicate::ne, vote, i32(0));
 }
 
 LogicalResult SM80Emitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {

@@ -8,6 +8,8 @@
 #include "SM80Emitter.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -115,7 +117,7 @@ Value SM80Emitter::fragmentCol(int64_t nt, int64_t e) {
 
 LogicalResult SM80Emitter::emit() {
   MLIRContext *ctx = kernel.getContext();
-  Type i32Type = b.getI32Type(), i64Type = b.getI64Type(), f32Type = b.getF32Type();
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
 
   // The ABI: q, k, v, o, lse; 12 i64 strides; B, H, HKV, N, M; params; aux.
@@ -171,7 +173,6 @@ LogicalResult SM80Emitter::emit() {
   for (Attribute attr : kernel.getTensors())
     auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
-  (void)f32Type;
 
   // Grid (ceil(N / Br), H, B).
   scalars.map(kernel.getQueryTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
@@ -282,6 +283,77 @@ FailureOr<TileValue> SM80Emitter::unflatten(Operation *user, Type type, ValueRan
   return tile;
 }
 
+/// The mask that lets a whole key block be skipped when no element of the
+/// block survives it. The loop must be the FlashAttention recurrence: it
+/// yields exactly (new max, new sum, accumulator) of its one online_softmax,
+/// the accumulator being diag(α)·A + P·V of that softmax, and the mask's
+/// result reaches the softmax through masks only. For a block whose scores
+/// are all -inf the recurrence leaves (m, l, A) unchanged (m' = m; α = 1, or
+/// α = 0 with l = 0 and A = 0 while m = -inf; P = 0), so skipping the block
+/// is exact.
+static flash::MaskOp findSkippableMask(scf::ForOp loop) {
+  Block *body = loop.getBody();
+  flash::OnlineSoftmaxOp softmax;
+  for (flash::OnlineSoftmaxOp op : body->getOps<flash::OnlineSoftmaxOp>()) {
+    if (softmax)
+      return {};
+    softmax = op;
+  }
+  if (!softmax)
+    return {};
+  flash::MaskOp mask;
+  Value scores = softmax.getScores();
+  while (!mask) {
+    Operation *def = scores.getDefiningOp();
+    if (auto found = dyn_cast_or_null<flash::MaskOp>(def))
+      mask = found;
+    else if (auto bounds = dyn_cast_or_null<flash::MaskKeyBoundsOp>(def))
+      scores = bounds.getScores();
+    else
+      return {};
+  }
+  if (mask->getBlock() != body || mask.getKeyTile() != loop.getInductionVar())
+    return {};
+  for (Value value : {mask.getBatch(), mask.getHead(), mask.getQueryTile()})
+    if (!loop.isDefinedOutsideOfLoop(value))
+      return {};
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(mask.getBody(), captured);
+  for (Value value : captured)
+    if (!loop.isDefinedOutsideOfLoop(value))
+      return {};
+
+  auto yield = cast<scf::YieldOp>(body->getTerminator());
+  if (yield.getNumOperands() != 3)
+    return {};
+  auto iterArg = [&](Value value) -> int {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg || arg.getOwner() != body || arg.getArgNumber() == 0)
+      return -1;
+    return static_cast<int>(arg.getArgNumber()) - 1;
+  };
+  int maxIndex = iterArg(softmax.getMax()), sumIndex = iterArg(softmax.getSum());
+  if (maxIndex < 0 || sumIndex < 0 || maxIndex == sumIndex ||
+      yield.getOperand(maxIndex) != softmax.getNewMax() ||
+      yield.getOperand(sumIndex) != softmax.getNewSum())
+    return {};
+  int accIndex = 3 - maxIndex - sumIndex;
+  Value acc = body->getArgument(accIndex + 1), result = yield.getOperand(accIndex);
+  if (auto fused = result.getDefiningOp<flash::RescaleAccumulateOp>()) {
+    if (fused.getAcc() == acc && fused.getAlpha() == softmax.getAlpha() &&
+        fused.getProbs() == softmax.getProbs())
+      return mask;
+    return {};
+  }
+  if (auto pv = result.getDefiningOp<flash::PVAccumulateOp>()) {
+    auto rescale = pv.getAcc().getDefiningOp<flash::RescaleOp>();
+    if (rescale && rescale.getAcc() == acc && rescale.getAlpha() == softmax.getAlpha() &&
+        pv.getProbs() == softmax.getProbs())
+      return mask;
+  }
+  return {};
+}
+
 LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   Value lower = lookupScalar(loop.getLowerBound());
   Value upper = lookupScalar(loop.getUpperBound());
@@ -355,6 +427,32 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
     state.step = step;
     pipeline = &state;
   }
+  // Key blocks the mask removes entirely (above the causal diagonal, outside
+  // a window) are skipped by the whole CTA after one bar.red.or vote; the
+  // skipped iteration only keeps the K copies flowing.
+  scf::IfOp skip;
+  if (flash::MaskOp mask = pipelined ? findSkippableMask(loop) : flash::MaskOp()) {
+    loc = mask.getLoc();
+    FailureOr<Value> vote = emitMaskVote(mask);
+    if (failed(vote))
+      return failure();
+    ValueRange state = newLoop.getRegionIterArgs();
+    skip = scf::IfOp::create(b, loc, state.getTypes(), *vote, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(skip.elseBlock());
+    // Nobody reads the K buffer in a skipped block: once this thread's copy
+    // of K(kt) has landed, it may start K(kt+1) over it.
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+    Value next = add(newLoop.getInductionVar(), step);
+    auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, upper),
+                                  /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPoint(more.thenBlock()->getTerminator());
+      issueKVCopy(pipeline->keyLoad, next);
+    }
+    scf::YieldOp::create(b, loc, state);
+    b.setInsertionPointToStart(skip.thenBlock());
+  }
   LogicalResult bodyResult = lowerBlock(*loop.getBody());
   pipeline = outer;
   if (failed(bodyResult))
@@ -377,6 +475,10 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   }
   loc = loop.getLoc();
   scf::YieldOp::create(b, loc, yielded);
+  if (skip) {
+    b.setInsertionPointAfter(skip);
+    scf::YieldOp::create(b, loc, skip.getResults());
+  }
 
   b.setInsertionPointAfter(newLoop);
   ValueRange results = newLoop.getResults();

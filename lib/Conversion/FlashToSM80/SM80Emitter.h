@@ -211,6 +211,14 @@ public:
   // Elementwise.cpp: score_mod / mask regions, mask_key_bounds, aux loads,
   // math approximations.
   mlir::LogicalResult lowerElementRegion(mlir::Operation *op, bool isMask);
+  /// Emits the region of a score_mod (with `score`) or mask (without) for one
+  /// element at global position (query, key); returns the yielded value.
+  mlir::FailureOr<mlir::Value> emitRegionElement(mlir::Operation *op, mlir::Value score,
+                                                 mlir::Value batch, mlir::Value head,
+                                                 mlir::Value query, mlir::Value key);
+  /// True in every thread when some element of the block's Br x Bc tile
+  /// survives `mask` (a CTA-wide bar.red.or).
+  mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
   mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);

@@ -28,11 +28,18 @@ def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
       (b, h, i, j) from the thread's fragment coordinates; the online softmax
       keeps m and l in registers and reduces rows across each quad with
       `shfl.sync.bfly`; exponentials are `ex2.approx.ftz.f32`.
+    - When the loop is the FlashAttention recurrence and its scores pass a
+      `flash.mask`, the CTA first evaluates the mask alone and votes with
+      `bar.red.or`; a key block no element of which survives is skipped
+      (exact: such a block leaves m, l and A unchanged).
 
     The kernel ABI (parameter order) and launch rule are written on the
     `gpu.module` as `flashc.launch` (see flashc/Target/NVPTX/EmitPTX.h).
-    The result still holds scf/arith ops: run `lowerToLLVM` (scf-to-cf,
-    convert-gpu-to-nvvm, reconcile-unrealized-casts) before translation.
+    The kernel is an `llvm.func` with `nvvm.kernel` (a gpu.func would make
+    convert-gpu-to-nvvm turn llvm.intr.sqrt/fabs into libdevice calls); its
+    body still holds scf/arith ops: run `lowerToLLVM` (convert-scf-to-cf,
+    convert-arith-to-llvm, convert-cf-to-llvm, reconcile-unrealized-casts)
+    before translation.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
