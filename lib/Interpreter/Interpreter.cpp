@@ -424,6 +424,23 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
                                  mod.getQueryTile(), mod.getKeyTile(), /*isMask=*/false);
       })
       .Case([&](flash::MaskOp mask) {
+        // Tiles flash-classify-tiles proved full or empty take the same
+        // shortcut as on the GPU, so a wrong proof fails the reference check.
+        if (mask.isClassified()) {
+          if (scalar(mask.getAnyVisible()) == 0) {
+            ++outputs.tiles.empty;
+            Tile result = tile(mask.getScores());
+            std::fill(result.data.begin(), result.data.end(), kNegInf);
+            setTile(mask.getResult(), std::move(result));
+            return success();
+          }
+          if (scalar(mask.getAllVisible()) != 0) {
+            ++outputs.tiles.full;
+            get(mask.getResult()).tile = get(mask.getScores()).tile;
+            return success();
+          }
+        }
+        ++outputs.tiles.partial;
         return execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
                                  mask.getQueryTile(), mask.getKeyTile(), /*isMask=*/true);
       })
@@ -472,6 +489,7 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
 
 LogicalResult KernelExecutor::run(std::string &error) {
   const ProblemShape &shape = inputs.shape;
+  outputs.tiles = {};
   outputs.out.assign(shape.batch() * shape.heads() * shape.queryLen() * shape.headDim(),
                      std::numeric_limits<float>::quiet_NaN());
   outputs.lse.assign(shape.batch() * shape.heads() * shape.queryLen(),

@@ -174,7 +174,10 @@ double ScalarInstr::execute(const double *slots) const {
     r = std::isnan(v) ? 0 : wrapInt(static_cast<int64_t>(std::trunc(v)), intWidth);
     break;
   }
-  case Opcode::IndexCast: r = wrapInt(i64(0), intWidth); break;
+  case Opcode::IndexCast:
+  case Opcode::ExtSI: // values are stored sign-extended already
+  case Opcode::TruncI: r = wrapInt(i64(0), intWidth); break;
+  case Opcode::ExtUI: r = static_cast<double>(asUnsigned(in(0), predicate)); break;
   case Opcode::ExtF:
   case Opcode::TruncF: r = in(0); break;
   case Opcode::Exp: r = std::exp(in(0)); break;
@@ -282,6 +285,12 @@ interp::compileScalarOp(Operation *op, const LaunchEnv &env,
           .Case([](arith::SIToFPOp) { return Opcode::SIToFP; })
           .Case([](arith::FPToSIOp) { return Opcode::FPToSI; })
           .Case([](arith::IndexCastOp) { return Opcode::IndexCast; })
+          .Case([](arith::ExtSIOp) { return Opcode::ExtSI; })
+          .Case([&](arith::ExtUIOp ext) {
+            instr.predicate = static_cast<int>(intWidthOf(ext.getIn().getType()));
+            return Opcode::ExtUI;
+          })
+          .Case([](arith::TruncIOp) { return Opcode::TruncI; })
           .Case([](arith::ExtFOp) { return Opcode::ExtF; })
           .Case([](arith::TruncFOp) { return Opcode::TruncF; })
           .Case([](math::ExpOp) { return Opcode::Exp; })

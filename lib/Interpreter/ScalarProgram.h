@@ -31,7 +31,7 @@ enum class Opcode {
   AddI, SubI, MulI, DivSI, RemSI, DivUI, RemUI, CeilDivUI, CeilDivSI, FloorDivSI,
   AndI, OrI, XOrI, MaxSI, MinSI, MaxUI, MinUI, CmpI,
   AddF, SubF, MulF, DivF, NegF, MaximumF, MinimumF, MaxNumF, MinNumF, CmpF,
-  Select, SIToFP, FPToSI, IndexCast, ExtF, TruncF,
+  Select, SIToFP, FPToSI, IndexCast, ExtSI, ExtUI, TruncI, ExtF, TruncF,
   Exp, Exp2, Log, Log2, Tanh, Sqrt, Rsqrt, AbsF, AbsI,
   Param, Dim, AuxLoad, KVHead,
 };

@@ -104,6 +104,12 @@ interp::ProblemShape parseShape(llvm::StringRef spec, flash::KernelOp kernel,
       shape.sizes[role] = fixed[role];
   if (!given.count("HKV") && !base)
     shape[flash::DimRole::KVHeads] = shape.heads();
+  if (!given.count("HKV") && base && given.count("H")) {
+    // Keep the run's grouping (H / HKV query heads per KV head) if it fits.
+    int64_t group = base->heads() / base->kvHeads();
+    shape[flash::DimRole::KVHeads] =
+        shape.heads() % group == 0 ? shape.heads() / group : shape.heads();
+  }
   if (!given.count("M") && !base)
     shape[flash::DimRole::KeyLen] = shape.queryLen();
   llvm::ArrayRef<int64_t> classes = kernel.getDimClasses();

@@ -422,6 +422,62 @@ TEST(Interpreter, MultiQueryAttention) {
 }
 
 //===----------------------------------------------------------------------===//
+// Tile classification (flash-classify-tiles, run by the pipeline)
+//===----------------------------------------------------------------------===//
+
+TEST(ClassifyTiles, CausalTilesAreCountedExactly) {
+  // N = M = 256, Br = Bc = 64: per (b, h) 4 x 4 tiles, 6 above the diagonal
+  // (empty), 6 below (full), 4 on it (partial).
+  Case c;
+  c.source = variant("mask = j <= i");
+  c.sizes = {1, 2, 2, 256, 256, 16};
+  c.br = 64;
+  c.bc = 64;
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  };
+  check(c);
+  CompiledKernel compiled = compile(c.source, 64, 64, 16, /*optimize=*/true);
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(c.sizes), 1);
+  AttentionOutputs out;
+  std::string error;
+  ASSERT_TRUE(mlir::succeeded(interp::runKernel(compiled.kernel, inputs, out, error))) << error;
+  EXPECT_EQ(out.tiles.empty, 2 * 6);
+  EXPECT_EQ(out.tiles.full, 2 * 6);
+  EXPECT_EQ(out.tiles.partial, 2 * 4);
+}
+
+TEST(ClassifyTiles, WrapAroundIsNotProvedEmpty) {
+  // j * 2^32 wraps to 0 in 32-bit arithmetic, so every key is visible. An
+  // analysis that ignored wrap-around would prove blocks kt >= 1 empty.
+  Case c;
+  c.source = variant("mask = j * 65536 * 65536 < 1");
+  c.sizes = {1, 1, 1, 100, 200, 16};
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t, int64_t j) {
+      int32_t wrapped = static_cast<int32_t>(static_cast<uint32_t>(j) * 65536u * 65536u);
+      return wrapped < 1;
+    });
+  };
+  check(c);
+}
+
+TEST(ClassifyTiles, FloatMaskAndParameters) {
+  // A float predicate with a parameter: exp(-|i - j| / width) > 0.1, i.e. a
+  // symmetric window of about 2.3 * width keys.
+  Case c;
+  c.source = variant("param width: f32 = 10.0\nmask = exp(-abs(i - j) / width) > 0.1");
+  c.sizes = {1, 1, 1, 300, 300, 16};
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) {
+      float x = std::exp(-static_cast<float>(std::llabs(i - j)) / 10.0f);
+      return x > 0.1f;
+    });
+  };
+  check(c);
+}
+
+//===----------------------------------------------------------------------===//
 // Inputs the interpreter must refuse
 //===----------------------------------------------------------------------===//
 

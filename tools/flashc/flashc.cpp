@@ -199,6 +199,10 @@ int runOnCpu(ModuleOp module, const frontend::Module &ast,
     printStats(llvm::outs(), "O", outStats, outputBound(element));
     printStats(llvm::outs(), "LSE", lseStats, 1e-5);
     llvm::outs() << "  interpreter " << llvm::format("%.2f", interpSeconds) << " s";
+    const interp::AttentionOutputs::TileCounts &tiles = outputs.tiles;
+    if (tiles.empty + tiles.full + tiles.partial > 0)
+      llvm::outs() << ", mask tiles: " << tiles.empty << " empty, " << tiles.full << " full, "
+                   << tiles.partial << " partial";
     if (emptyRows)
       llvm::outs() << ", " << emptyRows << " rows see no key (O = 0, LSE = -inf)";
     llvm::outs() << "\n";

@@ -59,6 +59,11 @@ struct AttentionInputs {
 /// LSE [B, H, N] in f32.
 struct AttentionOutputs {
   std::vector<float> out, lse;
+  /// How the masks' (query tile, key block) pairs were classified: proved
+  /// empty (skipped), proved full (no mask math) or partial (evaluated).
+  struct TileCounts {
+    int64_t empty = 0, full = 0, partial = 0;
+  } tiles;
 };
 
 /// Checks `inputs` against the kernel's signature (fixed sizes, tied

@@ -284,6 +284,12 @@ LogicalResult ScoreModOp::verifyRegions() {
                              Float32Type::get(getContext()));
 }
 
+LogicalResult MaskOp::verify() {
+  if (static_cast<bool>(getAllVisible()) != static_cast<bool>(getAnyVisible()))
+    return emitOpError("all_visible and any_visible come together");
+  return success();
+}
+
 LogicalResult MaskOp::verifyRegions() {
   return verifyElementRegion(*this, getBody(), /*takesScore=*/false,
                              IntegerType::get(getContext(), 1));

@@ -197,17 +197,12 @@ def Flash_QKDotOp : Flash_Op<"qk_dot", [Pure]> {
   let hasVerifier = 1;
 }
 
-class Flash_ElementwiseRegionOp<string mnemonic>
-    : Flash_Op<mnemonic, [Pure, AllTypesMatch<["scores", "result"]>,
-        DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
-  let arguments = (ins Flash_F32Tile:$scores, Index:$batch, Index:$head,
-                       Index:$query_tile, Index:$key_tile);
+class Flash_ElementwiseRegionOp<string mnemonic, list<Trait> traits = []>
+    : Flash_Op<mnemonic, !listconcat([Pure, AllTypesMatch<["scores", "result"]>,
+        DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>],
+        traits)> {
   let results = (outs Flash_F32Tile:$result);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = [{
-    $scores `at` ` ` `(` $batch `,` $head `,` $query_tile `,` $key_tile `)`
-    attr-dict `:` type($scores) $body
-  }];
   let hasRegionVerifier = 1;
 }
 
@@ -218,14 +213,38 @@ def Flash_ScoreModOp : Flash_ElementwiseRegionOp<"score_mod"> {
     `i = qt*Br + row` and `j = kt*Bc + col` are global positions. It is
     inlined into the element loop of the score tile (registers on the GPU).
   }];
+  let arguments = (ins Flash_F32Tile:$scores, Index:$batch, Index:$head,
+                       Index:$query_tile, Index:$key_tile);
+  let assemblyFormat = [{
+    $scores `at` ` ` `(` $batch `,` $head `,` $query_tile `,` $key_tile `)`
+    attr-dict `:` type($scores) $body
+  }];
 }
 
-def Flash_MaskOp : Flash_ElementwiseRegionOp<"mask"> {
+def Flash_MaskOp : Flash_ElementwiseRegionOp<"mask", [AttrSizedOperandSegments]> {
   let summary = "Sets to -inf every element of S whose predicate is false";
   let description = [{
     The region maps (b, h, i, j: i32) to i1: true keeps the score.
-    `flash-classify-tiles` uses it to skip empty tiles and drop the mask on
-    full ones.
+
+    `flash-classify-tiles` adds two tile-level facts proved by interval
+    analysis of the region over the tile's (i, j) ranges:
+    `classified(%all_visible, %any_visible)`. When `%all_visible` holds the
+    mask is the identity on this tile and backends skip the per-element
+    predicate; when `%any_visible` is false every element becomes -inf and
+    backends skip the whole key block. Both are conservative: a tile that
+    cannot be proved either way is partial and evaluates the region.
+  }];
+  let arguments = (ins Flash_F32Tile:$scores, Index:$batch, Index:$head,
+                       Index:$query_tile, Index:$key_tile,
+                       Optional<I1>:$all_visible, Optional<I1>:$any_visible);
+  let assemblyFormat = [{
+    $scores `at` ` ` `(` $batch `,` $head `,` $query_tile `,` $key_tile `)`
+    (`classified` `(` $all_visible^ `,` $any_visible `)`)?
+    attr-dict `:` type($scores) $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    bool isClassified() { return static_cast<bool>(getAllVisible()); }
   }];
 }
 

@@ -14,7 +14,8 @@ namespace flashc::flash {
 #include "flashc/Dialect/Flash/Transforms/Passes.h.inc"
 
 /// The flash-level pipeline every tool runs before interpreting or lowering:
-/// flash-fuse-rescale, then flash-fold-scale, on each flash.kernel.
+/// flash-fuse-rescale, flash-classify-tiles, then flash-fold-scale, on each
+/// flash.kernel.
 void buildFlashPipeline(mlir::OpPassManager &pm);
 
 } // namespace flashc::flash

@@ -34,4 +34,21 @@ def FlashFoldScale : Pass<"flash-fold-scale", "::flashc::flash::KernelOp"> {
   let dependentDialects = ["::flashc::flash::FlashDialect"];
 }
 
+def FlashClassifyTiles : Pass<"flash-classify-tiles", "::flashc::flash::KernelOp"> {
+  let summary = "Prove per tile that a mask keeps every element, or none";
+  let description = [{
+    Evaluates each `flash.mask` region over intervals — the tile's query
+    positions [qt·Br, qt·Br + Br − 1] and key positions [kt·Bc, kt·Bc + Bc − 1],
+    with b, h, parameters and sizes exact — as scalar IR emitted in front of
+    the mask, and attaches the results as `classified(%all_visible,
+    %any_visible)`. Backends skip empty key blocks and drop the predicate on
+    full ones; the interpreter does the same, so a wrong proof shows up as a
+    mismatch with the fp64 reference. Affine masks (causal, sliding window,
+    prefix-LM, chunked) classify exactly; data-dependent ones (document ids)
+    stay partial. Integer bounds are tracked in i64 and widened to the whole
+    i32 range where 32-bit wrap-around could occur.
+  }];
+  let dependentDialects = ["::flashc::flash::FlashDialect", "::mlir::arith::ArithDialect"];
+}
+
 #endif // FLASH_TRANSFORMS_PASSES_TD

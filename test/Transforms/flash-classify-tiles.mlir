@@ -1,0 +1,68 @@
+// RUN: flashc-opt %s -split-input-file -flash-classify-tiles | FileCheck %s
+// RUN: flashc-opt %s -split-input-file -flash-classify-tiles -flash-classify-tiles | FileCheck %s --check-prefix=TWICE
+
+// Causal: j <= i over i in [qt*16, qt*16+15], j in [kt*8, kt*8+7]. All
+// visible iff max j <= min i; some visible iff min j <= max i.
+
+// CHECK-LABEL: flash.kernel @causal
+// CHECK:       %[[KTILE:.+]] = flash.dim key_len : index
+// CHECK:       %[[QT:.+]] = arith.index_cast %qt : index to i64
+// CHECK:       %[[I0:.+]] = arith.muli %[[QT]], %c16_i64 : i64
+// CHECK:       %[[I1:.+]] = arith.addi %[[I0]], %c15_i64 : i64
+// CHECK:       %[[IHI:.+]] = arith.select %{{.+}}, %{{.+}}, %[[I1]] : i64
+// CHECK:       %[[ILO:.+]] = arith.select %{{.+}}, %{{.+}}, %[[I0]] : i64
+// CHECK:       %[[KT:.+]] = arith.index_cast %[[KTILE]] : index to i64
+// CHECK:       %[[J0:.+]] = arith.muli %[[KT]], %c8_i64 : i64
+// CHECK:       %[[J1:.+]] = arith.addi %[[J0]], %c7_i64 : i64
+// CHECK:       %[[JHI:.+]] = arith.select %{{.+}}, %{{.+}}, %[[J1]] : i64
+// CHECK:       %[[JLO:.+]] = arith.select %{{.+}}, %{{.+}}, %[[J0]] : i64
+// CHECK:       %[[NONE:.+]] = arith.cmpi sgt, %[[JHI]], %[[ILO]] : i64
+// CHECK:       %[[ANY:.+]] = arith.cmpi sle, %[[JLO]], %[[IHI]] : i64
+// CHECK:       %[[ALL:.+]] = arith.xori %[[NONE]], %true : i1
+// CHECK:       flash.mask %{{.+}} at (%b, %h, %qt, %[[KTILE]]) classified(%[[ALL]], %[[ANY]])
+// TWICE-COUNT-1: classified(
+flash.kernel @causal attributes {config = #flash.tile<br = 16, bc = 8, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  %kt = flash.dim key_len : index
+  %s = arith.constant dense<0.0> : tensor<16x8xf32>
+  %m = flash.mask %s at (%b, %h, %qt, %kt) : tensor<16x8xf32> {
+  ^bb0(%bi: i32, %hi: i32, %i: i32, %j: i32):
+    %c = arith.cmpi sle, %j, %i : i32
+    flash.yield %c : i1
+  }
+  %l = arith.constant dense<0.0> : tensor<16xf32>
+  %a = arith.constant dense<0.0> : tensor<16x16xf32>
+  %o, %lse = flash.finalize %a, %l, %l : tensor<16x16xf32>, tensor<16xf32>
+  flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A data-dependent mask: the aux tensor element is unknown, so nothing is
+// proved (both facts come from "may be true" / "may be false" = true), while
+// the uniform parameter and the batch index stay exact.
+
+// CHECK-LABEL: flash.kernel @document
+// CHECK:       flash.param "limit" : i32
+// CHECK:       flash.mask %{{.+}} classified(%{{.+}}, %{{.+}})
+// CHECK:         flash.aux_load "doc"
+flash.kernel @document attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, params = [#flash.param<"limit" = 3 : i32>],
+    tensors = [#flash.aux_tensor<"doc" : i32 [batch, query_len]>],
+    static_sizes = array<i64: -1, -1, -1, -1, -1, -1>, dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  %s = arith.constant dense<0.0> : tensor<16x16xf32>
+  %m = flash.mask %s at (%b, %h, %qt, %qt) : tensor<16x16xf32> {
+  ^bb0(%bi: i32, %hi: i32, %i: i32, %j: i32):
+    %d = flash.aux_load "doc"[%bi, %j] : i32
+    %lim = flash.param "limit" : i32
+    %c = arith.cmpi slt, %d, %lim : i32
+    flash.yield %c : i1
+  }
+  %l = arith.constant dense<0.0> : tensor<16xf32>
+  %a = arith.constant dense<0.0> : tensor<16x16xf32>
+  %o, %lse = flash.finalize %a, %l, %l : tensor<16x16xf32>, tensor<16xf32>
+  flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
+}
