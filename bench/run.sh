@@ -41,8 +41,18 @@ for D in ${HDIMS//,/ }; do
   done
 done
 
-echo "peers (PyTorch SDPA, FlexAttention)..." >&2
-python3 "$PEERS" --hdims "$HDIMS" --seqs "$SEQS" > "$peers_csv" 2> "$OUT/peers-fwd.log"
+echo "peers: PyTorch SDPA (FA2, cuDNN) on the grid..." >&2
+python3 "$PEERS" --hdims "$HDIMS" --seqs "$SEQS" --peers sdpa-flash,sdpa-cudnn \
+  > "$peers_csv" 2> "$OUT/peers-fwd.log"
+# FlexAttention compiles per shape through torch.compile (tens of seconds
+# each): measured at FLEX_HDIMS x FLEX_SEQS only.
+FLEX_HDIMS=${FLEX_HDIMS:-128}
+FLEX_SEQS=${FLEX_SEQS:-1024,4096,16384}
+if [ -n "$FLEX_SEQS" ]; then
+  echo "peers: FlexAttention at D=$FLEX_HDIMS, N=$FLEX_SEQS..." >&2
+  python3 "$PEERS" --hdims "$FLEX_HDIMS" --seqs "$FLEX_SEQS" --peers flex 2>> "$OUT/peers-fwd.log" \
+    | tail -n +2 >> "$peers_csv"
+fi
 
 table=$OUT/fwd-table.md
 {
