@@ -20,7 +20,7 @@ mkdir -p "$OUT"
 stamp=$(date -u +%Y-%m-%d)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${FLASHC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 flashc_csv=$OUT/flashc-fwd.csv
 peers_csv=$OUT/peers-fwd.csv
 
