@@ -418,6 +418,19 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 
 } // namespace
 
+std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim) {
+  if (headDim <= 64)
+    return {128, 64};
+  if (headDim <= 128) {
+    // Masks and score mods need registers of their own; reads of aux tensors
+    // need more still, and go to 16 rows per warp with Bc = 64 instead.
+    if (!variant.mask && !variant.score)
+      return {128, 64};
+    return {128, variant.tensors.empty() ? 32 : 64};
+  }
+  return {64, 64};
+}
+
 std::optional<int64_t> frontend::resolveHeadDim(const Variant &variant,
                                                 const KernelOptions &options) {
   const Dim &dim = variant.dim(DimRole::HeadDim);
@@ -461,7 +474,7 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
                                names + ")");
     return nullptr;
   }
-  if (options.blockRows < 1 || options.blockCols < 1) {
+  if (options.blockRows < 0 || options.blockCols < 0) {
     sourceMgr.PrintMessage(llvm::SMLoc(), llvm::SourceMgr::DK_Error,
                            "tile sizes Br and Bc must be positive");
     return nullptr;
@@ -492,9 +505,11 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       failed = true;
       continue;
     }
+    auto [br, bc] = defaultTile(variant, *headDim);
     builder.setInsertionPointToEnd(result->getBody());
     KernelEmitter(builder, variant, sourceMgr, fileName)
-        .emit(options.blockRows, options.blockCols, *headDim);
+        .emit(options.blockRows ? options.blockRows : br,
+              options.blockCols ? options.blockCols : bc, *headDim);
   }
   if (failed)
     return nullptr;

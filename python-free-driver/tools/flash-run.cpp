@@ -47,10 +47,13 @@ cl::opt<std::string> variantName("variant", cl::desc("Variant to run (default: t
                                  cl::cat(category));
 cl::opt<std::string> shapeSpec("shape", cl::desc("Sizes, e.g. B=8,H=16,N=2048,D=128 (HKV, M)"),
                                cl::init("B=2,H=4,N=1024,D=64"), cl::cat(category));
-cl::opt<std::string> tileSpec("tile", cl::desc("Tile shape Br=..,Bc=.. (default 64,64)"),
+cl::opt<std::string> tileSpec("tile", cl::desc("Tile shape Br=..,Bc=.. (default: by head dim, as flashc)"),
                               cl::cat(category));
 cl::opt<std::string> archOption("arch", cl::desc("sm_80 or sm_90a (default: from the GPU)"),
                                 cl::cat(category));
+cl::opt<int> rowsPerWarp("rows-per-warp",
+                         cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
+                         cl::init(0), cl::cat(category));
 cl::opt<std::string> layout("layout", cl::desc("Memory layout of q, k, v, o: bhsd or bshd"),
                             cl::init("bhsd"), cl::cat(category));
 cl::list<std::string> paramSpecs("param", cl::desc("NAME=VALUE"), cl::cat(category));
@@ -373,6 +376,7 @@ int main(int argc, char **argv) {
     target.chip = !archOption.empty() ? archOption.getValue()
                   : cc.major >= 9     ? std::string("sm_90a")
                                       : "sm_" + std::to_string(cc.major * 10 + cc.minor);
+    target.rowsPerWarp = rowsPerWarp;
     FailureOr<std::vector<flashrt::KernelPackage>> packages =
         buildKernelPackages(*module, target);
     if (failed(packages))

@@ -65,6 +65,9 @@ cl::opt<EmitKind> emitKind(
     cl::cat(flashcCategory));
 cl::opt<std::string> arch("arch", cl::desc("GPU target: sm_80 (also runs on sm_86/89/90) or sm_90a"),
                           cl::init("sm_90a"), cl::cat(flashcCategory));
+cl::opt<int> rowsPerWarp("rows-per-warp",
+                         cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
+                         cl::init(0), cl::cat(flashcCategory));
 cl::opt<RunKind> runKind(
     "run", cl::desc("Execute the kernels and check them against the naive fp64 reference"),
     cl::init(RunKind::None),
@@ -77,7 +80,9 @@ cl::opt<std::string> shapeSpec(
     cl::desc("Problem sizes, e.g. B=2,H=4,N=1000,D=64 (also HKV, M). Defaults: B=1, H=2, "
              "HKV=H, N=256, M=N, D=64, or what the variant fixes"),
     cl::value_desc("K=V,..."), cl::cat(flashcCategory));
-cl::opt<std::string> tileSpec("tile", cl::desc("Tile shape, e.g. Br=64,Bc=64 (the default)"),
+cl::opt<std::string> tileSpec("tile",
+                              cl::desc("Tile shape, e.g. Br=64,Bc=64 (default: by head dim, "
+                                       "128x64 up to D=64, 128x32 or 128x64 to 128, 64x64 above)"),
                               cl::value_desc("Br=..,Bc=.."), cl::cat(flashcCategory));
 cl::list<std::string> paramSpecs("param", cl::desc("Set a runtime parameter, e.g. window=256"),
                                  cl::value_desc("name=value"), cl::cat(flashcCategory));
@@ -252,8 +257,8 @@ int main(int argc, char **argv) {
     return 1;
 
   frontend::KernelOptions options;
-  options.blockRows = tile->lookup("Br") ? tile->lookup("Br") : 64;
-  options.blockCols = tile->lookup("Bc") ? tile->lookup("Bc") : 64;
+  options.blockRows = tile->lookup("Br"); // 0: the default for the head dim
+  options.blockCols = tile->lookup("Bc");
   if (sizes->count("D"))
     options.headDim = sizes->lookup("D");
   // A variant with a symbolic head dim compiles for D = 64 unless told.
@@ -289,6 +294,7 @@ int main(int argc, char **argv) {
       return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
     nvptx::TargetOptions target;
     target.chip = arch;
+    target.rowsPerWarp = rowsPerWarp;
     std::string text;
     llvm::raw_string_ostream os(text);
     if (emitKind == EmitKind::Package) {

@@ -14,8 +14,8 @@ namespace flashc::frontend {
 
 /// Compile-time choices that the source leaves open.
 struct KernelOptions {
-  int64_t blockRows = 64; // Br
-  int64_t blockCols = 64; // Bc
+  int64_t blockRows = 0; // Br; 0 = defaultTile()
+  int64_t blockCols = 0; // Bc; 0 = defaultTile()
   /// The head dim for variants whose D is symbolic; a fixed D in the source
   /// must agree with it when both are given.
   std::optional<int64_t> headDim;
@@ -29,6 +29,14 @@ mlir::OwningOpRef<mlir::ModuleOp>
 emitFlashIR(mlir::MLIRContext &context, const Module &module,
             const KernelOptions &options, llvm::SourceMgr &sourceMgr,
             llvm::StringRef onlyVariant = {});
+
+/// The tile a variant gets when none is asked for: the fastest shipped
+/// configuration of the mma.sync kernel per head dim, measured on an H200
+/// (bench/results/2026-11-29-h200/tile-sweep-n4096.csv): Br = 128 with
+/// Bc = 64 up to D = 128 (Bc = 32 when a mask or score mod needs registers
+/// at D > 64, to stay free of spills; Bc = 64 with 16 rows per warp when it
+/// also reads aux tensors), Br = Bc = 64 above.
+std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim);
 
 /// The head dim a variant compiles with under `options`, or nullopt.
 std::optional<int64_t> resolveHeadDim(const Variant &variant,

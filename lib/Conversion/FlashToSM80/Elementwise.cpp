@@ -5,6 +5,11 @@
 // fragment coordinates: i = qt·Br + warp·16 + g (+8), j = kt·Bc + 8·nt + 2t
 // (+1). LLVM's CSE merges what only depends on (b, h, i).
 //
+// A mask `classified(%all_visible, %any_visible)` (flash-classify-tiles)
+// skips the predicate on tiles it fully shows (one uniform scf.if), and its
+// any_visible replaces the CTA vote for skipping key blocks: the slice of
+// scalar ops computing it is lowered ahead of the loop body.
+//
 // Math ops are expanded to PTX approximations so that no libdevice call is
 // left in the kernel (accuracy relative to the interpreter's libm):
 //   exp(x)  = ex2.approx.ftz(x·log2 e)      ~2 ulp + rounding of x·log2 e
@@ -20,6 +25,9 @@
 #include "SM80Emitter.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
@@ -65,23 +73,79 @@ LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   if (!batch || !head || !queryTile || !keyTile)
     return error(op, "unknown (b, h, qt, kt) operands");
   const TileValue &scores = scoresIt->second;
+  TileValue result = scores;
+  // A classified mask is the identity on a tile it fully shows: one uniform
+  // branch around the per-element predicate.
+  scf::IfOp fullTile;
+  auto mask = dyn_cast<flash::MaskOp>(op);
+  if (isMask && mask && mask.isClassified()) {
+    Value allVisible = lookupScalar(mask.getAllVisible());
+    if (!allVisible)
+      return error(op, "unknown all_visible operand");
+    SmallVector<Type> types(scores.regs.size(), b.getF32Type());
+    fullTile = scf::IfOp::create(b, loc, types, allVisible, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(fullTile.thenBlock());
+    scf::YieldOp::create(b, loc, scores.regs);
+    b.setInsertionPointToStart(fullTile.elseBlock());
+  }
   Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(scores.cols));
   Value negInf = f32(-std::numeric_limits<double>::infinity());
-  TileValue result = scores;
-  for (int64_t nt = 0; nt < scores.cols / 8; ++nt) {
-    for (int64_t e = 0; e < 4; ++e) {
-      Value &element = result.regs[nt * 4 + e];
-      FailureOr<Value> yielded =
-          emitRegionElement(op, isMask ? Value() : element, batch, head,
-                            add(firstQuery, fragmentRow(e)), add(firstKey, fragmentCol(nt, e)));
-      if (failed(yielded))
-        return failure();
-      element = isMask ? select(*yielded, element, negInf) : *yielded;
+  int64_t nTiles = scores.cols / 8;
+  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+    for (int64_t nt = 0; nt < nTiles; ++nt) {
+      for (int64_t e = 0; e < 4; ++e) {
+        Value &element = result.regs[(mb * nTiles + nt) * 4 + e];
+        FailureOr<Value> yielded = emitRegionElement(
+            op, isMask ? Value() : element, batch, head, add(firstQuery, fragmentRow(mb, e)),
+            add(firstKey, fragmentCol(nt, e)));
+        if (failed(yielded))
+          return failure();
+        element = isMask ? select(*yielded, element, negInf) : *yielded;
+      }
     }
+  if (fullTile) {
+    scf::YieldOp::create(b, loc, result.regs);
+    b.setInsertionPointAfter(fullTile);
+    result.regs.assign(fullTile.getResults().begin(), fullTile.getResults().end());
   }
   tiles[op->getResult(0)] = std::move(result);
   return success();
+}
+
+Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
+  Block *body = loop.getBody();
+  llvm::SetVector<Operation *> slice;
+  SmallVector<Value> worklist = {mask.getAnyVisible()};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (value == loop.getInductionVar())
+      continue;
+    if (loop.isDefinedOutsideOfLoop(value)) {
+      if (!lookupScalar(value))
+        return {};
+      continue;
+    }
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
+        def->getNumResults() != 1 || isa<ShapedType>(def->getResult(0).getType()) ||
+        !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(def->getDialect()) ||
+        !isPure(def))
+      return {};
+    if (slice.insert(def))
+      worklist.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<Operation *> ordered(slice.begin(), slice.end());
+  llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  Location outer = loc;
+  for (Operation *op : ordered) {
+    loc = op->getLoc();
+    if (failed(lowerScalarOp(op)))
+      return {};
+    loweredAhead.insert(op);
+  }
+  loc = outer;
+  return lookupScalar(mask.getAnyVisible());
 }
 
 FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {
@@ -93,15 +157,16 @@ FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {
   Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(cols));
   Value any;
-  for (int64_t nt = 0; nt < cols / 8; ++nt)
-    for (int64_t e = 0; e < 4; ++e) {
-      FailureOr<Value> keep =
-          emitRegionElement(op, Value(), batch, head, add(firstQuery, fragmentRow(e)),
-                            add(firstKey, fragmentCol(nt, e)));
-      if (failed(keep))
-        return failure();
-      any = any ? Value(arith::OrIOp::create(b, loc, any, *keep)) : *keep;
-    }
+  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+    for (int64_t nt = 0; nt < cols / 8; ++nt)
+      for (int64_t e = 0; e < 4; ++e) {
+        FailureOr<Value> keep =
+            emitRegionElement(op, Value(), batch, head, add(firstQuery, fragmentRow(mb, e)),
+                              add(firstKey, fragmentCol(nt, e)));
+        if (failed(keep))
+          return failure();
+        any = any ? Value(arith::OrIOp::create(b, loc, any, *keep)) : *keep;
+      }
   // bar.red.or.pred: one CTA-wide vote, uniform in every thread.
   Value predicate = arith::ExtUIOp::create(b, loc, b.getI32Type(), any);
   Value vote = NVVM::BarrierOp::create(
@@ -131,12 +196,14 @@ LogicalResult SM80Emitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
     b.setInsertionPointToStart(branch.thenBlock());
     Value negInf = f32(-std::numeric_limits<double>::infinity());
     SmallVector<Value> masked;
-    for (int64_t nt = 0; nt < scores.cols / 8; ++nt)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value key = add(firstKey, fragmentCol(nt, e));
-        masked.push_back(select(cmpI(arith::CmpIPredicate::slt, key, length),
-                                scores.regs[nt * 4 + e], negInf));
-      }
+    int64_t nTiles = scores.cols / 8;
+    for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+      for (int64_t nt = 0; nt < nTiles; ++nt)
+        for (int64_t e = 0; e < 4; ++e) {
+          Value key = add(firstKey, fragmentCol(nt, e));
+          masked.push_back(select(cmpI(arith::CmpIPredicate::slt, key, length),
+                                  scores.regs[(mb * nTiles + nt) * 4 + e], negInf));
+        }
     scf::YieldOp::create(b, loc, masked);
     b.setInsertionPointToStart(branch.elseBlock());
     scf::YieldOp::create(b, loc, scores.regs);

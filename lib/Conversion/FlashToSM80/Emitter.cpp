@@ -77,6 +77,18 @@ Value SM80Emitter::shuffleXor(Value value, int64_t laneMask) {
                               i32(31), NVVM::ShflKind::bfly, UnitAttr());
 }
 
+Value SM80Emitter::opaquePointer(Value pointer) {
+  Type i64Type = b.getI64Type();
+  Value bits = LLVM::PtrToIntOp::create(b, loc, i64Type, pointer);
+  Value moved = LLVM::InlineAsmOp::create(b, loc, i64Type, ValueRange{bits}, "mov.b64 $0, $1;",
+                                          "=l,l", /*has_side_effects=*/true,
+                                          /*is_align_stack=*/false,
+                                          LLVM::tailcallkind::TailCallKind::None,
+                                          LLVM::AsmDialectAttr(), ArrayAttr())
+                    .getResult(0);
+  return LLVM::IntToPtrOp::create(b, loc, pointer.getType(), moved);
+}
+
 Value SM80Emitter::gepBytes(Value base, Value offset) {
   return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                              ArrayRef<LLVM::GEPArg>{offset});
@@ -102,9 +114,10 @@ Value SM80Emitter::packHalves(Value lo, Value hi) {
   return LLVM::BitcastOp::create(b, loc, b.getI32Type(), vec);
 }
 
-Value SM80Emitter::fragmentRow(int64_t e) {
-  Value row = add(mul(warp, i32(16)), groupId);
-  return e >= 2 ? add(row, i32(8)) : row;
+Value SM80Emitter::fragmentRow(int64_t mb, int64_t e) {
+  Value row = add(mul(warp, i32(config.rowsPerWarp)), groupId);
+  int64_t offset = 16 * mb + (e >= 2 ? 8 : 0);
+  return offset ? add(row, i32(offset)) : row;
 }
 
 Value SM80Emitter::fragmentCol(int64_t nt, int64_t e) {
@@ -174,8 +187,18 @@ LogicalResult SM80Emitter::emit() {
     auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
 
-  // Grid (ceil(N / Br), H, B).
-  scalars.map(kernel.getQueryTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
+  // Grid (ceil(N / Br), H, B). With a mask (causal, windows) the cost of a
+  // query tile varies; the last tiles, the heaviest under a causal mask, get
+  // the first CTAs (blockIdx.x = 0 runs tile ceil(N/Br) - 1) so that the
+  // long ones do not start last. Only the CTA-to-tile mapping changes.
+  Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  bool hasMask = false;
+  kernel.walk([&](flash::MaskOp) { hasMask = true; });
+  if (hasMask)
+    queryTile = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, i32Type), i32(1)),
+        queryTile);
+  scalars.map(kernel.getQueryTile(), queryTile);
   scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
   scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   tid = NVVM::ThreadIdXOp::create(b, loc, i32Type);
@@ -197,7 +220,7 @@ LogicalResult SM80Emitter::emit() {
 
 LogicalResult SM80Emitter::lowerBlock(Block &block) {
   for (Operation &op : block.without_terminator())
-    if (failed(lowerOp(&op)))
+    if (!loweredAhead.contains(&op) && failed(lowerOp(&op)))
       return failure();
   Operation *terminator = block.getTerminator();
   if (!isa<flash::ReturnOp, scf::YieldOp>(terminator))
@@ -249,14 +272,14 @@ FailureOr<TileValue> SM80Emitter::constantTile(arith::ConstantOp op) {
     if (type.getDimSize(0) != config.br)
       return error(op, "row vectors must have Br entries");
     tile.kind = TileValue::Kind::Row;
-    tile.regs.assign(2, splat);
+    tile.regs.assign(2 * config.rowBlocks(), splat);
     return tile;
   }
   if (type.getRank() != 2 || type.getDimSize(0) != config.br || type.getDimSize(1) % 8)
     return error(op, "f32 tiles must be Br x (multiple of 8)");
   tile.kind = TileValue::Kind::Accum;
   tile.cols = type.getDimSize(1);
-  tile.regs.assign(tile.cols / 8 * 4, splat);
+  tile.regs.assign(config.rowBlocks() * (tile.cols / 8) * 4, splat);
   return tile;
 }
 
@@ -270,11 +293,11 @@ FailureOr<TileValue> SM80Emitter::unflatten(Operation *user, Type type, ValueRan
   size_t count;
   if (tensor.getRank() == 1) {
     tile.kind = TileValue::Kind::Row;
-    count = 2;
+    count = 2 * config.rowBlocks();
   } else {
     tile.kind = TileValue::Kind::Accum;
     tile.cols = tensor.getDimSize(1);
-    count = tile.cols / 8 * 4;
+    count = config.rowBlocks() * (tile.cols / 8) * 4;
   }
   if (values.size() < count)
     return error(user, "internal error: too few values for a tile");
@@ -428,16 +451,22 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
     pipeline = &state;
   }
   // Key blocks the mask removes entirely (above the causal diagonal, outside
-  // a window) are skipped by the whole CTA after one bar.red.or vote; the
-  // skipped iteration only keeps the K copies flowing.
+  // a window) are skipped by the whole CTA; the skipped iteration only keeps
+  // the K copies flowing. A classified mask says so in its any_visible
+  // scalar (uniform over the CTA, computed ahead of the body); otherwise the
+  // CTA evaluates the mask and votes with one bar.red.or.
   scf::IfOp skip;
   if (flash::MaskOp mask = pipelined ? findSkippableMask(loop) : flash::MaskOp()) {
     loc = mask.getLoc();
-    FailureOr<Value> vote = emitMaskVote(mask);
-    if (failed(vote))
-      return failure();
+    Value visible = mask.isClassified() ? hoistAnyVisible(mask, loop) : Value();
+    if (!visible) {
+      FailureOr<Value> vote = emitMaskVote(mask);
+      if (failed(vote))
+        return failure();
+      visible = *vote;
+    }
     ValueRange state = newLoop.getRegionIterArgs();
-    skip = scf::IfOp::create(b, loc, state.getTypes(), *vote, /*withElseRegion=*/true);
+    skip = scf::IfOp::create(b, loc, state.getTypes(), visible, /*withElseRegion=*/true);
     b.setInsertionPointToStart(skip.elseBlock());
     // Nobody reads the K buffer in a skipped block: once this thread's copy
     // of K(kt) has landed, it may start K(kt+1) over it.

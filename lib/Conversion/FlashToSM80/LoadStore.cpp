@@ -45,8 +45,9 @@ void SM80Emitter::emitSharedMemoryLayout() {
   Value bit3 = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, lane, i32(3)), i32(1));
   Value bit4 = arith::ShRUIOp::create(b, loc, lane, i32(4));
   // A operand (Q): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
-  // (rows 0-7, k 8-15), (rows 8-15, k 8-15) of the warp's 16 rows.
-  Value qRow = add(add(mul(warp, i32(16)), low3), mul(bit3, i32(8)));
+  // (rows 0-7, k 8-15), (rows 8-15, k 8-15) of the warp's first 16 rows
+  // (row block mb adds 16·mb rows).
+  Value qRow = add(add(mul(warp, i32(config.rowsPerWarp)), low3), mul(bit3, i32(8)));
   qLdOffset = add(mul(qRow, i32(rowBytes)), mul(bit4, i32(16)));
   // B operand of Q·Kᵀ (K rows are n): (n 0-7, k 0-7), (n 0-7, k 8-15),
   // (n 8-15, k 0-7), (n 8-15, k 8-15) -> b0, b1 of two n-tiles.
@@ -63,30 +64,68 @@ void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
   int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
   int64_t total = rows * chunksPerRow;
   int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
-  Value firstRow = mul(tileIndex, i32(rows));
   Type halfStorage = b.getI16Type();
-  for (int64_t it = 0; it < perThread; ++it) {
-    OpBuilder::InsertionGuard guard(b);
-    Value index = add(tid, i32(it * config.numThreads));
-    if ((it + 1) * config.numThreads > total) {
-      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
-                                      /*withElseRegion=*/false);
-      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+  if (config.numThreads % chunksPerRow) {
+    // D = 96: a thread's chunks are not in one column; index each copy.
+    Value firstRow = mul(tileIndex, i32(rows));
+    for (int64_t it = 0; it < perThread; ++it) {
+      OpBuilder::InsertionGuard guard(b);
+      Value index = add(tid, i32(it * config.numThreads));
+      if ((it + 1) * config.numThreads > total) {
+        auto inside = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)), /*withElseRegion=*/false);
+        b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      }
+      Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+      Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+      Value position = add(firstRow, row);
+      Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
+      // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
+      Value clamped = select(valid, position, i32(0));
+      Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
+                         toI64(mul(chunk, i32(8))));
+      Value src = gepElements(base, offset, halfStorage);
+      Value dstAddress =
+          gepBytes(dst, add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16))));
+      Value size = select(valid, i32(16), i32(0));
+      NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16, NVVM::LoadCacheModifierKind::CG,
+                              size);
     }
-    Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
-    Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
-    Value position = add(firstRow, row);
-    Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
-    // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
-    Value clamped = select(valid, position, i32(0));
-    Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
-                       toI64(mul(chunk, i32(8))));
-    Value src = gepElements(base, offset, halfStorage);
-    Value dstAddress =
-        gepBytes(dst, add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16))));
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    return;
+  }
+  // Copy `it` of a thread moves chunk tid % C of row tid / C + it·S (C
+  // chunks per row, S = threads / C rows per step). The source pointer
+  // advances by S rows per copy and the destination is one opaque base plus
+  // immediates, so a copy costs a compare, two selects and a 64-bit add, and
+  // no 64-bit address per copy stays live across the key loop.
+  int64_t rowsPerStep = config.numThreads / chunksPerRow;
+  Value row = arith::DivUIOp::create(b, loc, tid, i32(chunksPerRow));
+  Value chunk = arith::RemUIOp::create(b, loc, tid, i32(chunksPerRow));
+  Value firstRow = add(mul(tileIndex, i32(rows)), row);
+  // Rows left from this thread's first row: copy `it` is valid iff it·S < left.
+  Value left = arith::SubIOp::create(b, loc, length, firstRow);
+  Value chunkOffset = add(headOffset, toI64(mul(chunk, i32(8))));
+  // Out-of-range rows copy 0 bytes (zero fill) from row 0, which exists.
+  Value safe = gepElements(base, chunkOffset, halfStorage);
+  Value src = gepElements(base, add(chunkOffset, mul(toI64(firstRow), rowStride)), halfStorage);
+  Value step = mul(rowStride, i64(rowsPerStep));
+  Value dstBase = opaquePointer(
+      gepBytes(dst, add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16)))));
+  for (int64_t it = 0; it < perThread; ++it) {
+    if (it > 0)
+      src = gepElements(src, step, halfStorage);
+    OpBuilder::InsertionGuard guard(b);
+    if ((it + 1) * config.numThreads > total) {
+      Value inside = cmpI(arith::CmpIPredicate::ult, add(row, i32(it * rowsPerStep)), i32(rows));
+      auto branch = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+      b.setInsertionPoint(branch.thenBlock()->getTerminator());
+    }
+    Value valid = cmpI(arith::CmpIPredicate::sgt, left, i32(it * rowsPerStep));
+    Value dstAddress = gepBytes(dstBase, i32(it * rowsPerStep * config.rowBytes()));
     Value size = select(valid, i32(16), i32(0));
-    NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16, NVVM::LoadCacheModifierKind::CG,
-                            size);
+    NVVM::CpAsyncOp::create(b, loc, dstAddress, select(valid, src, safe), 16,
+                            NVVM::LoadCacheModifierKind::CG, size);
   }
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
@@ -138,9 +177,11 @@ void SM80Emitter::acquireQuery(int64_t pendingGroups) {
   NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
   NVVM::Barrier0Op::create(b, loc);
   if (config.qInRegisters)
-    for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep)
-      queryFragments.push_back(
-          ldmatrixX4(gepBytes(smemQ, add(qLdOffset, i32(kStep * 32))), /*transpose=*/false));
+    for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+      for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep)
+        queryFragments.push_back(ldmatrixX4(
+            gepBytes(smemQ, add(qLdOffset, i32(mb * 16 * config.rowBytes() + kStep * 32))),
+            /*transpose=*/false));
   queryAcquired = true;
 }
 
@@ -193,23 +234,26 @@ LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
   // LSE is dense [B, H, N].
   Value lseHead = mul(add(mul(toI64(batch), toI64(headCount)), toI64(head)), toI64(queryLen));
   Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
-  for (int64_t half = 0; half < 2; ++half) {
-    Value row = add(firstRow, fragmentRow(2 * half));
-    auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
-                                    /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(inside.thenBlock()->getTerminator());
-    Value rowOffset = add(headOffset, mul(toI64(row), oStrides[2]));
-    for (int64_t nt = 0; nt < config.accTiles(); ++nt) {
-      Value packed = packHalves(out.regs[nt * 4 + 2 * half], out.regs[nt * 4 + 2 * half + 1]);
-      Value address =
-          gepElements(oPtr, add(rowOffset, toI64(fragmentCol(nt, 0))), b.getI16Type());
-      LLVM::StoreOp::create(b, loc, packed, address, /*alignment=*/4);
+  int64_t nTiles = config.accTiles();
+  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+    for (int64_t half = 0; half < 2; ++half) {
+      Value row = add(firstRow, fragmentRow(mb, 2 * half));
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
+                                      /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      Value rowOffset = add(headOffset, mul(toI64(row), oStrides[2]));
+      for (int64_t nt = 0; nt < nTiles; ++nt) {
+        const Value *reg = &out.regs[(mb * nTiles + nt) * 4 + 2 * half];
+        Value packed = packHalves(reg[0], reg[1]);
+        Value address =
+            gepElements(oPtr, add(rowOffset, toI64(fragmentCol(nt, 0))), b.getI16Type());
+        LLVM::StoreOp::create(b, loc, packed, address, /*alignment=*/4);
+      }
+      auto lseWriter = scf::IfOp::create(b, loc, writesLse, /*withElseRegion=*/false);
+      b.setInsertionPoint(lseWriter.thenBlock()->getTerminator());
+      Value lseAddress = gepElements(lsePtr, add(lseHead, toI64(row)), b.getF32Type());
+      LLVM::StoreOp::create(b, loc, lse.regs[2 * mb + half], lseAddress, /*alignment=*/4);
     }
-    auto lseWriter = scf::IfOp::create(b, loc, writesLse, /*withElseRegion=*/false);
-    b.setInsertionPoint(lseWriter.thenBlock()->getTerminator());
-    Value lseAddress = gepElements(lsePtr, add(lseHead, toI64(row)), b.getF32Type());
-    LLVM::StoreOp::create(b, loc, lse.regs[half], lseAddress, /*alignment=*/4);
-  }
   return success();
 }

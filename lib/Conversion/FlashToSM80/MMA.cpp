@@ -53,10 +53,12 @@ std::array<Value, 4> SM80Emitter::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
   return {extract(result, 0), extract(result, 1), extract(result, 2), extract(result, 3)};
 }
 
-std::array<Value, 4> SM80Emitter::queryFragment(int64_t kStep) {
+std::array<Value, 4> SM80Emitter::queryFragment(Value qBase, int64_t mb, int64_t kStep) {
+  int64_t kSteps = config.headDim / 16;
   if (config.qInRegisters && queryAcquired)
-    return queryFragments[kStep];
-  return ldmatrixX4(gepBytes(smemQ, add(qLdOffset, i32(kStep * 32))), /*transpose=*/false);
+    return queryFragments[mb * kSteps + kStep];
+  return ldmatrixX4(gepBytes(qBase, i32(mb * 16 * config.rowBytes() + kStep * 32)),
+                    /*transpose=*/false);
 }
 
 LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
@@ -71,18 +73,25 @@ LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
   if (!queryAcquired)
     acquireQuery(/*pendingGroups=*/0);
 
-  int64_t nTiles = config.scoreTiles();
+  // acc[mb·nTiles + nt]: every K fragment feeds the warp's row blocks.
+  int64_t nTiles = config.scoreTiles(), rowBlocks = config.rowBlocks();
   Value zero = f32(0.0);
-  SmallVector<std::array<Value, 4>> acc(nTiles, {zero, zero, zero, zero});
+  SmallVector<std::array<Value, 4>> acc(rowBlocks * nTiles, {zero, zero, zero, zero});
   int64_t rowBytes = config.rowBytes();
+  Value qBase = config.qInRegisters ? Value() : opaquePointer(gepBytes(smemQ, qLdOffset));
+  Value kBase = opaquePointer(gepBytes(smemK, kLdOffset));
   for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
-    std::array<Value, 4> a = queryFragment(kStep);
+    SmallVector<std::array<Value, 4>> a;
+    for (int64_t mb = 0; mb < rowBlocks; ++mb)
+      a.push_back(queryFragment(qBase, mb, kStep));
     for (int64_t pair = 0; pair < nTiles / 2; ++pair) {
       std::array<Value, 4> k = ldmatrixX4(
-          gepBytes(smemK, add(kLdOffset, i32(pair * 16 * rowBytes + kStep * 32))),
-          /*transpose=*/false);
-      acc[2 * pair] = mma(a, {k[0], k[1]}, acc[2 * pair]);
-      acc[2 * pair + 1] = mma(a, {k[2], k[3]}, acc[2 * pair + 1]);
+          gepBytes(kBase, i32(pair * 16 * rowBytes + kStep * 32)), /*transpose=*/false);
+      for (int64_t mb = 0; mb < rowBlocks; ++mb) {
+        std::array<Value, 4> *c = &acc[mb * nTiles + 2 * pair];
+        c[0] = mma(a[mb], {k[0], k[1]}, c[0]);
+        c[1] = mma(a[mb], {k[2], k[3]}, c[1]);
+      }
     }
   }
   TileValue scores;
@@ -112,30 +121,34 @@ LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
     if (alphaIt == tiles.end() || alphaIt->second.kind != TileValue::Kind::Row)
       return error(op, "expects α as a row vector");
     // diag(α)·A rides on the accumulator registers right before the GEMM.
+    int64_t perBlock = config.accTiles() * 4;
     for (size_t i = 0; i < regs.size(); ++i)
-      regs[i] = fmul(regs[i], alphaIt->second.regs[(i % 4) / 2]);
+      regs[i] = fmul(regs[i], alphaIt->second.regs[2 * (i / perBlock) + (i % 4) / 2]);
   }
   if (failed(acquireKV(op, valueIt->second)))
     return failure();
 
   const SmallVector<Value> &p = probsIt->second.regs;
-  int64_t rowBytes = config.rowBytes();
+  int64_t rowBytes = config.rowBytes(), rowBlocks = config.rowBlocks();
+  int64_t pTiles = config.scoreTiles(), accTiles = config.accTiles();
+  Value vBase = opaquePointer(gepBytes(smemV, vLdOffset));
   for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
-    const Value *lo = &p[(2 * kStep) * 4], *hi = &p[(2 * kStep + 1) * 4];
-    std::array<Value, 4> a = {packHalves(lo[0], lo[1]), packHalves(lo[2], lo[3]),
-                              packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])};
+    SmallVector<std::array<Value, 4>> a;
+    for (int64_t mb = 0; mb < rowBlocks; ++mb) {
+      const Value *lo = &p[(mb * pTiles + 2 * kStep) * 4], *hi = lo + 4;
+      a.push_back({packHalves(lo[0], lo[1]), packHalves(lo[2], lo[3]),
+                   packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])});
+    }
     for (int64_t pair = 0; pair < config.headDim / 16; ++pair) {
       std::array<Value, 4> v = ldmatrixX4(
-          gepBytes(smemV, add(vLdOffset, i32(kStep * 16 * rowBytes + pair * 32))),
-          /*transpose=*/true);
-      for (int64_t half = 0; half < 2; ++half) {
-        int64_t nt = 2 * pair + half;
-        std::array<Value, 4> c = {regs[nt * 4], regs[nt * 4 + 1], regs[nt * 4 + 2],
-                                  regs[nt * 4 + 3]};
-        std::array<Value, 4> d = mma(a, {v[2 * half], v[2 * half + 1]}, c);
-        for (int e = 0; e < 4; ++e)
-          regs[nt * 4 + e] = d[e];
-      }
+          gepBytes(vBase, i32(kStep * 16 * rowBytes + pair * 32)), /*transpose=*/true);
+      for (int64_t mb = 0; mb < rowBlocks; ++mb)
+        for (int64_t half = 0; half < 2; ++half) {
+          Value *c = &regs[(mb * accTiles + 2 * pair + half) * 4];
+          std::array<Value, 4> d = mma(a[mb], {v[2 * half], v[2 * half + 1]}, {c, 4});
+          for (int e = 0; e < 4; ++e)
+            c[e] = d[e];
+        }
     }
   }
   TileValue result;

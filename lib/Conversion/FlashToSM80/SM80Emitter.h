@@ -1,16 +1,19 @@
 //===- SM80Emitter.h - Per-thread code for one flash.kernel ----*- C++ -*-===//
 //
 // flash-to-sm80 does not rewrite flash ops one by one into equivalent
-// tensor-level ops: a flash tile lives in the registers of 32·Br/16
-// threads, laid out as mma.sync m16n8k16 fragments, so the lowering is a
-// walk over the (small, structured) kernel body that maps every SSA value
-// to what one thread holds of it:
+// tensor-level ops: a flash tile lives in the registers of 32·Br/R
+// threads (R = rows per warp, 16 or 32: R/16 m16 row blocks per warp),
+// laid out as mma.sync m16n8k16 fragments, so the lowering is a walk over
+// the (small, structured) kernel body that maps every SSA value to what one
+// thread holds of it:
 //
 //   - a scalar (i32 for `index`, i32/f32/i1 otherwise)  -> one Value
-//   - an f32 Br x C tile (scores, probabilities, A)      -> C/8 * 4 f32,
-//       element e of n-tile nt at row g + 8·(e >= 2), column 8·nt + 2t + e%2
-//       of the warp's 16 rows (g = lane/4, t = lane%4)
-//   - an f32 row vector (m, l, α, LSE)                   -> 2 f32 (rows g, g+8)
+//   - an f32 Br x C tile (scores, probabilities, A)      -> R/16 · C/8 · 4 f32,
+//       register (mb·C/8 + nt)·4 + e: element e of n-tile nt of row block
+//       mb, at row 16·mb + g + 8·(e >= 2), column 8·nt + 2t + e%2 of the
+//       warp's R rows (g = lane/4, t = lane%4)
+//   - an f32 row vector (m, l, α, LSE)                   -> R/16 · 2 f32
+//       (register 2·mb + h: row 16·mb + g + 8·h)
 //   - the Q tile, a K or V block                          -> shared memory,
 //       filled by cp.async and read with ldmatrix where a GEMM consumes it.
 //
@@ -29,6 +32,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <array>
 
@@ -37,6 +41,9 @@ namespace flashc::sm80 {
 /// Shape and resources of one lowered kernel.
 struct KernelConfig {
   int64_t br = 64, bc = 64, headDim = 64;
+  /// Query rows per warp: 16 or 32 (two m16 row blocks sharing every K/V
+  /// fragment a warp loads with ldmatrix).
+  int64_t rowsPerWarp = 16;
   int64_t numWarps = 4, numThreads = 128;
   mlir::Type elementType;   // bf16 or f16
   bool qInRegisters = true; // Q fragments held for the whole kernel
@@ -48,15 +55,16 @@ struct KernelConfig {
   int64_t kSmemOffset() const { return br * rowBytes(); }
   int64_t vSmemOffset() const { return kSmemOffset() + bc * rowBytes(); }
   int64_t sharedBytes() const { return vSmemOffset() + bc * rowBytes(); }
-  int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per warp
+  int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
   int64_t accTiles() const { return headDim / 8; }
+  int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
 };
 
 /// What one thread holds of a flash tile value.
 struct TileValue {
   enum class Kind { Accum, Row, Query, KeyValue };
   Kind kind = Kind::Accum;
-  /// Accum: (cols / 8) * 4 f32 values; Row: 2 f32 values.
+  /// Accum: rowBlocks · (cols / 8) · 4 f32 values; Row: rowBlocks · 2.
   llvm::SmallVector<mlir::Value> regs;
   int64_t cols = 0;
   /// KeyValue: which operand; the load op it came from.
@@ -111,10 +119,14 @@ public:
   /// Tiles: flash IR value -> what this thread holds.
   llvm::DenseMap<mlir::Value, TileValue> tiles;
 
-  /// Q: pending copy and register fragments ([D/16][4] i32) once acquired.
+  /// Q: pending copy and register fragments ([rowBlocks][D/16][4] i32,
+  /// flattened row block major) once acquired.
   mlir::Operation *queryLoad = nullptr;
   bool queryAcquired = false;
   llvm::SmallVector<std::array<mlir::Value, 4>> queryFragments;
+  /// Scalar ops of a loop body already lowered ahead of the body (the slice
+  /// of a classified mask's any_visible, hoisted to the skip branch).
+  llvm::DenseSet<mlir::Operation *> loweredAhead;
   /// The pipeline of the scf.for being lowered, if it streams K/V.
   KVPipeline *pipeline = nullptr;
 
@@ -138,6 +150,12 @@ public:
   mlir::Value log2Approx(mlir::Value x);
   /// shfl.sync.bfly over the full warp.
   mlir::Value shuffleXor(mlir::Value value, int64_t laneMask);
+  /// `pointer` through an opaque `mov.b64` (volatile inline asm): LLVM
+  /// cannot hoist what it computes from the result out of the key loop, so
+  /// the ldmatrix addresses of a GEMM stay one base register plus immediate
+  /// offsets instead of one 64-bit register per fragment held across the
+  /// loop.
+  mlir::Value opaquePointer(mlir::Value pointer);
   /// Byte offset `offset` past a pointer of any address space.
   mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
   /// `offset` elements of `elementType` past a global pointer.
@@ -146,9 +164,10 @@ public:
   /// Two f32 -> one i32 of two 16-bit floats (low half = `lo`).
   mlir::Value packHalves(mlir::Value lo, mlir::Value hi);
 
-  /// Row of the warp's 16 this thread holds for element `e` of an n-tile
-  /// (or row-vector entry e/2): g + 8·(e >= 2), plus the warp's first row.
-  mlir::Value fragmentRow(int64_t e);
+  /// Row in the tile this thread holds for element `e` of an n-tile of row
+  /// block `mb` (or row-vector entry 2·mb + e/2): the warp's first row +
+  /// 16·mb + g + 8·(e >= 2).
+  mlir::Value fragmentRow(int64_t mb, int64_t e);
   /// Column in the tile of element e of n-tile nt: 8·nt + 2t + e%2.
   mlir::Value fragmentCol(int64_t nt, int64_t e);
 
@@ -196,7 +215,9 @@ public:
   std::array<mlir::Value, 4> ldmatrixX4(mlir::Value smemAddress, bool transpose);
   std::array<mlir::Value, 4> mma(llvm::ArrayRef<mlir::Value> a, llvm::ArrayRef<mlir::Value> bFrag,
                                  llvm::ArrayRef<mlir::Value> c);
-  std::array<mlir::Value, 4> queryFragment(int64_t kStep);
+  /// Q fragment of row block mb at k-step kStep: from registers, or by
+  /// ldmatrix at `qBase` (smemQ + qLdOffset).
+  std::array<mlir::Value, 4> queryFragment(mlir::Value qBase, int64_t mb, int64_t kStep);
   mlir::LogicalResult lowerQKDot(flash::QKDotOp op);
   mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
                                       mlir::Value probs, mlir::Value value);
@@ -219,6 +240,10 @@ public:
   /// True in every thread when some element of the block's Br x Bc tile
   /// survives `mask` (a CTA-wide bar.red.or).
   mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
+  /// For a classified mask: lowers the loop-body scalar ops any_visible
+  /// depends on at the current insertion point and returns it (null when
+  /// it does not depend on the induction variable and outer values only).
+  mlir::Value hoistAnyVisible(flash::MaskOp mask, mlir::scf::ForOp loop);
   mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);

@@ -66,6 +66,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   PassManager pm(module.getContext());
   ConvertFlashToSM80Options sm80;
   sm80.numWarps = options.numWarps;
+  sm80.rowsPerWarp = options.rowsPerWarp;
   sm80.qInRegisters = options.qInRegisters;
   pm.addPass(createConvertFlashToSM80(sm80));
   pm.addPass(createCanonicalizerPass());
@@ -109,6 +110,7 @@ FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) 
     info.blockCols = integer("block_cols");
     info.headDim = integer("head_dim");
     info.numWarps = integer("num_warps");
+    info.rowsPerWarp = integer("rows_per_warp");
     if (auto type = dict.getAs<TypeAttr>("element_type")) {
       llvm::raw_string_ostream os(info.elementType);
       type.getValue().print(os);

@@ -13,10 +13,14 @@ def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
     `gpu.container_module`). The kernel body is written with the nvvm, llvm,
     arith and scf dialects at the level of one thread:
 
-    - Grid (ceil(N/Br), H, B); Br/16 warps, each owning 16 query rows.
+    - Grid (ceil(N/Br), H, B); Br/R warps, each owning R = 16 or 32 query
+      rows (`rows-per-warp`): with R = 32 a warp computes two m16 row blocks
+      and every K/V fragment it loads with ldmatrix feeds both, halving the
+      shared-memory reads per mma. With a mask, CTA x runs query tile
+      ceil(N/Br) - 1 - x (longest first under a causal mask).
     - The Q tile is copied to shared memory with 16-byte
       `cp.async.cg.shared.global` and moved to registers with `ldmatrix`
-      (kept in registers for D <= 128, re-read per block otherwise).
+      (kept in registers while R/16·D <= 128, re-read per block otherwise).
     - K and V blocks stream through shared memory with cp.async; the copy of
       V(kt) overlaps S = Q·Kᵀ and the copy of K(kt+1) overlaps P·V
       (FlashAttention-2's schedule).
@@ -29,9 +33,12 @@ def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
       keeps m and l in registers and reduces rows across each quad with
       `shfl.sync.bfly`; exponentials are `ex2.approx.ftz.f32`.
     - When the loop is the FlashAttention recurrence and its scores pass a
-      `flash.mask`, the CTA first evaluates the mask alone and votes with
-      `bar.red.or`; a key block no element of which survives is skipped
-      (exact: such a block leaves m, l and A unchanged).
+      `flash.mask`, a key block no element of which survives is skipped
+      (exact: such a block leaves m, l and A unchanged). A mask
+      `classified(%all, %any)` (flash-classify-tiles) decides with %any,
+      whose scalar slice is lowered ahead of the block, and skips the
+      per-element predicate when %all holds; an unclassified mask is first
+      evaluated alone by the CTA, which votes with `bar.red.or`.
 
     The kernel ABI (parameter order) and launch rule are written on the
     `gpu.module` as `flashc.launch` (see flashc/Target/NVPTX/EmitPTX.h).
@@ -50,10 +57,13 @@ def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
   ];
   let options = [
     Option<"numWarps", "num-warps", "int64_t", /*default=*/"0",
-           "Warps per block; 0 derives Br/16 (each warp owns 16 query rows)">,
+           "Warps per block; 0 derives Br/R (R = rows-per-warp)">,
+    Option<"rowsPerWarp", "rows-per-warp", "int64_t", /*default=*/"0",
+           "Query rows per warp, 16 or 32 (two m16 row blocks); 0 = auto: "
+           "32 when D + Bc <= 160 and Br is a multiple of 128, else 16">,
     Option<"qInRegisters", "q-in-registers", "std::string", /*default=*/"\"auto\"",
            "Keep the Q fragments in registers for the whole kernel: auto "
-           "(when D <= 128), always or never">,
+           "(when R/16 * D <= 128), always or never">,
   ];
 }
 

@@ -24,7 +24,9 @@
 //          row-major, extents from the sizes; reads outside give 0)
 // LSE is dense [B, H, N] f32. K/V head of query head h: h / (H / HKV).
 //
-// Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1),
+// Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1)
+// (threads_per_block = 32 · block_rows / rows_per_warp; a kernel with a mask
+// maps CTA x to query tile grid.x - 1 - x),
 // dynamic shared memory dynamic_shared_bytes (call cuFuncSetAttribute(
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
 // Requirements: q, k, v 16-byte aligned and their batch/head/row strides
@@ -53,8 +55,12 @@ struct TargetOptions {
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.
   int optLevel = 3;
-  /// flash-to-sm80 options: 0 = Br/16 warps; q-in-registers auto/always/never.
+  /// flash-to-sm80 options: numWarps 0 = Br/rowsPerWarp; rowsPerWarp 16 or
+  /// 32 query rows per warp, 0 = auto (32 when D + Bc <= 160 and
+  /// Br % 128 == 0);
+  /// q-in-registers auto/always/never.
   int64_t numWarps = 0;
+  int64_t rowsPerWarp = 0;
   std::string qInRegisters = "auto";
 };
 
@@ -67,7 +73,8 @@ struct KernelLaunchInfo {
   int64_t blockRows = 0;        // Br: grid.x = ceil(N / Br), grid.y = H, grid.z = B
   int64_t blockCols = 0;        // Bc
   int64_t headDim = 0;
-  int64_t numWarps = 0;
+  int64_t numWarps = 0;         // threadsPerBlock / 32 = Br / rowsPerWarp
+  int64_t rowsPerWarp = 0;      // query rows per warp (16 or 32)
   std::string elementType;      // "bf16" or "f16"
   std::vector<std::string> params;     // names, ABI order
   std::vector<std::string> paramTypes; // "i32" or "f32"
