@@ -439,7 +439,7 @@ std::optional<int64_t> frontend::resolveHeadDim(const Variant &variant,
       return std::nullopt;
     return dim.value;
   }
-  return options.headDim;
+  return options.headDim.value_or(kDefaultHeadDim);
 }
 
 double frontend::evaluateScale(const Variant &variant, int64_t headDim) {
@@ -487,15 +487,10 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
     std::optional<int64_t> headDim = resolveHeadDim(variant, options);
     if (!headDim) {
       const Dim &dim = variant.dim(DimRole::HeadDim);
-      if (dim.isFixed())
-        sourceMgr.PrintMessage(dim.loc, llvm::SourceMgr::DK_Error,
-                               "variant '" + variant.name + "' fixes the head dim to " +
-                                   std::to_string(dim.value) + ", but D=" +
-                                   std::to_string(*options.headDim) + " was requested");
-      else
-        sourceMgr.PrintMessage(dim.loc, llvm::SourceMgr::DK_Error,
-                               "head dim '" + dim.symbol + "' of variant '" + variant.name +
-                                   "' is symbolic; give it with --shape D=<n>");
+      sourceMgr.PrintMessage(dim.loc, llvm::SourceMgr::DK_Error,
+                             "variant '" + variant.name + "' fixes the head dim to " +
+                                 std::to_string(dim.value) + ", but D=" +
+                                 std::to_string(*options.headDim) + " was requested");
       failed = true;
       continue;
     }

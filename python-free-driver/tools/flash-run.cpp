@@ -352,12 +352,14 @@ int main(int argc, char **argv) {
         die(2, "--tile: '" + item + "' is not Br=N or Bc=N");
       (key == "Br" ? options.blockRows : options.blockCols) = value;
     }
-    for (llvm::StringRef item : llvm::split(shapeSpec, ','))
-      if (item.starts_with("D="))
-        options.headDim = std::stoll(item.drop_front(2).str());
-    const frontend::Variant *variant = ast->lookup(selected);
-    if (variant && !options.headDim && !variant->dim(frontend::DimRole::HeadDim).isFixed())
-      options.headDim = 64;
+    for (llvm::StringRef item : llvm::split(shapeSpec, ',')) {
+      int64_t headDim;
+      if (item.consume_front("D=")) {
+        if (item.getAsInteger(10, headDim) || headDim < 1)
+          die(2, "--shape: D must be a positive integer");
+        options.headDim = headDim;
+      }
+    }
 
     DialectRegistry registry;
     registerAllDialects(registry);

@@ -261,10 +261,6 @@ int main(int argc, char **argv) {
   options.blockCols = tile->lookup("Bc");
   if (sizes->count("D"))
     options.headDim = sizes->lookup("D");
-  // A variant with a symbolic head dim compiles for D = 64 unless told.
-  for (const frontend::Variant &variant : ast->variants)
-    if (!options.headDim && !variant.dim(frontend::DimRole::HeadDim).isFixed())
-      options.headDim = 64;
 
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -16,10 +16,12 @@ namespace flashc::frontend {
 struct KernelOptions {
   int64_t blockRows = 0; // Br; 0 = defaultTile()
   int64_t blockCols = 0; // Bc; 0 = defaultTile()
-  /// The head dim for variants whose D is symbolic; a fixed D in the source
-  /// must agree with it when both are given.
+  /// The head dim for variants whose D is symbolic (kDefaultHeadDim when
+  /// unset); a fixed D in the source must agree with it when both are given.
   std::optional<int64_t> headDim;
 };
+
+constexpr int64_t kDefaultHeadDim = 64;
 
 /// Builds one `flash.kernel` per variant (or only `onlyVariant` when set)
 /// into a new module. Errors (an unknown variant, no head dim, a head dim
@@ -38,7 +40,8 @@ emitFlashIR(mlir::MLIRContext &context, const Module &module,
 /// also reads aux tensors), Br = Bc = 64 above.
 std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim);
 
-/// The head dim a variant compiles with under `options`, or nullopt.
+/// The head dim a variant compiles with under `options`, or nullopt when
+/// the source fixes one that contradicts `options.headDim`.
 std::optional<int64_t> resolveHeadDim(const Variant &variant,
                                       const KernelOptions &options);
 
