@@ -76,3 +76,45 @@ AttentionInputs interp::makeRandomInputs(flash::KernelOp kernel, const ProblemSh
   }
   return inputs;
 }
+
+const llvm::StringRef interp::kShapeKeys[flash::kNumDimRoles] = {"B", "H", "HKV", "N", "M", "D"};
+
+ProblemShape interp::resolveShape(flash::KernelOp kernel, const llvm::StringMap<int64_t> &given,
+                                  const ProblemShape *base) {
+  auto isGiven = [&](flash::DimRole role) {
+    return given.count(kShapeKeys[static_cast<int>(role)]) != 0;
+  };
+  ProblemShape shape;
+  if (base) {
+    shape = *base;
+  } else {
+    shape[flash::DimRole::Batch] = 1;
+    shape[flash::DimRole::Heads] = 2;
+    shape[flash::DimRole::QueryLen] = 256;
+  }
+  ArrayRef<int64_t> fixed = kernel.getStaticSizes();
+  for (int role = 0; role < flash::kNumDimRoles; ++role) {
+    auto it = given.find(kShapeKeys[role]);
+    if (it != given.end())
+      shape.sizes[role] = it->second;
+    else if (fixed[role] != -1)
+      shape.sizes[role] = fixed[role];
+  }
+  if (!isGiven(flash::DimRole::KVHeads)) {
+    if (!base) {
+      shape[flash::DimRole::KVHeads] = shape.heads();
+    } else if (isGiven(flash::DimRole::Heads)) {
+      int64_t group = base->heads() / base->kvHeads();
+      shape[flash::DimRole::KVHeads] =
+          shape.heads() % group == 0 ? shape.heads() / group : shape.heads();
+    }
+  }
+  if (!isGiven(flash::DimRole::KeyLen) && !base)
+    shape[flash::DimRole::KeyLen] = shape.queryLen();
+  ArrayRef<int64_t> classes = kernel.getDimClasses();
+  for (int role = 0; role < flash::kNumDimRoles; ++role)
+    if (!given.count(kShapeKeys[role]) && classes[role] != role)
+      shape.sizes[role] = shape.sizes[classes[role]];
+  shape[flash::DimRole::HeadDim] = kernel.getConfig().getHeadDim();
+  return shape;
+}

@@ -82,45 +82,18 @@ cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel 
 
 interp::ProblemShape parseShape(llvm::StringRef spec, flash::KernelOp kernel,
                                 const interp::ProblemShape *base) {
-  static const llvm::StringRef keys[] = {"B", "H", "HKV", "N", "M", "D"};
   llvm::StringMap<int64_t> given;
   llvm::SmallVector<llvm::StringRef> items;
   spec.split(items, ',', -1, false);
   for (llvm::StringRef item : items) {
     auto [key, text] = item.split('=');
     int64_t value;
-    if (text.trim().getAsInteger(10, value) || value < 1 || !llvm::is_contained(keys, key.trim()))
+    if (text.trim().getAsInteger(10, value) || value < 1 ||
+        !llvm::is_contained(interp::kShapeKeys, key.trim()))
       die(2, "--shape: '" + item + "' is not one of B,H,HKV,N,M,D = a positive integer");
     given[key.trim()] = value;
   }
-  interp::ProblemShape shape;
-  if (base)
-    shape = *base;
-  else
-    shape.sizes[0] = 1, shape.sizes[1] = 2, shape.sizes[3] = 256;
-  for (int role = 0; role < flash::kNumDimRoles; ++role)
-    if (given.count(keys[role]))
-      shape.sizes[role] = given[keys[role]];
-  llvm::ArrayRef<int64_t> fixed = kernel.getStaticSizes();
-  for (int role = 0; role < flash::kNumDimRoles; ++role)
-    if (!given.count(keys[role]) && fixed[role] != -1)
-      shape.sizes[role] = fixed[role];
-  if (!given.count("HKV") && !base)
-    shape[flash::DimRole::KVHeads] = shape.heads();
-  if (!given.count("HKV") && base && given.count("H")) {
-    // Keep the run's grouping (H / HKV query heads per KV head) if it fits.
-    int64_t group = base->heads() / base->kvHeads();
-    shape[flash::DimRole::KVHeads] =
-        shape.heads() % group == 0 ? shape.heads() / group : shape.heads();
-  }
-  if (!given.count("M") && !base)
-    shape[flash::DimRole::KeyLen] = shape.queryLen();
-  llvm::ArrayRef<int64_t> classes = kernel.getDimClasses();
-  for (int role = 0; role < flash::kNumDimRoles; ++role)
-    if (!given.count(keys[role]) && classes[role] != role)
-      shape.sizes[role] = shape.sizes[classes[role]];
-  shape[flash::DimRole::HeadDim] = kernel.getConfig().getHeadDim();
-  return shape;
+  return interp::resolveShape(kernel, given, base);
 }
 
 /// Host element bits of one float already rounded to `type`.

@@ -119,34 +119,6 @@ std::optional<llvm::StringMap<int64_t>> parseSizes(llvm::StringRef spec, const c
   return sizes;
 }
 
-constexpr llvm::StringRef kRoleKeys[] = {"B", "H", "HKV", "N", "M", "D"};
-
-/// Sizes for a run: --shape, then what the kernel fixes or ties, then the
-/// defaults.
-interp::ProblemShape chooseShape(flash::KernelOp kernel, const llvm::StringMap<int64_t> &given) {
-  static const int64_t defaults[] = {1, 2, -1, 256, -1, 64};
-  llvm::ArrayRef<int64_t> fixed = kernel.getStaticSizes();
-  llvm::ArrayRef<int64_t> classes = kernel.getDimClasses();
-  interp::ProblemShape shape;
-  for (int role = 0; role < flash::kNumDimRoles; ++role) {
-    auto it = given.find(kRoleKeys[role]);
-    int64_t size = defaults[role];
-    if (it != given.end())
-      size = it->second;
-    else if (fixed[role] != -1)
-      size = fixed[role];
-    else if (classes[role] != role)
-      size = shape.sizes[classes[role]];
-    else if (role == static_cast<int>(flash::DimRole::KVHeads))
-      size = shape.heads();
-    else if (role == static_cast<int>(flash::DimRole::KeyLen))
-      size = shape.queryLen();
-    shape.sizes[role] = size;
-  }
-  shape[flash::DimRole::HeadDim] = kernel.getConfig().getHeadDim();
-  return shape;
-}
-
 /// Relative-error bound of O by element type: the output is rounded to it.
 double outputBound(Type elementType) {
   if (elementType.isBF16())
@@ -175,7 +147,7 @@ int runOnCpu(ModuleOp module, const frontend::Module &ast,
   bool allPassed = true;
   for (auto kernel : module.getOps<flash::KernelOp>()) {
     const frontend::Variant *variant = ast.lookup(kernel.getSymName());
-    interp::ProblemShape shape = chooseShape(kernel, sizes);
+    interp::ProblemShape shape = interp::resolveShape(kernel, sizes);
     interp::AttentionInputs inputs = interp::makeRandomInputs(kernel, shape, seed);
     for (const auto &param : params)
       inputs.params[param.getKey()] = param.getValue();
@@ -231,7 +203,7 @@ int main(int argc, char **argv) {
     return usageError("nothing to do: give --emit=flash|flash-raw|gpu|llvm|ptx|package and/or "
                       "--run=cpu");
 
-  std::optional<llvm::StringMap<int64_t>> sizes = parseSizes(shapeSpec, "shape", kRoleKeys);
+  std::optional<llvm::StringMap<int64_t>> sizes = parseSizes(shapeSpec, "shape", interp::kShapeKeys);
   std::optional<llvm::StringMap<int64_t>> tile = parseSizes(tileSpec, "tile", {"Br", "Bc"});
   if (!sizes || !tile)
     return 2;

@@ -17,6 +17,16 @@ namespace flashc::interp {
 AttentionInputs makeRandomInputs(flash::KernelOp kernel, const ProblemShape &shape,
                                  uint64_t seed);
 
+/// The sizes of a launch from the sizes a user gave (keys B, H, HKV, N, M,
+/// D), then what the kernel fixes or ties, then `base` when given (a smaller
+/// shape derived from a run: its H / HKV grouping is kept where it fits) or
+/// the defaults B = 1, H = 2, HKV = H, N = 256, M = N. D is the kernel's.
+ProblemShape resolveShape(flash::KernelOp kernel, const llvm::StringMap<int64_t> &given,
+                          const ProblemShape *base = nullptr);
+
+/// The keys resolveShape understands, in DimRole order.
+extern const llvm::StringRef kShapeKeys[flash::kNumDimRoles];
+
 } // namespace flashc::interp
 
 #endif // FLASHC_INTERPRETER_INPUTS_H
