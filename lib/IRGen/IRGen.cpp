@@ -13,6 +13,7 @@
 #include "flashc/Dialect/Flash/IR/FlashDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
 
 #include <cmath>
 
@@ -508,5 +509,12 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
   }
   if (failed)
     return nullptr;
+  // Invalid IR here is a front-end bug, never the user's: say so once, for
+  // every tool, instead of letting a later pass or the interpreter trip.
+  if (mlir::failed(verify(*result))) {
+    sourceMgr.PrintMessage(llvm::SMLoc(), llvm::SourceMgr::DK_Error,
+                           "internal error: the front end produced invalid flash IR");
+    return nullptr;
+  }
   return result;
 }

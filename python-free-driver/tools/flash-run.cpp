@@ -128,32 +128,37 @@ flashrun::TensorRef tensorRef(uint64_t ptr, int64_t heads, int64_t length, int64
                   : flashrun::TensorRef::bhsd(ptr, heads, length, dim);
 }
 
-/// [B, heads, length, D] host floats -> device bits in the chosen layout.
+/// Calls `copy(hostOffset, deviceOffset)` for every row of a [B, heads,
+/// length, D] tensor: host data is BHSD, device data is in the chosen layout.
+template <typename CopyRow>
+void forEachRow(int64_t batch, int64_t heads, int64_t length, int64_t dim, CopyRow copy) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t s = 0; s < length; ++s) {
+        int64_t host = ((b * heads + h) * length + s) * dim;
+        copy(host, isBSHD() ? ((b * length + s) * heads + h) * dim : host);
+      }
+}
+
+/// Host floats -> device element bits.
 std::vector<uint16_t> packTensor(const std::vector<float> &data, int64_t batch, int64_t heads,
                                  int64_t length, int64_t dim, Type type) {
   std::vector<uint16_t> bits(data.size());
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t s = 0; s < length; ++s) {
-        int64_t from = ((b * heads + h) * length + s) * dim;
-        int64_t to = isBSHD() ? ((b * length + s) * heads + h) * dim : from;
-        for (int64_t d = 0; d < dim; ++d)
-          bits[to + d] = toHalfBits(data[from + d], type);
-      }
+  forEachRow(batch, heads, length, dim, [&](int64_t host, int64_t device) {
+    for (int64_t d = 0; d < dim; ++d)
+      bits[device + d] = toHalfBits(data[host + d], type);
+  });
   return bits;
 }
 
+/// Device element bits -> host floats.
 std::vector<float> unpackTensor(const std::vector<uint16_t> &bits, int64_t batch, int64_t heads,
                                 int64_t length, int64_t dim, Type type) {
   std::vector<float> data(bits.size());
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t s = 0; s < length; ++s) {
-        int64_t to = ((b * heads + h) * length + s) * dim;
-        int64_t from = isBSHD() ? ((b * length + s) * heads + h) * dim : to;
-        for (int64_t d = 0; d < dim; ++d)
-          data[to + d] = fromHalfBits(bits[from + d], type);
-      }
+  forEachRow(batch, heads, length, dim, [&](int64_t host, int64_t device) {
+    for (int64_t d = 0; d < dim; ++d)
+      data[host + d] = fromHalfBits(bits[device + d], type);
+  });
   return data;
 }
 

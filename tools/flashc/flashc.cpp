@@ -20,7 +20,6 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -241,11 +240,6 @@ int main(int argc, char **argv) {
       frontend::emitFlashIR(context, *ast, options, sourceMgr, variantName);
   if (!module)
     return 1;
-  if (failed(verify(*module))) {
-    llvm::WithColor::error(llvm::errs(), "flashc")
-        << "internal error: the front end produced invalid flash IR\n";
-    return 1;
-  }
 
   if (emitKind != EmitKind::FlashRaw) {
     PassManager pm(&context);

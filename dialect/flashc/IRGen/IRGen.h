@@ -26,7 +26,7 @@ constexpr int64_t kDefaultHeadDim = 64;
 /// Builds one `flash.kernel` per variant (or only `onlyVariant` when set)
 /// into a new module. Errors (an unknown variant, no head dim, a head dim
 /// that contradicts the source) go through `sourceMgr` like parse errors and
-/// give a null module.
+/// give a null module. The returned module has passed the verifier.
 mlir::OwningOpRef<mlir::ModuleOp>
 emitFlashIR(mlir::MLIRContext &context, const Module &module,
             const KernelOptions &options, llvm::SourceMgr &sourceMgr,
