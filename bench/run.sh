@@ -7,6 +7,8 @@
 #   FLASH_RUN=path/to/flash-run PEERS=path/to/peers.py bench/run.sh [OUTDIR]
 #
 # Grid: bf16, B*N = 16384 tokens, H*D = 2048; HDIMS and SEQS override.
+# GEMMS: the flashc backends to time, one table row each (default
+# "wgmma mma.sync" on sm_90a: flash-to-sm90 and flash-to-sm80).
 # TFLOP/s: 4*B*H*N*N*D, halved when causal (the peers' count).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ OUT=${1:-bench/results}
 HDIMS=${HDIMS:-64,128,256}
 SEQS=${SEQS:-512,1024,2048,4096,8192,16384}
 ITERS=${ITERS:-30}
+GEMMS=${GEMMS:-wgmma mma.sync}
 mkdir -p "$OUT"
 stamp=$(date -u +%Y-%m-%d)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
@@ -24,19 +27,21 @@ commit=${FLASHC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown
 flashc_csv=$OUT/flashc-fwd.csv
 peers_csv=$OUT/peers-fwd.csv
 
-echo "causal,variant,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_err_o,rel_err_lse,status" > "$flashc_csv"
-total=$(( $(echo "$HDIMS" | tr ',' '\n' | wc -l) * $(echo "$SEQS" | tr ',' '\n' | wc -l) * 2 ))
+echo "gemm,causal,variant,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_err_o,rel_err_lse,status" > "$flashc_csv"
+total=$(( $(echo "$HDIMS" | tr ',' '\n' | wc -l) * $(echo "$SEQS" | tr ',' '\n' | wc -l) * 2 * $(echo $GEMMS | wc -w) ))
 n=0
 for D in ${HDIMS//,/ }; do
   H=$((2048 / D))
   for N in ${SEQS//,/ }; do
     B=$((16384 / N)); [ $B -lt 1 ] && B=1
     for causal in 0 1; do
-      n=$((n + 1))
-      if [ $causal -eq 1 ]; then file=examples/causal.flash; flag=--causal; else file=examples/full.flash; flag=; fi
-      echo "[$n/$total] flashc D=$D N=$N causal=$causal" >&2
-      row=$("$FLASH_RUN" "$file" --shape "B=$B,H=$H,N=$N,D=$D" --csv --iters "$ITERS" $flag 2>&1 | tail -1)
-      echo "$causal,$row" >> "$flashc_csv"
+      for gemm in $GEMMS; do
+        n=$((n + 1))
+        if [ $causal -eq 1 ]; then file=examples/causal.flash; flag=--causal; else file=examples/full.flash; flag=; fi
+        echo "[$n/$total] flashc $gemm D=$D N=$N causal=$causal" >&2
+        row=$("$FLASH_RUN" "$file" --shape "B=$B,H=$H,N=$N,D=$D" --gemm "$gemm" --csv --iters "$ITERS" $flag 2>&1 | tail -1)
+        echo "$gemm,$causal,$row" >> "$flashc_csv"
+      done
     done
   done
 done
@@ -61,23 +66,23 @@ table=$OUT/fwd-table.md
   echo "bf16, B*N = 16384, H*D = 2048, median of CUDA-event timings; ratio = flashc / peer."
   echo "flashc rows are validated against the CPU interpreter first (rel err of O shown)."
   echo
-  echo "| D | N | causal | flashc | FA2 | cuDNN | flex | /FA2 | /cuDNN | /flex | flashc rel err |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| D | N | causal | flashc kernel | flashc | FA2 | cuDNN | flex | /FA2 | /cuDNN | /flex | flashc rel err |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F, '
     FNR == 1 { next }
     FILENAME ~ /peers/ && $2 == "fwd" { peer[$1 "," $7 "," $6 "," $8] = $10; next }
-    FILENAME ~ /flashc/ { key = $9 "," $7 "," $1; order[++n] = key
-                          if (NF >= 14) { mine[key] = $12; err[key] = $13 ($15 == "FAIL" ? " FAIL" : "") }
-                          else err[key] = "error: " $2 }
+    FILENAME ~ /flashc/ { shape = $10 "," $8 "," $2; key = $1 "," shape; order[++n] = key
+                          if (NF >= 15) { mine[key] = $13; err[key] = $14 ($16 == "FAIL" ? " FAIL" : "") }
+                          else err[key] = "error: " $3 }
     END {
       for (i = 1; i <= n; i++) {
-        split(order[i], k, ",")
-        f = mine[order[i]]; fa = peer["sdpa-flash," order[i]]; cu = peer["sdpa-cudnn," order[i]]
-        fx = peer["flex," order[i]]
+        split(order[i], k, ","); shape = k[2] "," k[3] "," k[4]
+        f = mine[order[i]]; fa = peer["sdpa-flash," shape]; cu = peer["sdpa-cudnn," shape]
+        fx = peer["flex," shape]
         r1 = (fa > 0 && f > 0) ? sprintf("%.2f", f / fa) : "-"
         r2 = (cu > 0 && f > 0) ? sprintf("%.2f", f / cu) : "-"
         r3 = (fx > 0 && f > 0) ? sprintf("%.2f", f / fx) : "-"
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[1], k[2], k[3], f, fa, cu, fx, r1, r2, r3, err[order[i]]
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k[2], k[3], k[4], k[1], f, fa, cu, fx, r1, r2, r3, err[order[i]]
       }
     }' "$peers_csv" "$flashc_csv"
 } > "$table"

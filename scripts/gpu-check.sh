@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # On a GPU host: validate every example on the GPU against the CPU
 # interpreter (ragged lengths, several head dims, GQA, BSHD), no timing.
-# Needs flash-run on PATH or FLASH_RUN=/path/to/flash-run.
+# Needs flash-run on PATH or FLASH_RUN=/path/to/flash-run. Every case runs
+# once per GEMM kind in GEMMS (default "auto mma.sync": on an sm_90a GPU
+# auto is the wgmma kernel, so both backends are checked).
 # Prints one line per case and a closing "N passed, N failed" line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FLASH_RUN=${FLASH_RUN:-flash-run}
+GEMMS=${GEMMS:-auto mma.sync}
 passed=0; failed=0; skipped=0
 run() {
   local out
-  out=$("$FLASH_RUN" "$@" --iters 0 2>&1); local rc=$?
-  if [ $rc -eq 0 ]; then passed=$((passed+1)); echo "ok    $*";
-  elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $* (no GPU)";
-  else failed=$((failed+1)); echo "FAIL  $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
+  out=$("$FLASH_RUN" "$@" --gemm "$gemm" --iters 0 2>&1); local rc=$?
+  if [ $rc -eq 0 ]; then passed=$((passed+1)); echo "ok    $gemm $*";
+  elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $gemm $* (no GPU)";
+  else failed=$((failed+1)); echo "FAIL  $gemm $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
 }
+for gemm in $GEMMS; do
 for D in 64 128; do
   for f in examples/*.flash; do
     extra=""
@@ -32,6 +36,12 @@ run test/GPU/dtypes.flash --variant causal_f16 --shape B=2,H=8,HKV=2,N=1000,M=12
 run test/GPU/dtypes.flash --variant softcap_window_f16 --shape B=2,H=4,N=1000,D=64 --layout bshd
 run examples/full.flash --shape B=1,H=2,N=1,D=64                     # one row
 run examples/causal.flash --shape B=1,H=1,N=17,D=128                 # one partial tile
+done
+# Tiles other than the defaults (auto: wgmma on sm_90a).
+gemm=auto
+run examples/causal.flash --shape B=1,H=2,N=700,D=128 --tile Br=64,Bc=64
+run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --tile Br=192,Bc=32
+run examples/alibi.flash --shape B=1,H=2,N=700,D=256 --tile Br=64,Bc=128
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1
 # Nothing ran: no GPU here. Exit 3 so ctest reports the check as skipped.

@@ -419,7 +419,14 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 
 } // namespace
 
-std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim) {
+std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim,
+                                                  bool wgmma) {
+  if (wgmma) {
+    // Two warpgroups; S = 64 x Bc and A = 64 x D per warpgroup in registers.
+    if (headDim <= 128)
+      return {128, 128};
+    return {128, 64};
+  }
   if (headDim <= 64)
     return {128, 64};
   if (headDim <= 128) {
@@ -501,7 +508,7 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       failed = true;
       continue;
     }
-    auto [br, bc] = defaultTile(variant, *headDim);
+    auto [br, bc] = defaultTile(variant, *headDim, options.wgmmaTiles);
     builder.setInsertionPointToEnd(result->getBody());
     KernelEmitter(builder, variant, sourceMgr, fileName)
         .emit(options.blockRows ? options.blockRows : br,

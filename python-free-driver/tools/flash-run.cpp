@@ -51,6 +51,10 @@ cl::opt<std::string> tileSpec("tile", cl::desc("Tile shape Br=..,Bc=.. (default:
                               cl::cat(category));
 cl::opt<std::string> archOption("arch", cl::desc("sm_80 or sm_90a (default: from the GPU)"),
                                 cl::cat(category));
+cl::opt<std::string> gemmKind("gemm",
+                              cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, "
+                                       "mma.sync elsewhere), mma.sync or wgmma"),
+                              cl::init("auto"), cl::cat(category));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(category));
@@ -320,7 +324,18 @@ int main(int argc, char **argv) {
     llvm::StringRef selected = variantName.empty() ? llvm::StringRef(ast->variants[0].name)
                                                    : llvm::StringRef(variantName);
 
+    nvptx::TargetOptions target;
+    target.chip = !archOption.empty() ? archOption.getValue()
+                  : cc.major == 9     ? std::string("sm_90a")
+                                      : "sm_" + std::to_string(cc.major * 10 + cc.minor);
+    target.gemm = gemmKind;
+    target.rowsPerWarp = rowsPerWarp;
+    llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
+    if (!gemm)
+      die(2, "--gemm: " + llvm::toString(gemm.takeError()));
+
     frontend::KernelOptions options;
+    options.wgmmaTiles = *gemm == "wgmma";
     llvm::SmallVector<llvm::StringRef> tileItems;
     llvm::StringRef(tileSpec).split(tileItems, ',', -1, false);
     for (llvm::StringRef item : tileItems) {
@@ -352,11 +367,6 @@ int main(int argc, char **argv) {
       return 1;
     flash::KernelOp flashKernel = *module->getOps<flash::KernelOp>().begin();
 
-    nvptx::TargetOptions target;
-    target.chip = !archOption.empty() ? archOption.getValue()
-                  : cc.major >= 9     ? std::string("sm_90a")
-                                      : "sm_" + std::to_string(cc.major * 10 + cc.minor);
-    target.rowsPerWarp = rowsPerWarp;
     FailureOr<std::vector<flashrt::KernelPackage>> packages =
         buildKernelPackages(*module, target);
     if (failed(packages))

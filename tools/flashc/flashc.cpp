@@ -56,7 +56,8 @@ cl::opt<EmitKind> emitKind(
                           "flash IR after flash-fuse-rescale and flash-fold-scale "
                           "(what the interpreter and GPU backends run)"),
                clEnumValN(EmitKind::Gpu, "gpu",
-                          "after flash-to-sm80: a gpu.module of LLVM/NVVM-dialect kernels"),
+                          "after flash-to-sm80/sm90: a gpu.module of LLVM/NVVM-dialect "
+                          "kernels"),
                clEnumValN(EmitKind::Llvm, "llvm", "LLVM and NVVM dialects only, ready for NVPTX"),
                clEnumValN(EmitKind::Ptx, "ptx", "PTX text from LLVM's NVPTX backend"),
                clEnumValN(EmitKind::Package, "package",
@@ -64,6 +65,10 @@ cl::opt<EmitKind> emitKind(
     cl::cat(flashcCategory));
 cl::opt<std::string> arch("arch", cl::desc("GPU target: sm_80 (also runs on sm_86/89/90) or sm_90a"),
                           cl::init("sm_90a"), cl::cat(flashcCategory));
+cl::opt<std::string> gemmKind("gemm",
+                              cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, "
+                                       "mma.sync elsewhere), mma.sync or wgmma"),
+                              cl::init("auto"), cl::cat(flashcCategory));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(flashcCategory));
@@ -80,8 +85,10 @@ cl::opt<std::string> shapeSpec(
              "HKV=H, N=256, M=N, D=64, or what the variant fixes"),
     cl::value_desc("K=V,..."), cl::cat(flashcCategory));
 cl::opt<std::string> tileSpec("tile",
-                              cl::desc("Tile shape, e.g. Br=64,Bc=64 (default: by head dim, "
-                                       "128x64 up to D=64, 128x32 or 128x64 to 128, 64x64 above)"),
+                              cl::desc("Tile shape, e.g. Br=64,Bc=64 (default: by head dim and "
+                                       "GEMM kind; wgmma 128x128 up to D=128, 128x64 above; "
+                                       "mma.sync 128x64 up to D=64, 128x32 or 128x64 to 128, "
+                                       "64x64 above)"),
                               cl::value_desc("Br=..,Bc=.."), cl::cat(flashcCategory));
 cl::list<std::string> paramSpecs("param", cl::desc("Set a runtime parameter, e.g. window=256"),
                                  cl::value_desc("name=value"), cl::cat(flashcCategory));
@@ -227,7 +234,19 @@ int main(int argc, char **argv) {
   if (!ast)
     return 1;
 
+  if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90" &&
+      arch != "sm_90a")
+    return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
+  nvptx::TargetOptions target;
+  target.chip = arch;
+  target.gemm = gemmKind;
+  target.rowsPerWarp = rowsPerWarp;
+  llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
+  if (!gemm)
+    return usageError("--gemm: " + llvm::toString(gemm.takeError()));
+
   frontend::KernelOptions options;
+  options.wgmmaTiles = *gemm == "wgmma";
   options.blockRows = tile->lookup("Br"); // 0: the default for the head dim
   options.blockCols = tile->lookup("Bc");
   if (sizes->count("D"))
@@ -251,12 +270,6 @@ int main(int argc, char **argv) {
   if (emitKind >= EmitKind::Gpu && runKind == RunKind::Cpu)
     return usageError("--run=cpu needs flash IR: combine it with --emit=flash or none");
   if (emitKind >= EmitKind::Gpu) {
-    if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90" &&
-        arch != "sm_90a")
-      return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
-    nvptx::TargetOptions target;
-    target.chip = arch;
-    target.rowsPerWarp = rowsPerWarp;
     std::string text;
     llvm::raw_string_ostream os(text);
     if (emitKind == EmitKind::Package) {

@@ -19,6 +19,8 @@ struct KernelOptions {
   /// The head dim for variants whose D is symbolic (kDefaultHeadDim when
   /// unset); a fixed D in the source must agree with it when both are given.
   std::optional<int64_t> headDim;
+  /// Default tiles for the wgmma (sm_90a) kernel instead of mma.sync's.
+  bool wgmmaTiles = false;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;
@@ -37,8 +39,10 @@ emitFlashIR(mlir::MLIRContext &context, const Module &module,
 /// (bench/results/2026-11-29-h200/tile-sweep-n4096.csv): Br = 128 with
 /// Bc = 64 up to D = 128 (Bc = 32 when a mask or score mod needs registers
 /// at D > 64, to stay free of spills; Bc = 64 with 16 rows per warp when it
-/// also reads aux tensors), Br = Bc = 64 above.
-std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim);
+/// also reads aux tensors), Br = Bc = 64 above. With `wgmma`, the tile of
+/// the sm_90a kernel (Br a multiple of 64, one warpgroup per 64 rows).
+std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim,
+                                        bool wgmma = false);
 
 /// The head dim a variant compiles with under `options`, or nullopt when
 /// the source fixes one that contradicts `options.headDim`.

@@ -22,7 +22,7 @@ SM80Emitter::SM80Emitter(flash::KernelOp kernel, const KernelConfig &config,
       loc(kernel.getLoc()) {}
 
 InFlightDiagnostic SM80Emitter::error(Operation *op, const Twine &message) {
-  return op->emitOpError() << "flash-to-sm80: " << message;
+  return op->emitOpError() << passName() << ": " << message;
 }
 
 //===----------------------------------------------------------------------===//

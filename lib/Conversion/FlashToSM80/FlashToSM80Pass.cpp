@@ -95,7 +95,27 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, int64_t numWarps,
   return config;
 }
 
-DictionaryAttr launchInfo(Builder &b, flash::KernelOp kernel, const KernelConfig &config) {
+struct ConvertFlashToSM80Pass
+    : flashc::impl::ConvertFlashToSM80Base<ConvertFlashToSM80Pass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto makeEmitter = [&](flash::KernelOp kernel,
+                           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
+      FailureOr<KernelConfig> config = chooseConfig(kernel, numWarps, rowsPerWarp, qInRegisters);
+      if (failed(config))
+        return nullptr;
+      return std::make_unique<SM80Emitter>(kernel, *config, gpuModule);
+    };
+    if (failed(lowerFlashKernels(getOperation(), "mma.sync", makeEmitter)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+DictionaryAttr sm80::launchInfo(Builder &b, flash::KernelOp kernel, const KernelConfig &config,
+                                StringRef gemm) {
   SmallVector<Attribute> paramNames, paramTypes, tensorNames;
   for (Attribute attr : kernel.getParams()) {
     auto param = cast<flash::ParamAttr>(attr);
@@ -113,6 +133,7 @@ DictionaryAttr launchInfo(Builder &b, flash::KernelOp kernel, const KernelConfig
       b.getNamedAttr("num_warps", b.getI64IntegerAttr(config.numWarps)),
       b.getNamedAttr("rows_per_warp", b.getI64IntegerAttr(config.rowsPerWarp)),
       b.getNamedAttr("element_type", TypeAttr::get(config.elementType)),
+      b.getNamedAttr("gemm", b.getStringAttr(gemm)),
       b.getNamedAttr("grid", b.getStringAttr("(ceil(N/block_rows), H, B)")),
       b.getNamedAttr("params", b.getArrayAttr(paramNames)),
       b.getNamedAttr("param_types", b.getArrayAttr(paramTypes)),
@@ -121,50 +142,44 @@ DictionaryAttr launchInfo(Builder &b, flash::KernelOp kernel, const KernelConfig
   return b.getDictionaryAttr(entries);
 }
 
-struct ConvertFlashToSM80Pass
-    : flashc::impl::ConvertFlashToSM80Base<ConvertFlashToSM80Pass> {
-  using Base::Base;
+LogicalResult sm80::lowerFlashKernels(
+    ModuleOp module, StringRef gemm,
+    function_ref<std::unique_ptr<SM80Emitter>(flash::KernelOp, gpu::GPUModuleOp)> makeEmitter) {
+  SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
+  if (kernels.empty())
+    return success();
+  OpBuilder b(module.getContext());
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
-    if (kernels.empty())
-      return;
-    MLIRContext *ctx = &getContext();
-    OpBuilder b(ctx);
-    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
-
-    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
-    if (!gpuModule) {
-      b.setInsertionPointToEnd(module.getBody());
-      gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), kSM80ModuleName);
-    }
-    SmallVector<NamedAttribute> launches;
-    if (auto existing = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName))
-      launches.assign(existing.begin(), existing.end());
-
-    bool failedAny = false;
-    for (flash::KernelOp kernel : kernels) {
-      FailureOr<KernelConfig> config = chooseConfig(kernel, numWarps, rowsPerWarp, qInRegisters);
-      if (failed(config)) {
-        failedAny = true;
-        continue;
-      }
-      SM80Emitter emitter(kernel, *config, gpuModule);
-      if (failed(emitter.emit())) {
-        if (emitter.getFunc())
-          emitter.getFunc().erase();
-        failedAny = true;
-        continue;
-      }
-      launches.push_back(b.getNamedAttr(kernel.getSymName(), launchInfo(b, kernel, *config)));
-    }
-    if (failedAny)
-      return signalPassFailure();
-    gpuModule->setAttr(kLaunchAttrName, b.getDictionaryAttr(launches));
-    for (flash::KernelOp kernel : kernels)
-      kernel.erase();
+  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
+  if (!gpuModule) {
+    b.setInsertionPointToEnd(module.getBody());
+    gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), kSM80ModuleName);
   }
-};
+  SmallVector<NamedAttribute> launches;
+  if (auto existing = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName))
+    launches.assign(existing.begin(), existing.end());
 
-} // namespace
+  bool failedAny = false;
+  for (flash::KernelOp kernel : kernels) {
+    std::unique_ptr<SM80Emitter> emitter = makeEmitter(kernel, gpuModule);
+    if (!emitter) {
+      failedAny = true;
+      continue;
+    }
+    if (failed(emitter->emit())) {
+      if (emitter->getFunc())
+        emitter->getFunc().erase();
+      failedAny = true;
+      continue;
+    }
+    launches.push_back(
+        b.getNamedAttr(kernel.getSymName(), launchInfo(b, kernel, emitter->config, gemm)));
+  }
+  if (failedAny)
+    return failure();
+  gpuModule->setAttr(kLaunchAttrName, b.getDictionaryAttr(launches));
+  for (flash::KernelOp kernel : kernels)
+    kernel.erase();
+  return success();
+}

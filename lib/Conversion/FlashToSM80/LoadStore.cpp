@@ -59,6 +59,19 @@ void SM80Emitter::emitSharedMemoryLayout() {
   vLdOffset = add(mul(vRow, i32(rowBytes)), mul(bit4, i32(16)));
 }
 
+Value SM80Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
+  return add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16)));
+}
+
+std::optional<int64_t> SM80Emitter::sharedRowStepBytes(int64_t rowStep) {
+  return rowStep * config.rowBytes();
+}
+
+void SM80Emitter::waitForCopies(int64_t pendingGroups) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
+  NVVM::Barrier0Op::create(b, loc);
+}
+
 void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
                                 Value tileIndex, int64_t rows, Value length, Value dst) {
   int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
@@ -85,8 +98,7 @@ void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
       Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
                          toI64(mul(chunk, i32(8))));
       Value src = gepElements(base, offset, halfStorage);
-      Value dstAddress =
-          gepBytes(dst, add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16))));
+      Value dstAddress = gepBytes(dst, sharedChunkOffset(row, chunk, rows));
       Value size = select(valid, i32(16), i32(0));
       NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16, NVVM::LoadCacheModifierKind::CG,
                               size);
@@ -110,8 +122,8 @@ void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
   Value safe = gepElements(base, chunkOffset, halfStorage);
   Value src = gepElements(base, add(chunkOffset, mul(toI64(firstRow), rowStride)), halfStorage);
   Value step = mul(rowStride, i64(rowsPerStep));
-  Value dstBase = opaquePointer(
-      gepBytes(dst, add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16)))));
+  std::optional<int64_t> stepBytes = sharedRowStepBytes(rowsPerStep);
+  Value dstBase = opaquePointer(gepBytes(dst, sharedChunkOffset(row, chunk, rows)));
   for (int64_t it = 0; it < perThread; ++it) {
     if (it > 0)
       src = gepElements(src, step, halfStorage);
@@ -122,7 +134,9 @@ void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
       b.setInsertionPoint(branch.thenBlock()->getTerminator());
     }
     Value valid = cmpI(arith::CmpIPredicate::sgt, left, i32(it * rowsPerStep));
-    Value dstAddress = gepBytes(dstBase, i32(it * rowsPerStep * config.rowBytes()));
+    Value dstAddress =
+        stepBytes ? gepBytes(dstBase, i32(it * *stepBytes))
+                  : gepBytes(dst, sharedChunkOffset(add(row, i32(it * rowsPerStep)), chunk, rows));
     Value size = select(valid, i32(16), i32(0));
     NVVM::CpAsyncOp::create(b, loc, dstAddress, select(valid, src, safe), 16,
                             NVVM::LoadCacheModifierKind::CG, size);
@@ -174,8 +188,7 @@ LogicalResult SM80Emitter::lowerLoadKV(flash::LoadKVOp op) {
 }
 
 void SM80Emitter::acquireQuery(int64_t pendingGroups) {
-  NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
-  NVVM::Barrier0Op::create(b, loc);
+  waitForCopies(pendingGroups);
   if (config.qInRegisters)
     for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
       for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep)
@@ -194,8 +207,7 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   auto acquireKey = [&] {
     if (state.keyAcquired)
       return;
-    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
-    NVVM::Barrier0Op::create(b, loc);
+    waitForCopies(0);
     // The wait above also covered the Q copy (committed before K's).
     if (queryLoad && !config.qInRegisters)
       queryAcquired = true;
@@ -206,8 +218,7 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   acquireKey();
   if (tile.operand == flash::KVOperand::Key || state.valueAcquired)
     return success();
-  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
-  NVVM::Barrier0Op::create(b, loc);
+  waitForCopies(0);
   Value next = add(state.inductionVar, state.step);
   auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, state.upperBound),
                                 /*withElseRegion=*/false);

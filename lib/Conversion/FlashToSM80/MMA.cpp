@@ -61,7 +61,7 @@ std::array<Value, 4> SM80Emitter::queryFragment(Value qBase, int64_t mb, int64_t
                     /*transpose=*/false);
 }
 
-LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
+LogicalResult SM80Emitter::checkQKDot(flash::QKDotOp op) {
   auto queryIt = tiles.find(op.getQuery());
   auto keyIt = tiles.find(op.getKey());
   if (queryIt == tiles.end() || queryIt->second.kind != TileValue::Kind::Query ||
@@ -72,6 +72,23 @@ LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
     return failure();
   if (!queryAcquired)
     acquireQuery(/*pendingGroups=*/0);
+  return success();
+}
+
+void SM80Emitter::defineAccumTile(Value result, ArrayRef<Value> regs, int64_t cols,
+                                  float scale) {
+  TileValue tile;
+  tile.kind = TileValue::Kind::Accum;
+  tile.cols = cols;
+  Value scaleValue = scale != 1.0f ? f32(scale) : Value();
+  for (Value value : regs)
+    tile.regs.push_back(scaleValue ? fmul(scaleValue, value) : value);
+  tiles[result] = std::move(tile);
+}
+
+LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
+  if (failed(checkQKDot(op)))
+    return failure();
 
   // acc[mb·nTiles + nt]: every K fragment feeds the warp's row blocks.
   int64_t nTiles = config.scoreTiles(), rowBlocks = config.rowBlocks();
@@ -94,20 +111,16 @@ LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
       }
     }
   }
-  TileValue scores;
-  scores.kind = TileValue::Kind::Accum;
-  scores.cols = config.bc;
-  float scale = op.getScale().convertToFloat();
-  Value scaleValue = scale != 1.0f ? f32(scale) : Value();
+  SmallVector<Value> regs;
   for (auto &fragment : acc)
-    for (Value value : fragment)
-      scores.regs.push_back(scaleValue ? fmul(scaleValue, value) : value);
-  tiles[op.getResult()] = std::move(scores);
+    regs.append(fragment.begin(), fragment.end());
+  defineAccumTile(op.getResult(), regs, config.bc, op.getScale().convertToFloat());
   return success();
 }
 
-LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha, Value probs,
-                                           Value value) {
+FailureOr<SmallVector<Value>> SM80Emitter::checkAccumulate(Operation *op, Value acc,
+                                                           Value alpha, Value probs,
+                                                           Value value) {
   auto accIt = tiles.find(acc), probsIt = tiles.find(probs), valueIt = tiles.find(value);
   if (accIt == tiles.end() || accIt->second.kind != TileValue::Kind::Accum ||
       accIt->second.cols != config.headDim || probsIt == tiles.end() ||
@@ -127,8 +140,16 @@ LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
   }
   if (failed(acquireKV(op, valueIt->second)))
     return failure();
+  return regs;
+}
 
-  const SmallVector<Value> &p = probsIt->second.regs;
+LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha, Value probs,
+                                           Value value) {
+  FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
+  if (failed(scaled))
+    return failure();
+  SmallVector<Value> regs = std::move(*scaled);
+  const SmallVector<Value> &p = tiles.find(probs)->second.regs;
   int64_t rowBytes = config.rowBytes(), rowBlocks = config.rowBlocks();
   int64_t pTiles = config.scoreTiles(), accTiles = config.accTiles();
   Value vBase = opaquePointer(gepBytes(smemV, vLdOffset));
@@ -151,10 +172,6 @@ LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
         }
     }
   }
-  TileValue result;
-  result.kind = TileValue::Kind::Accum;
-  result.cols = config.headDim;
-  result.regs = std::move(regs);
-  tiles[op->getResult(0)] = std::move(result);
+  defineAccumTile(op->getResult(0), regs, config.headDim);
   return success();
 }

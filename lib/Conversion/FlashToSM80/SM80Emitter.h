@@ -35,6 +35,8 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <array>
+#include <memory>
+#include <optional>
 
 namespace flashc::sm80 {
 
@@ -48,13 +50,23 @@ struct KernelConfig {
   mlir::Type elementType;   // bf16 or f16
   bool qInRegisters = true; // Q fragments held for the whole kernel
 
-  /// Shared-memory rows are padded by 16 bytes so that the 8 row addresses
-  /// of an ldmatrix fall into 8 distinct groups of 4 banks.
+  /// sm90 (wgmma): a tile is stored as ceil(D/64) panels of rows x 128
+  /// bytes in the 128-byte swizzle wgmma descriptors read, from a
+  /// 1024-byte-aligned base (the kernel rounds its base up: +1024 bytes).
+  bool swizzled = false;
+
+  /// sm80: shared-memory rows are padded by 16 bytes so that the 8 row
+  /// addresses of an ldmatrix fall into 8 distinct groups of 4 banks.
   int64_t rowBytes() const { return (headDim + 8) * 2; }
+  int64_t panels() const { return (headDim + 63) / 64; }
+  /// Bytes per tile row, whatever the layout.
+  int64_t tileRowBytes() const { return swizzled ? panels() * 128 : rowBytes(); }
   int64_t qSmemOffset() const { return 0; }
-  int64_t kSmemOffset() const { return br * rowBytes(); }
-  int64_t vSmemOffset() const { return kSmemOffset() + bc * rowBytes(); }
-  int64_t sharedBytes() const { return vSmemOffset() + bc * rowBytes(); }
+  int64_t kSmemOffset() const { return br * tileRowBytes(); }
+  int64_t vSmemOffset() const { return kSmemOffset() + bc * tileRowBytes(); }
+  int64_t sharedBytes() const {
+    return vSmemOffset() + bc * tileRowBytes() + (swizzled ? 1024 : 0);
+  }
   int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
   int64_t accTiles() const { return headDim / 8; }
   int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
@@ -83,6 +95,7 @@ class SM80Emitter {
 public:
   SM80Emitter(flash::KernelOp kernel, const KernelConfig &config,
               mlir::gpu::GPUModuleOp gpuModule);
+  virtual ~SM80Emitter() = default;
 
   /// Emits the kernel (an llvm.func with nvvm.kernel inside `gpuModule`);
   /// reports errors on the kernel op.
@@ -130,6 +143,8 @@ public:
   /// The pipeline of the scf.for being lowered, if it streams K/V.
   KVPipeline *pipeline = nullptr;
 
+  /// Prefix of every diagnostic ("flash-to-sm80").
+  virtual llvm::StringRef passName() const { return "flash-to-sm80"; }
   mlir::InFlightDiagnostic error(mlir::Operation *op, const llvm::Twine &message);
 
   // Constants and small arithmetic.
@@ -193,7 +208,18 @@ public:
   //===--------------------------------------------------------------------===//
 
   // LoadStore.cpp: cp.async copies, the K/V pipeline, O/LSE stores.
-  void emitSharedMemoryLayout();
+  // The virtual members are where the sm90 emitter (FlashToSM90) differs:
+  // shared-memory layout, copy addressing, copy-to-GEMM visibility, GEMMs.
+  virtual void emitSharedMemoryLayout();
+  /// Byte offset in a rows x D shared tile of 16-byte chunk `chunk` of row
+  /// `row` (i32 values).
+  virtual mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk, int64_t rows);
+  /// The offset added by moving `rowStep` rows down in the same chunk
+  /// column, when it is a constant (else every copy uses sharedChunkOffset).
+  virtual std::optional<int64_t> sharedRowStepBytes(int64_t rowStep);
+  /// Waits until at most `pendingGroups` cp.async groups of this thread are
+  /// in flight and the copies of every thread are visible to the GEMMs.
+  virtual void waitForCopies(int64_t pendingGroups);
   mlir::LogicalResult lowerLoadQ(flash::LoadQOp op);
   mlir::LogicalResult lowerLoadKV(flash::LoadKVOp op);
   mlir::LogicalResult lowerStore(flash::StoreOp op);
@@ -218,9 +244,20 @@ public:
   /// Q fragment of row block mb at k-step kStep: from registers, or by
   /// ldmatrix at `qBase` (smemQ + qLdOffset).
   std::array<mlir::Value, 4> queryFragment(mlir::Value qBase, int64_t mb, int64_t kStep);
-  mlir::LogicalResult lowerQKDot(flash::QKDotOp op);
-  mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
-                                      mlir::Value probs, mlir::Value value);
+  virtual mlir::LogicalResult lowerQKDot(flash::QKDotOp op);
+  virtual mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc,
+                                              mlir::Value alpha, mlir::Value probs,
+                                              mlir::Value value);
+  /// The operands of a dot: Q and a K block; a Br x D accumulator, α (may
+  /// be null), Br x Bc probabilities and a V block. Errors on anything else.
+  mlir::LogicalResult checkQKDot(flash::QKDotOp op);
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+  checkAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha, mlir::Value probs,
+                  mlir::Value value);
+  /// Records the Br x C f32 tile `regs` (scaled by `scale` unless 1) as
+  /// `result`.
+  void defineAccumTile(mlir::Value result, llvm::ArrayRef<mlir::Value> regs, int64_t cols,
+                       float scale = 1.0f);
 
   // Softmax.cpp: online softmax, rescale, finalize.
   mlir::Value rowReduceMax(mlir::Value value);
@@ -248,6 +285,19 @@ public:
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
 };
+
+/// The launch rule of a lowered kernel (the `flashc.launch` entry).
+mlir::DictionaryAttr launchInfo(mlir::Builder &b, flash::KernelOp kernel,
+                                const KernelConfig &config, llvm::StringRef gemm);
+
+/// The body of flash-to-sm80 and flash-to-sm90: every flash.kernel of
+/// `module` becomes a kernel of gpu.module @flashc_kernels through the
+/// emitter `makeEmitter` returns (null after reporting an error), then the
+/// flash.kernels are erased.
+mlir::LogicalResult lowerFlashKernels(
+    mlir::ModuleOp module, llvm::StringRef gemm,
+    llvm::function_ref<std::unique_ptr<SM80Emitter>(flash::KernelOp, mlir::gpu::GPUModuleOp)>
+        makeEmitter);
 
 } // namespace flashc::sm80
 

@@ -3,6 +3,7 @@
 #include "flashc/Target/NVPTX/EmitPTX.h"
 
 #include "flashc/Conversion/FlashToSM80/Passes.h"
+#include "flashc/Conversion/FlashToSM90/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -34,6 +35,7 @@ void nvptx::registerNVPTXDialects(DialectRegistry &registry) {
 
 void nvptx::registerNVPTXPasses() {
   registerConvertFlashToSM80();
+  registerConvertFlashToSM90();
   registerSCFToControlFlowPass();
   registerArithToLLVMConversionPass();
   registerConvertControlFlowToLLVMPass();
@@ -56,6 +58,21 @@ static gpu::GPUModuleOp findKernelModule(ModuleOp module) {
   return module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
 }
 
+llvm::Expected<std::string> nvptx::selectGemm(const TargetOptions &options) {
+  bool hasWgmma = options.chip == "sm_90a";
+  if (options.gemm == "auto")
+    return std::string(hasWgmma ? "wgmma" : "mma.sync");
+  if (options.gemm == "mma.sync")
+    return options.gemm;
+  if (options.gemm == "wgmma") {
+    if (!hasWgmma)
+      return llvm::createStringError("wgmma needs --arch=sm_90a, not " + options.chip);
+    return options.gemm;
+  }
+  return llvm::createStringError("unknown GEMM kind '" + options.gemm +
+                                 "' (expected auto, mma.sync or wgmma)");
+}
+
 LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   prepareContext(module);
   if (!hasFlashKernels(module)) {
@@ -63,12 +80,19 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
       return success(); // already lowered
     return module.emitError("flashc: the module holds no flash.kernel to lower");
   }
+  llvm::Expected<std::string> gemm = selectGemm(options);
+  if (!gemm)
+    return module.emitError("flashc: ") << llvm::toString(gemm.takeError());
   PassManager pm(module.getContext());
-  ConvertFlashToSM80Options sm80;
-  sm80.numWarps = options.numWarps;
-  sm80.rowsPerWarp = options.rowsPerWarp;
-  sm80.qInRegisters = options.qInRegisters;
-  pm.addPass(createConvertFlashToSM80(sm80));
+  if (*gemm == "wgmma") {
+    pm.addPass(createConvertFlashToSM90());
+  } else {
+    ConvertFlashToSM80Options sm80;
+    sm80.numWarps = options.numWarps;
+    sm80.rowsPerWarp = options.rowsPerWarp;
+    sm80.qInRegisters = options.qInRegisters;
+    pm.addPass(createConvertFlashToSM80(sm80));
+  }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   return pm.run(module);

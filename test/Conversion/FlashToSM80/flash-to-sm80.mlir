@@ -5,7 +5,7 @@
 // CHECK: module attributes {gpu.container_module}
 // CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {causal = {
 // CHECK-SAME: block_cols = 64 : i64, block_rows = 64 : i64, dynamic_shared_bytes = 27648 : i64
-// CHECK-SAME: element_type = bf16, grid = "(ceil(N/block_rows), H, B)", head_dim = 64 : i64
+// CHECK-SAME: element_type = bf16, gemm = "mma.sync", grid = "(ceil(N/block_rows), H, B)", head_dim = 64 : i64
 // CHECK-SAME: num_warps = 4 : i64, {{.*}}threads_per_block = 128 : i64}}}
 // CHECK: llvm.mlir.global external @__flashc_smem() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
 // The ABI: q, k, v, o, lse; 12 i64 strides; B, H, HKV, N, M.

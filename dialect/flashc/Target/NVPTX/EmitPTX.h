@@ -4,7 +4,8 @@
 //
 //   lowerToGPU    flash.kernel -> gpu.module @flashc_kernels holding one
 //                 llvm.func (nvvm.kernel) per kernel, written with nvvm,
-//                 llvm, arith and scf ops (the flash-to-sm80 pass)
+//                 llvm, arith and scf ops (flash-to-sm80, or flash-to-sm90
+//                 on sm_90a)
 //   lowerToLLVM   ... -> LLVM + NVVM dialects only (scf-to-cf, arith/cf to
 //                 LLVM, reconcile-unrealized-casts)
 //   compileToPTX  ... -> PTX text through LLVM's NVPTX backend
@@ -41,6 +42,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <string>
@@ -49,8 +51,13 @@
 namespace flashc::nvptx {
 
 struct TargetOptions {
-  /// sm_80 / sm_86 / sm_89 run the mma.sync kernel; sm_90 and sm_90a too.
+  /// sm_80 / sm_86 / sm_89 / sm_90 run the mma.sync kernel (flash-to-sm80);
+  /// sm_90a runs the wgmma kernel (flash-to-sm90) unless `gemm` says
+  /// otherwise.
   std::string chip = "sm_90a";
+  /// "auto" (wgmma on sm_90a, mma.sync elsewhere), "mma.sync" or "wgmma"
+  /// (sm_90a only).
+  std::string gemm = "auto";
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.
@@ -97,6 +104,10 @@ void registerNVPTXDialects(mlir::DialectRegistry &registry);
 /// reconcile-unrealized-casts, nvvm-attach-target, gpu-module-to-binary)
 /// for flashc-opt.
 void registerNVPTXPasses();
+
+/// The GEMM instruction family `options` selects ("mma.sync" or "wgmma"),
+/// or an error message for an unknown name or wgmma on a chip without it.
+llvm::Expected<std::string> selectGemm(const TargetOptions &options);
 
 mlir::LogicalResult lowerToGPU(mlir::ModuleOp module, const TargetOptions &options);
 mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, const TargetOptions &options);

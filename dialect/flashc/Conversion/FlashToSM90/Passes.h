@@ -1,0 +1,17 @@
+//===- Passes.h - flash to sm90 (wgmma) lowering ----------------*- C++ -*-===//
+#ifndef FLASHC_CONVERSION_FLASHTOSM90_PASSES_H
+#define FLASHC_CONVERSION_FLASHTOSM90_PASSES_H
+
+#include "flashc/Conversion/FlashToSM80/Passes.h"
+
+namespace flashc {
+
+#define GEN_PASS_DECL
+#include "flashc/Conversion/FlashToSM90/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "flashc/Conversion/FlashToSM90/Passes.h.inc"
+
+} // namespace flashc
+
+#endif // FLASHC_CONVERSION_FLASHTOSM90_PASSES_H

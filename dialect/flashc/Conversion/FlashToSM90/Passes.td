@@ -1,0 +1,44 @@
+//===- Passes.td - flash to sm90 (wgmma) lowering ------------*- tablegen -*-===//
+
+#ifndef FLASHC_CONVERSION_FLASHTOSM90_PASSES_TD
+#define FLASHC_CONVERSION_FLASHTOSM90_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
+  let summary = "Lower flash.kernel to a Hopper forward kernel (wgmma, sm_90a)";
+  let description = [{
+    The Hopper lowering. It shares flash-to-sm80's walk over the kernel body
+    (scalars, score-mod and mask regions, the online softmax, stores, key
+    blocks skipped by a classified mask) and replaces what Hopper does
+    differently:
+
+    - Br/64 warpgroups (4 warps each) per CTA; warpgroup w owns query rows
+      64w..64w+63 and warp i of it rows 16i..16i+15, so every tile is held
+      in the m64nNk16 accumulator layout, which per warp is the mma.sync
+      m16n8 layout the shared code already uses.
+    - Q, K and V tiles live in shared memory as ceil(D/64) panels of
+      rows x 128 bytes in the 128-byte swizzle (16-byte chunk c of row r at
+      chunk c xor r mod 8), filled by cp.async, made visible to the tensor
+      cores with `fence.proxy.async.shared::cta`.
+    - S = Q·Kᵀ is `wgmma.mma_async` m64nBck16 with Q and K read through
+      K-major shared-memory descriptors; A += P·V is m64nDk16 with P from
+      registers (the S accumulator, packed in pairs) and V through an
+      MN-major (transposed) descriptor. One `wgmma.commit_group` and
+      `wgmma.wait_group 0` per GEMM; accumulators pass through the fences
+      and the wait as tied asm operands so no instruction touches them
+      while the tensor cores own them.
+
+    Supported: bf16/f16, D = 64, 96, 128, 256, Br a multiple of 64 (at most
+    256), Bc a multiple of 16 up to 256. Requires sm_90a.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+#endif // FLASHC_CONVERSION_FLASHTOSM90_PASSES_TD

@@ -1,0 +1,81 @@
+//===- FlashToSM90Pass.cpp - flash-to-sm90 ---------------------------------===//
+//
+// Checks each kernel against what the wgmma backend supports, sizes the CTA
+// (one warpgroup per 64 query rows) and emits it through SM90Emitter.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Conversion/FlashToSM90/Passes.h"
+
+#include "SM90Emitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace flashc {
+#define GEN_PASS_DEF_CONVERTFLASHTOSM90
+#include "flashc/Conversion/FlashToSM90/Passes.h.inc"
+} // namespace flashc
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm80;
+
+namespace {
+
+/// The largest dynamic shared memory an sm_90 block may opt into.
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel) {
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << "flash-to-sm90: " << message;
+    return failure();
+  };
+  KernelConfig config;
+  flash::TileConfigAttr tile = kernel.getConfig();
+  config.br = tile.getBr();
+  config.bc = tile.getBc();
+  config.headDim = tile.getHeadDim();
+  config.elementType = kernel.getElementType();
+  if (config.elementType.isF32())
+    return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
+  if (!config.elementType.isBF16() && !config.elementType.isF16())
+    return fail("element type must be bf16 or f16");
+  int64_t d = config.headDim;
+  if (d != 64 && d != 96 && d != 128 && d != 256)
+    return fail("head dim " + Twine(d) + " is not supported by the wgmma kernel " +
+                "(supported: 64, 96, 128, 256)");
+  if (config.br % 64 || config.br < 64 || config.br > 256)
+    return fail("Br = " + Twine(config.br) +
+                " must be 64, 128, 192 or 256 (one warpgroup per 64 query rows)");
+  if (config.bc % 16 || config.bc < 16 || config.bc > 256)
+    return fail("Bc = " + Twine(config.bc) +
+                " must be a multiple of 16 of at most 256 (the N of wgmma m64nNk16)");
+  config.swizzled = true;
+  config.rowsPerWarp = 16;
+  config.numWarps = config.br / 16;
+  config.numThreads = config.numWarps * 32;
+  config.qInRegisters = false; // wgmma reads Q from shared memory
+  if (config.sharedBytes() > kMaxSharedBytes)
+    return fail("the tiles need " + Twine(config.sharedBytes()) +
+                " bytes of shared memory, more than a block can have");
+  return config;
+}
+
+struct ConvertFlashToSM90Pass
+    : flashc::impl::ConvertFlashToSM90Base<ConvertFlashToSM90Pass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto makeEmitter = [&](flash::KernelOp kernel,
+                           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
+      FailureOr<KernelConfig> config = chooseConfig(kernel);
+      if (failed(config))
+        return nullptr;
+      return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
+    };
+    if (failed(lowerFlashKernels(getOperation(), "wgmma", makeEmitter)))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,75 @@
+//===- SharedMemory.cpp - Swizzled tiles for wgmma -------------------------===//
+//
+// A rows x D tile is stored as P = ceil(D/64) panels (columns 64p..64p+63)
+// of rows x 128 bytes; 16-byte chunk c of row r sits at chunk c xor (r mod 8)
+// of its row: the 128-byte swizzle (Swizzle<3,4,3>) that wgmma descriptors
+// with layout type 1 read, which spreads the 8 rows of a core matrix over all
+// 32 banks. Panels start on 1024-byte boundaries (the swizzle repeats every
+// 8 rows), so the base is rounded up to 1024 bytes.
+//
+// cp.async writes through the generic proxy and wgmma reads through the
+// async proxy: after a copy completes, `fence.proxy.async.shared::cta`
+// makes it visible to the tensor cores before the CTA barrier.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SM90Emitter.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm90;
+
+static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
+
+static void inlineAsm(OpBuilder &b, Location loc, StringRef text) {
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{}, text, "",
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                            ArrayAttr());
+}
+
+void SM90Emitter::emitSharedMemoryLayout() {
+  MLIRContext *ctx = b.getContext();
+  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
+  if (!gpuModule.lookupSymbol(kSharedMemoryName)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(gpuModule.getBody());
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                           /*isConstant=*/false, LLVM::Linkage::External, kSharedMemoryName,
+                           Attribute(), /*alignment=*/1024, /*addrSpace=*/3);
+  }
+  Type i64Type = b.getI64Type();
+  Value raw = LLVM::PtrToIntOp::create(
+      b, loc, i64Type, LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName));
+  Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
+  Value base = LLVM::IntToPtrOp::create(b, loc, sharedPtr, aligned);
+  smemQ = gepBytes(base, i32(config.qSmemOffset()));
+  smemK = gepBytes(base, i32(config.kSmemOffset()));
+  smemV = gepBytes(base, i32(config.vSmemOffset()));
+
+  Value warpgroup = arith::ShRUIOp::create(b, loc, warp, i32(2));
+  queryAddress = add(add(aligned, i64(config.qSmemOffset())),
+                     toI64(mul(warpgroup, i32(64 * 128))));
+  keyAddress = add(aligned, i64(config.kSmemOffset()));
+  valueAddress = add(aligned, i64(config.vSmemOffset()));
+}
+
+Value SM90Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
+  Value panel = arith::ShRUIOp::create(b, loc, chunk, i32(3));
+  Value column = arith::AndIOp::create(b, loc, chunk, i32(7));
+  Value swizzled = arith::XOrIOp::create(b, loc, column, arith::AndIOp::create(b, loc, row, i32(7)));
+  return add(add(mul(panel, i32(rows * 128)), mul(row, i32(128))), mul(swizzled, i32(16)));
+}
+
+std::optional<int64_t> SM90Emitter::sharedRowStepBytes(int64_t rowStep) {
+  // The swizzle phase (row mod 8) must not change.
+  if (rowStep % 8)
+    return std::nullopt;
+  return rowStep * 128;
+}
+
+void SM90Emitter::waitForCopies(int64_t pendingGroups) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
+  inlineAsm(b, loc, "fence.proxy.async.shared::cta;");
+  NVVM::Barrier0Op::create(b, loc);
+}

@@ -1,0 +1,194 @@
+//===- Wgmma.cpp - S = Q·Kᵀ and A += P·V on wgmma.mma_async ----------------===//
+//
+// Per warpgroup and key block:
+//   S (64 x Bc)  = Σ_k  wgmma m64nBck16  A: Q panel (K-major descriptor)
+//                                        B: K block (K-major descriptor)
+//   A (64 x D)  += Σ_k  wgmma m64nDk16   A: P from registers
+//                                        B: V block (MN-major descriptor,
+//                                           transposed: V rows are k)
+// Descriptors (64 bit): start address >> 4 (bits 0-13), leading byte
+// offset >> 4 (16-29), stride byte offset >> 4 (32-45), layout type 1 =
+// 128-byte swizzle (62-63). K-major: 8-row groups 1024 bytes apart (SBO);
+// the k16 step moves 32 bytes inside a 128-byte row, the next 64 columns are
+// the next panel. MN-major: 8 k-rows of 128 bytes, 8-row groups 1024 bytes
+// apart (SBO), 64-column panels rows·128 bytes apart (LBO).
+//
+// wgmma runs asynchronously to the issuing threads. The accumulators and
+// register operands go through `wgmma.fence` and `wgmma.wait_group` as tied
+// inline-asm operands: LLVM then orders every write to them before the fence
+// and every read after the wait, which is the contract of the instruction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SM90Emitter.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm90;
+
+namespace {
+
+/// Builds an inline-asm call whose first outputs are tied to `tied`.
+struct AsmCall {
+  std::string constraints;
+  SmallVector<Value> operands;
+  SmallVector<Type> resultTypes;
+
+  static const char *code(Type type) { return type.isF32() ? "f" : type.isInteger(64) ? "l" : "r"; }
+
+  void addTied(ArrayRef<Value> values) {
+    for (Value value : values) {
+      append(std::string("=") + code(value.getType()));
+      resultTypes.push_back(value.getType());
+    }
+    for (size_t i = 0; i < values.size(); ++i)
+      append(std::to_string(i));
+    operands.append(values.begin(), values.end());
+  }
+  void addOutputs(Type type, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      append(std::string("=") + code(type));
+      resultTypes.push_back(type);
+    }
+  }
+  void addInput(Value value) {
+    append(code(value.getType()));
+    operands.push_back(value);
+  }
+  void append(const std::string &constraint) {
+    if (!constraints.empty())
+      constraints += ",";
+    constraints += constraint;
+  }
+
+  SmallVector<Value> emit(OpBuilder &b, Location loc, StringRef text) {
+    Type resultType;
+    if (resultTypes.size() == 1)
+      resultType = resultTypes.front();
+    else if (!resultTypes.empty())
+      resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), resultTypes);
+    auto op = LLVM::InlineAsmOp::create(
+        b, loc, resultType ? TypeRange{resultType} : TypeRange{}, operands, text, constraints,
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+    SmallVector<Value> results;
+    if (resultTypes.size() == 1)
+      results.push_back(op.getResult(0));
+    else
+      for (size_t i = 0; i < resultTypes.size(); ++i)
+        results.push_back(LLVM::ExtractValueOp::create(b, loc, op.getResult(0), i));
+    return results;
+  }
+};
+
+/// "{$first, ..., $first+count-1}"
+std::string operandList(int64_t first, int64_t count) {
+  std::string text = "{";
+  for (int64_t i = 0; i < count; ++i)
+    text += (i ? ", $" : "$") + std::to_string(first + i);
+  return text + "}";
+}
+
+} // namespace
+
+Value SM90Emitter::descriptor(Value address, int64_t offset, int64_t lbo, int64_t sbo) {
+  // Shared-window addresses are below 2^18, so start >> 4 fits its 14 bits
+  // and adding offset >> 4 cannot carry into the next field.
+  Value start = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, address, i64(4)), i64(0x3FFF));
+  int64_t fields = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (int64_t(1) << 62);
+  return add(start, i64(fields + (offset >> 4)));
+}
+
+SmallVector<Value> SM90Emitter::fence(ArrayRef<Value> regs) {
+  AsmCall call;
+  call.addTied(regs);
+  return call.emit(b, loc, "wgmma.fence.sync.aligned;");
+}
+
+SmallVector<Value> SM90Emitter::mmaAsync(int64_t n, ArrayRef<Value> acc, Value aDescriptor,
+                                         ArrayRef<Value> aRegs, Value bDescriptor,
+                                         bool transposeB) {
+  int64_t count = n / 2;
+  AsmCall call;
+  if (acc.empty())
+    call.addOutputs(b.getF32Type(), count);
+  else
+    call.addTied(acc);
+  int64_t next = acc.empty() ? count : 2 * count;
+  std::string aText;
+  if (aDescriptor) {
+    call.addInput(aDescriptor);
+    aText = "$" + std::to_string(next++);
+  } else {
+    for (Value reg : aRegs)
+      call.addInput(reg);
+    aText = operandList(next, 4);
+    next += 4;
+  }
+  call.addInput(bDescriptor);
+  int64_t bIndex = next++;
+  StringRef type = config.elementType.isBF16() ? "bf16" : "f16";
+  // scale-d = 0 on the first k-step: D = A·B, no zero-filled inputs.
+  std::string flags = aDescriptor ? llvm::formatv("1, 1, 0, {0}", transposeB ? 1 : 0).str()
+                                  : llvm::formatv("1, 1, {0}", transposeB ? 1 : 0).str();
+  std::string text = llvm::formatv(
+      "{{\n.reg .pred p;\nsetp.ne.b32 p, {0}, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} {3}, {4}, ${5}, p, {6};\n}",
+      acc.empty() ? 0 : 1, n, type, operandList(0, count), aText, bIndex, flags);
+  return call.emit(b, loc, text);
+}
+
+SmallVector<Value> SM90Emitter::commitAndWait(ArrayRef<Value> acc) {
+  AsmCall commit;
+  commit.emit(b, loc, "wgmma.commit_group.sync.aligned;");
+  AsmCall wait;
+  wait.addTied(acc);
+  return wait.emit(b, loc, "wgmma.wait_group.sync.aligned 0;");
+}
+
+LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
+  if (failed(checkQKDot(op)))
+    return failure();
+  fence({});
+  SmallVector<Value> acc;
+  for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
+    int64_t panel = kStep / 4, column = (kStep % 4) * 32;
+    Value a = descriptor(queryAddress, panel * config.br * 128 + column, 16, 1024);
+    Value k = descriptor(keyAddress, panel * config.bc * 128 + column, 16, 1024);
+    acc = mmaAsync(config.bc, acc, a, {}, k, /*transposeB=*/false);
+  }
+  acc = commitAndWait(acc);
+  defineAccumTile(op.getResult(), acc, config.bc, op.getScale().convertToFloat());
+  return success();
+}
+
+LogicalResult SM90Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha, Value probs,
+                                           Value value) {
+  FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
+  if (failed(scaled))
+    return failure();
+  // P in registers: the S accumulators of n-tiles 2k and 2k+1, packed in
+  // pairs, are the A fragment of k-step k (as for mma.sync).
+  const SmallVector<Value> &p = tiles.find(probs)->second.regs;
+  int64_t kSteps = config.bc / 16;
+  SmallVector<Value> operands = std::move(*scaled);
+  int64_t accCount = operands.size();
+  for (int64_t kStep = 0; kStep < kSteps; ++kStep) {
+    const Value *lo = &p[8 * kStep], *hi = lo + 4;
+    for (auto [x, y] : {std::pair{lo[0], lo[1]}, {lo[2], lo[3]}, {hi[0], hi[1]}, {hi[2], hi[3]}})
+      operands.push_back(packHalves(x, y));
+  }
+  operands = fence(operands);
+  SmallVector<Value> regs(operands.begin(), operands.begin() + accCount);
+  for (int64_t kStep = 0; kStep < kSteps; ++kStep) {
+    ArrayRef<Value> a = ArrayRef<Value>(operands).slice(accCount + 4 * kStep, 4);
+    Value v = descriptor(valueAddress, kStep * 16 * 128, config.bc * 128, 1024);
+    regs = mmaAsync(config.headDim, regs, Value(), a, v, /*transposeB=*/true);
+  }
+  regs = commitAndWait(regs);
+  defineAccumTile(op->getResult(0), regs, config.headDim);
+  return success();
+}
