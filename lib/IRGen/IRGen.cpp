@@ -422,10 +422,13 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim,
                                                   bool wgmma) {
   if (wgmma) {
-    // Two warpgroups; S = 64 x Bc and A = 64 x D per warpgroup in registers.
-    if (headDim <= 128)
-      return {128, 128};
-    return {128, 64};
+    // One warpgroup per CTA and several CTAs per SM, whose GEMMs and softmax
+    // interleave (H200, N = 4096: D = 128 64x64 531 TFLOP/s against 440 for
+    // 128x128; D = 64 64x128 439 against 403 for 64x64;
+    // bench/results/2026-11-29-h200-sm90/tile-probe.csv).
+    if (headDim <= 64)
+      return {64, 128};
+    return {64, 64};
   }
   if (headDim <= 64)
     return {128, 64};

@@ -86,7 +86,7 @@ cl::opt<std::string> shapeSpec(
     cl::value_desc("K=V,..."), cl::cat(flashcCategory));
 cl::opt<std::string> tileSpec("tile",
                               cl::desc("Tile shape, e.g. Br=64,Bc=64 (default: by head dim and "
-                                       "GEMM kind; wgmma 128x128 up to D=128, 128x64 above; "
+                                       "GEMM kind; wgmma 64x128 up to D=64, 64x64 above; "
                                        "mma.sync 128x64 up to D=64, 128x32 or 128x64 to 128, "
                                        "64x64 above)"),
                               cl::value_desc("Br=..,Bc=.."), cl::cat(flashcCategory));

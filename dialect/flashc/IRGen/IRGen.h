@@ -40,7 +40,7 @@ emitFlashIR(mlir::MLIRContext &context, const Module &module,
 /// Bc = 64 up to D = 128 (Bc = 32 when a mask or score mod needs registers
 /// at D > 64, to stay free of spills; Bc = 64 with 16 rows per warp when it
 /// also reads aux tensors), Br = Bc = 64 above. With `wgmma`, the tile of
-/// the sm_90a kernel (Br a multiple of 64, one warpgroup per 64 rows).
+/// the sm_90a kernel: 64x128 up to D = 64, 64x64 above (one warpgroup).
 std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim,
                                         bool wgmma = false);
 

@@ -113,7 +113,8 @@ LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   return success();
 }
 
-Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
+FailureOr<SmallVector<Operation *>> SM80Emitter::anyVisibleSlice(flash::MaskOp mask,
+                                                                  scf::ForOp loop) {
   Block *body = loop.getBody();
   llvm::SetVector<Operation *> slice;
   SmallVector<Value> worklist = {mask.getAnyVisible()};
@@ -123,7 +124,7 @@ Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
       continue;
     if (loop.isDefinedOutsideOfLoop(value)) {
       if (!lookupScalar(value))
-        return {};
+        return failure();
       continue;
     }
     Operation *def = value.getDefiningOp();
@@ -131,21 +132,66 @@ Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
         def->getNumResults() != 1 || isa<ShapedType>(def->getResult(0).getType()) ||
         !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(def->getDialect()) ||
         !isPure(def))
-      return {};
+      return failure();
     if (slice.insert(def))
       worklist.append(def->operand_begin(), def->operand_end());
   }
   SmallVector<Operation *> ordered(slice.begin(), slice.end());
   llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  return ordered;
+}
+
+Value SM80Emitter::lowerAnyVisible(flash::MaskOp mask, ArrayRef<Operation *> slice) {
   Location outer = loc;
-  for (Operation *op : ordered) {
+  for (Operation *op : slice) {
     loc = op->getLoc();
     if (failed(lowerScalarOp(op)))
       return {};
-    loweredAhead.insert(op);
   }
   loc = outer;
   return lookupScalar(mask.getAnyVisible());
+}
+
+Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
+  FailureOr<SmallVector<Operation *>> slice = anyVisibleSlice(mask, loop);
+  if (failed(slice))
+    return {};
+  Value visible = lowerAnyVisible(mask, *slice);
+  if (visible)
+    loweredAhead.insert(slice->begin(), slice->end());
+  return visible;
+}
+
+void SM80Emitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
+                                        Value &upper) {
+  FailureOr<SmallVector<Operation *>> slice = anyVisibleSlice(mask, loop);
+  if (failed(slice))
+    return;
+  // Every thread tests every block: a handful of integer ops per block. A
+  // lane-strided scan with a shuffle reduction would be shorter, but ptxas
+  // then cannot see that the key loop's bounds are uniform and gives the
+  // loop ~40 more registers (measured: causal D = 128, 127 -> 168).
+  Value none = arith::SubIOp::create(b, loc, lower, i32(1));
+  auto scan = scf::ForOp::create(b, loc, lower, upper, i32(1), ValueRange{upper, none});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(scan.getBody());
+    Value block = scan.getInductionVar();
+    scalars.map(loop.getInductionVar(), block);
+    Value visible = lowerAnyVisible(mask, *slice);
+    if (!visible) {
+      scan.erase();
+      return;
+    }
+    Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{select(visible, arith::MinSIOp::create(b, loc, first, block), first),
+                   select(visible, block, last)});
+  }
+  // No visible block: [upper, lower) is empty.
+  lower = scan.getResult(0);
+  upper = add(scan.getResult(1), i32(1));
 }
 
 FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {

@@ -420,6 +420,15 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   }
   if (pipelined && !state.keyLoad)
     return error(loop, "a loop that loads V blocks must load K blocks too");
+  // Key blocks the mask removes entirely (above the causal diagonal, outside
+  // a window) are skipped by the whole CTA: outside the first..last visible
+  // block by narrowing the loop, inside by a branch (below).
+  flash::MaskOp skipMask = pipelined ? findSkippableMask(loop) : flash::MaskOp();
+  if (skipMask && skipMask.isClassified()) {
+    loc = skipMask.getLoc();
+    narrowToVisibleBlocks(skipMask, loop, lower, upper);
+    loc = loop.getLoc();
+  }
   if (pipelined) {
     issueKVCopy(state.keyLoad, lower);
     if (queryLoad && !queryAcquired && config.qInRegisters)
@@ -450,13 +459,12 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
     state.step = step;
     pipeline = &state;
   }
-  // Key blocks the mask removes entirely (above the causal diagonal, outside
-  // a window) are skipped by the whole CTA; the skipped iteration only keeps
-  // the K copies flowing. A classified mask says so in its any_visible
-  // scalar (uniform over the CTA, computed ahead of the body); otherwise the
-  // CTA evaluates the mask and votes with one bar.red.or.
+  // Inside the range, a skipped iteration only keeps the K copies flowing.
+  // A classified mask says so in its any_visible scalar (uniform over the
+  // CTA, computed ahead of the body); otherwise the CTA evaluates the mask
+  // and votes with one bar.red.or.
   scf::IfOp skip;
-  if (flash::MaskOp mask = pipelined ? findSkippableMask(loop) : flash::MaskOp()) {
+  if (flash::MaskOp mask = skipMask) {
     loc = mask.getLoc();
     Value visible = mask.isClassified() ? hoistAnyVisible(mask, loop) : Value();
     if (!visible) {

@@ -281,6 +281,21 @@ public:
   /// depends on at the current insertion point and returns it (null when
   /// it does not depend on the induction variable and outer values only).
   mlir::Value hoistAnyVisible(flash::MaskOp mask, mlir::scf::ForOp loop);
+  /// The loop-body scalar ops any_visible of `mask` depends on, in order, or
+  /// failure when it depends on more than the induction variable and
+  /// values defined before the loop.
+  mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
+  anyVisibleSlice(flash::MaskOp mask, mlir::scf::ForOp loop);
+  /// Lowers `slice` at the insertion point; returns any_visible (null on
+  /// failure).
+  mlir::Value lowerAnyVisible(flash::MaskOp mask, llvm::ArrayRef<mlir::Operation *> slice);
+  /// For a classified mask: replaces the key-block range [lower, upper) by
+  /// [first, last + 1) of the blocks any_visible admits (a scan of every
+  /// block before the loop), so blocks before the first and after the last visible one cost
+  /// nothing, not even a copy. Leaves the range alone when any_visible
+  /// cannot be hoisted.
+  void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
+                             mlir::Value &upper);
   mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);

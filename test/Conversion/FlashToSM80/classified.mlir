@@ -11,8 +11,17 @@
 // CHECK: %[[LAST:.*]] = arith.subi %[[GRID]], %{{.*}} : i32
 // CHECK: %[[QT:.*]] = arith.subi %[[LAST]], %[[CTA]] : i32
 // CHECK-NOT: nvvm.barrier #nvvm.reduction
-// CHECK: scf.for %[[KT:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
-// The slice of any_visible (jlo <= ihi) is lowered first, in i32.
+// Before the loop, a scan of every key block with any_visible finds the
+// first and last visible one; the loop runs over that range only.
+// CHECK: %[[SCAN:.*]]:2 = scf.for %[[BLOCK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK: %[[SJLO:.*]] = arith.muli %[[BLOCK]], %{{.*}} : i32
+// CHECK: %[[SANY:.*]] = arith.cmpi sle, %[[SJLO]], %{{.*}} : i32
+// CHECK: %[[MIN:.*]] = arith.minsi %{{.*}}, %[[BLOCK]]
+// CHECK: arith.select %[[SANY]], %[[MIN]]
+// CHECK: arith.select %[[SANY]], %[[BLOCK]]
+// CHECK: %[[END:.*]] = arith.addi %[[SCAN]]#1, %{{.*}} : i32
+// CHECK: scf.for %[[KT:.*]] = %[[SCAN]]#0 to %[[END]] step %{{.*}} iter_args(
+// Inside, the slice of any_visible (jlo <= ihi) is lowered first, in i32.
 // CHECK-NEXT: %[[ILO:.*]] = arith.muli %[[QT]], %{{.*}} : i32
 // CHECK-NEXT: %[[IHI:.*]] = arith.addi %[[ILO]], %{{.*}} : i32
 // CHECK-NEXT: %[[JLO:.*]] = arith.muli %[[KT]], %{{.*}} : i32
