@@ -42,6 +42,10 @@ gemm=auto
 run examples/causal.flash --shape B=1,H=2,N=700,D=128 --tile Br=64,Bc=64
 run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --tile Br=192,Bc=32
 run examples/alibi.flash --shape B=1,H=2,N=700,D=256 --tile Br=64,Bc=128
+# The wgmma kernel with cp.async K/V copies instead of TMA.
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --kv-copy cp.async
+run examples/document.flash --shape B=2,H=4,N=1000,D=64 --kv-copy cp.async --layout bshd
+run examples/full.flash --shape B=1,H=2,N=333,D=96 --kv-copy cp.async
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1
 # Nothing ran: no GPU here. Exit 3 so ctest reports the check as skipped.

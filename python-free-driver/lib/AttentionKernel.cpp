@@ -97,6 +97,23 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   }
   for (uint64_t tensor : tensors)
     args.add(tensor);
+  if (kernelPackage.kvTensorMaps) {
+    // TMA boxes: one 64-column panel of block_cols rows of one (batch, kv head).
+    auto tensorMap = [&](const TensorRef &t) {
+      flashrt::TiledTensorMapSpec spec;
+      spec.elementType = kernelPackage.elementType;
+      spec.address = t.devicePtr;
+      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim),
+                   static_cast<uint64_t>(sizes.keyLen), static_cast<uint64_t>(sizes.kvHeads),
+                   static_cast<uint64_t>(sizes.batch)};
+      spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
+                          static_cast<uint64_t>(t.headStride) * 2,
+                          static_cast<uint64_t>(t.batchStride) * 2};
+      spec.box = {64, static_cast<uint32_t>(kernelPackage.blockCols), 1, 1};
+      return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
+    };
+    args.add(tensorMap(k)).add(tensorMap(v));
+  }
   int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
   if (sizes.heads > 65535 || sizes.batch > 65535)
     invalid("H and B must be at most 65535 (grid y and z)");

@@ -55,6 +55,10 @@ cl::opt<std::string> gemmKind("gemm",
                               cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, "
                                        "mma.sync elsewhere), mma.sync or wgmma"),
                               cl::init("auto"), cl::cat(category));
+cl::opt<std::string> kvCopy("kv-copy",
+                            cl::desc("How the wgmma kernel moves K and V blocks to shared "
+                                     "memory: tma (default) or cp.async"),
+                            cl::init("tma"), cl::cat(category));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(category));
@@ -329,6 +333,7 @@ int main(int argc, char **argv) {
                   : cc.major == 9     ? std::string("sm_90a")
                                       : "sm_" + std::to_string(cc.major * 10 + cc.minor);
     target.gemm = gemmKind;
+    target.kvCopy = kvCopy;
     target.rowsPerWarp = rowsPerWarp;
     llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
     if (!gemm)

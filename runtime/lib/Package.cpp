@@ -78,6 +78,8 @@ std::string KernelPackage::serialize() const {
       os << ' ' << extent;
     os << '\n';
   }
+  if (kvTensorMaps)
+    os << "kv-tensor-maps\n";
   os << "ptx " << ptx.size() << '\n' << ptx;
   return os.str();
 }
@@ -145,6 +147,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       if (args.size() < 3)
         fail(line, "'tensor' takes a name, an element type and extents");
       package.tensors.push_back({args[0], args[1], {args.begin() + 2, args.end()}});
+    } else if (key == "kv-tensor-maps") {
+      expect(0);
+      package.kvTensorMaps = true;
     } else if (key == "ptx") {
       expect(1);
       int64_t bytes = toInt(args[0], line);

@@ -69,6 +69,10 @@ cl::opt<std::string> gemmKind("gemm",
                               cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, "
                                        "mma.sync elsewhere), mma.sync or wgmma"),
                               cl::init("auto"), cl::cat(flashcCategory));
+cl::opt<std::string> kvCopy("kv-copy",
+                            cl::desc("How the wgmma kernel moves K and V blocks to shared "
+                                     "memory: tma (default) or cp.async"),
+                            cl::init("tma"), cl::cat(flashcCategory));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(flashcCategory));
@@ -240,6 +244,7 @@ int main(int argc, char **argv) {
   nvptx::TargetOptions target;
   target.chip = arch;
   target.gemm = gemmKind;
+  target.kvCopy = kvCopy;
   target.rowsPerWarp = rowsPerWarp;
   llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
   if (!gemm)

@@ -146,6 +146,9 @@ LogicalResult SM80Emitter::emit() {
   }
   for (size_t i = 0; i < kernel.getTensors().size(); ++i)
     argTypes.push_back(globalPtr);
+  auto genericPtr = LLVM::LLVMPointerType::get(ctx);
+  if (config.kvTensorMaps)
+    argTypes.append(2, genericPtr);
 
   // An llvm.func rather than a gpu.func: convert-gpu-to-nvvm would turn
   // llvm.intr.sqrt/fabs/copysign into libdevice calls.
@@ -163,6 +166,17 @@ LogicalResult SM80Emitter::emit() {
     func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
     if (i != 3 && i != 4)
       func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(), b.getUnitAttr());
+  }
+
+  if (config.kvTensorMaps) {
+    // A CUtensorMap (128 bytes, 64-byte aligned) by value, left in the
+    // parameter space: TMA reads it through its generic address.
+    for (unsigned i = argTypes.size() - 2; i < argTypes.size(); ++i) {
+      func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                      TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
+      func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
+      func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
+    }
   }
 
   Block &entry = *func.addEntryBlock(b);
@@ -186,6 +200,10 @@ LogicalResult SM80Emitter::emit() {
   for (Attribute attr : kernel.getTensors())
     auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
+  if (config.kvTensorMaps) {
+    kTensorMap = entry.getArgument(arg++);
+    vTensorMap = entry.getArgument(arg++);
+  }
 
   // Grid (ceil(N / Br), H, B). With a mask (causal, windows) the cost of a
   // query tile varies; the last tiles, the heaviest under a causal mask, get
@@ -430,9 +448,11 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
     loc = loop.getLoc();
   }
   if (pipelined) {
+    keyLoopEnd = upper;
     issueKVCopy(state.keyLoad, lower);
-    if (queryLoad && !queryAcquired && config.qInRegisters)
-      acquireQuery(/*pendingGroups=*/1);
+    // With Q in registers, K(lower)'s cp.async group may stay in flight.
+    if (queryLoad && !queryAcquired && acquireQueryBeforeLoop())
+      acquireQuery(/*pendingGroups=*/config.qInRegisters ? 1 : 0);
   }
 
   auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
@@ -455,6 +475,7 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   KVPipeline *outer = pipeline;
   if (pipelined) {
     state.inductionVar = newLoop.getInductionVar();
+    state.lowerBound = lower;
     state.upperBound = upper;
     state.step = step;
     pipeline = &state;
@@ -476,17 +497,7 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
     ValueRange state = newLoop.getRegionIterArgs();
     skip = scf::IfOp::create(b, loc, state.getTypes(), visible, /*withElseRegion=*/true);
     b.setInsertionPointToStart(skip.elseBlock());
-    // Nobody reads the K buffer in a skipped block: once this thread's copy
-    // of K(kt) has landed, it may start K(kt+1) over it.
-    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
-    Value next = add(newLoop.getInductionVar(), step);
-    auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, upper),
-                                  /*withElseRegion=*/false);
-    {
-      OpBuilder::InsertionGuard inner(b);
-      b.setInsertionPoint(more.thenBlock()->getTerminator());
-      issueKVCopy(pipeline->keyLoad, next);
-    }
+    skipKVBlock(add(newLoop.getInductionVar(), step), upper);
     scf::YieldOp::create(b, loc, state);
     b.setInsertionPointToStart(skip.thenBlock());
   }

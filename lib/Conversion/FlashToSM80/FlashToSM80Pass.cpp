@@ -134,6 +134,7 @@ DictionaryAttr sm80::launchInfo(Builder &b, flash::KernelOp kernel, const Kernel
       b.getNamedAttr("rows_per_warp", b.getI64IntegerAttr(config.rowsPerWarp)),
       b.getNamedAttr("element_type", TypeAttr::get(config.elementType)),
       b.getNamedAttr("gemm", b.getStringAttr(gemm)),
+      b.getNamedAttr("kv_tensor_maps", b.getBoolAttr(config.kvTensorMaps)),
       b.getNamedAttr("grid", b.getStringAttr("(ceil(N/block_rows), H, B)")),
       b.getNamedAttr("params", b.getArrayAttr(paramNames)),
       b.getNamedAttr("param_types", b.getArrayAttr(paramTypes)),

@@ -72,6 +72,19 @@ void SM80Emitter::waitForCopies(int64_t pendingGroups) {
   NVVM::Barrier0Op::create(b, loc);
 }
 
+void SM80Emitter::waitForKVBlock(flash::KVOperand) { waitForCopies(0); }
+
+void SM80Emitter::skipKVBlock(Value next, Value upper) {
+  // Nobody reads the K buffer in a skipped block: once this thread's copy
+  // of K(kt) has landed, it may start K(kt+1) over it.
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, upper),
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(more.thenBlock()->getTerminator());
+  issueKVCopy(pipeline->keyLoad, next);
+}
+
 void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
                                 Value tileIndex, int64_t rows, Value length, Value dst) {
   int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
@@ -207,7 +220,7 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   auto acquireKey = [&] {
     if (state.keyAcquired)
       return;
-    waitForCopies(0);
+    waitForKVBlock(flash::KVOperand::Key);
     // The wait above also covered the Q copy (committed before K's).
     if (queryLoad && !config.qInRegisters)
       queryAcquired = true;
@@ -218,7 +231,7 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   acquireKey();
   if (tile.operand == flash::KVOperand::Key || state.valueAcquired)
     return success();
-  waitForCopies(0);
+  waitForKVBlock(flash::KVOperand::Value);
   Value next = add(state.inductionVar, state.step);
   auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, state.upperBound),
                                 /*withElseRegion=*/false);

@@ -54,6 +54,10 @@ struct KernelConfig {
   /// bytes in the 128-byte swizzle wgmma descriptors read, from a
   /// 1024-byte-aligned base (the kernel rounds its base up: +1024 bytes).
   bool swizzled = false;
+  /// sm90: K and V blocks arrive by TMA (cp.async.bulk.tensor) into the
+  /// swizzled panels, described by two tensor maps passed as grid-constant
+  /// kernel parameters, and complete on two mbarriers after the tiles.
+  bool kvTensorMaps = false;
 
   /// sm80: shared-memory rows are padded by 16 bytes so that the 8 row
   /// addresses of an ldmatrix fall into 8 distinct groups of 4 banks.
@@ -65,8 +69,9 @@ struct KernelConfig {
   int64_t kSmemOffset() const { return br * tileRowBytes(); }
   int64_t vSmemOffset() const { return kSmemOffset() + bc * tileRowBytes(); }
   int64_t sharedBytes() const {
-    return vSmemOffset() + bc * tileRowBytes() + (swizzled ? 1024 : 0);
+    return barrierSmemOffset() + (kvTensorMaps ? 16 : 0) + (swizzled ? 1024 : 0);
   }
+  int64_t barrierSmemOffset() const { return vSmemOffset() + bc * tileRowBytes(); }
   int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
   int64_t accTiles() const { return headDim / 8; }
   int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
@@ -87,7 +92,7 @@ struct TileValue {
 /// The software pipeline of one scf.for that streams K and V blocks.
 struct KVPipeline {
   flash::LoadKVOp keyLoad, valueLoad; // valueLoad may be null
-  mlir::Value inductionVar, upperBound, step; // lowered (i32)
+  mlir::Value inductionVar, lowerBound, upperBound, step; // lowered (i32)
   bool keyAcquired = false, valueAcquired = false;
 };
 
@@ -116,6 +121,9 @@ public:
 
   // Kernel arguments.
   mlir::Value qPtr, kPtr, vPtr, oPtr, lsePtr;
+  /// With kvTensorMaps: the CUtensorMaps of K and V (grid-constant byval
+  /// parameters, generic pointers).
+  mlir::Value kTensorMap, vTensorMap;
   mlir::Value qStrides[3], kStrides[3], vStrides[3], oStrides[3]; // i64
   mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
   llvm::StringMap<mlir::Value> params, auxPointers;
@@ -229,7 +237,18 @@ public:
   void issueTileCopy(mlir::Value base, mlir::Value headOffset, mlir::Value rowStride,
                      mlir::Value tileIndex, int64_t rows, mlir::Value length,
                      mlir::Value dst);
-  void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile);
+  virtual void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile);
+  /// Waits until the K or V block of the current iteration has landed and
+  /// every thread is done with the buffer the next copy overwrites.
+  virtual void waitForKVBlock(flash::KVOperand operand);
+  /// The K/V pipeline's part of a skipped iteration: K(kt) may land, then
+  /// K(next) is started when next < upper.
+  virtual void skipKVBlock(mlir::Value next, mlir::Value upper);
+  /// Whether the Q copy is waited for before the key loop (else at the
+  /// first K wait, which covers it when both are cp.async).
+  virtual bool acquireQueryBeforeLoop() { return config.qInRegisters; }
+  /// The end of the key-block range of the loop being lowered (i32).
+  mlir::Value keyLoopEnd;
   /// Waits for the Q copy and, with q-in-registers, loads its fragments.
   /// `pendingGroups` cp.async groups committed after Q may stay in flight.
   void acquireQuery(int64_t pendingGroups);

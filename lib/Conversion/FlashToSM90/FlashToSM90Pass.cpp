@@ -25,7 +25,7 @@ namespace {
 /// The largest dynamic shared memory an sm_90 block may opt into.
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
-FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel) {
+FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
@@ -55,6 +55,9 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel) {
   config.numWarps = config.br / 16;
   config.numThreads = config.numWarps * 32;
   config.qInRegisters = false; // wgmma reads Q from shared memory
+  if (kvCopy != "tma" && kvCopy != "cp.async")
+    return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
+  config.kvTensorMaps = kvCopy == "tma";
   if (config.sharedBytes() > kMaxSharedBytes)
     return fail("the tiles need " + Twine(config.sharedBytes()) +
                 " bytes of shared memory, more than a block can have");
@@ -68,7 +71,7 @@ struct ConvertFlashToSM90Pass
   void runOnOperation() override {
     auto makeEmitter = [&](flash::KernelOp kernel,
                            gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
-      FailureOr<KernelConfig> config = chooseConfig(kernel);
+      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy);
       if (failed(config))
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);

@@ -31,6 +31,14 @@ public:
   std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) override;
   void waitForCopies(int64_t pendingGroups) override;
 
+  // TensorMemoryAccess.cpp (K and V by TMA when config.kvTensorMaps).
+  void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile) override;
+  void waitForKVBlock(flash::KVOperand operand) override;
+  void skipKVBlock(mlir::Value next, mlir::Value upper) override;
+  bool acquireQueryBeforeLoop() override {
+    return config.kvTensorMaps || SM80Emitter::acquireQueryBeforeLoop();
+  }
+
   // Wgmma.cpp
   mlir::LogicalResult lowerQKDot(flash::QKDotOp op) override;
   mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
@@ -40,6 +48,16 @@ private:
   /// Shared-space byte addresses (i64) of the Q tile of this thread's
   /// warpgroup, of the K and of the V buffer.
   mlir::Value queryAddress, keyAddress, valueAddress;
+  /// With kvTensorMaps: the mbarriers the K and V copies complete on
+  /// (32-bit shared addresses) and "this thread issues the copies".
+  mlir::Value keyBarrier, valueBarrier, isCopyThread;
+
+  /// Thread 0 initializes both mbarriers (one arrival per phase); the CTA
+  /// synchronizes before anyone waits on them.
+  void initializeBarriers(mlir::Value sharedBase);
+  /// Waits until the phase of `barrier` for the current key block is
+  /// complete (parity: key blocks since the loop's first, mod 2).
+  void waitForPhase(mlir::Value barrier);
 
   /// A 128-byte-swizzle matrix descriptor for the operand at `address` +
   /// `offset` bytes with leading/stride byte offsets `lbo`/`sbo`.

@@ -7,12 +7,14 @@
 // 32 banks. Panels start on 1024-byte boundaries (the swizzle repeats every
 // 8 rows), so the base is rounded up to 1024 bytes.
 //
+// With kvTensorMaps, K and V come by TMA instead (TensorMemoryAccess.cpp).
 // cp.async writes through the generic proxy and wgmma reads through the
 // async proxy: after a copy completes, `fence.proxy.async.shared::cta`
 // makes it visible to the tensor cores before the CTA barrier.
 //
 //===----------------------------------------------------------------------===//
 
+#include "InlineAsm.h"
 #include "SM90Emitter.h"
 
 using namespace mlir;
@@ -22,10 +24,7 @@ using namespace flashc::sm90;
 static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
 
 static void inlineAsm(OpBuilder &b, Location loc, StringRef text) {
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{}, text, "",
-                            /*has_side_effects=*/true, /*is_align_stack=*/false,
-                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-                            ArrayAttr());
+  AsmCall().emit(b, loc, text);
 }
 
 void SM90Emitter::emitSharedMemoryLayout() {
@@ -52,6 +51,8 @@ void SM90Emitter::emitSharedMemoryLayout() {
                      toI64(mul(warpgroup, i32(64 * 128))));
   keyAddress = add(aligned, i64(config.kSmemOffset()));
   valueAddress = add(aligned, i64(config.vSmemOffset()));
+  if (config.kvTensorMaps)
+    initializeBarriers(aligned);
 }
 
 Value SM90Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "InlineAsm.h"
 #include "SM90Emitter.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -28,70 +29,6 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::sm90;
 
-namespace {
-
-/// Builds an inline-asm call whose first outputs are tied to `tied`.
-struct AsmCall {
-  std::string constraints;
-  SmallVector<Value> operands;
-  SmallVector<Type> resultTypes;
-
-  static const char *code(Type type) { return type.isF32() ? "f" : type.isInteger(64) ? "l" : "r"; }
-
-  void addTied(ArrayRef<Value> values) {
-    for (Value value : values) {
-      append(std::string("=") + code(value.getType()));
-      resultTypes.push_back(value.getType());
-    }
-    for (size_t i = 0; i < values.size(); ++i)
-      append(std::to_string(i));
-    operands.append(values.begin(), values.end());
-  }
-  void addOutputs(Type type, int64_t count) {
-    for (int64_t i = 0; i < count; ++i) {
-      append(std::string("=") + code(type));
-      resultTypes.push_back(type);
-    }
-  }
-  void addInput(Value value) {
-    append(code(value.getType()));
-    operands.push_back(value);
-  }
-  void append(const std::string &constraint) {
-    if (!constraints.empty())
-      constraints += ",";
-    constraints += constraint;
-  }
-
-  SmallVector<Value> emit(OpBuilder &b, Location loc, StringRef text) {
-    Type resultType;
-    if (resultTypes.size() == 1)
-      resultType = resultTypes.front();
-    else if (!resultTypes.empty())
-      resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), resultTypes);
-    auto op = LLVM::InlineAsmOp::create(
-        b, loc, resultType ? TypeRange{resultType} : TypeRange{}, operands, text, constraints,
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
-    SmallVector<Value> results;
-    if (resultTypes.size() == 1)
-      results.push_back(op.getResult(0));
-    else
-      for (size_t i = 0; i < resultTypes.size(); ++i)
-        results.push_back(LLVM::ExtractValueOp::create(b, loc, op.getResult(0), i));
-    return results;
-  }
-};
-
-/// "{$first, ..., $first+count-1}"
-std::string operandList(int64_t first, int64_t count) {
-  std::string text = "{";
-  for (int64_t i = 0; i < count; ++i)
-    text += (i ? ", $" : "$") + std::to_string(first + i);
-  return text + "}";
-}
-
-} // namespace
 
 Value SM90Emitter::descriptor(Value address, int64_t offset, int64_t lbo, int64_t sbo) {
   // Shared-window addresses are below 2^18, so start >> 4 fits its 14 bits

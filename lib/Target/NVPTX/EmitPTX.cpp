@@ -85,7 +85,9 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     return module.emitError("flashc: ") << llvm::toString(gemm.takeError());
   PassManager pm(module.getContext());
   if (*gemm == "wgmma") {
-    pm.addPass(createConvertFlashToSM90());
+    ConvertFlashToSM90Options sm90;
+    sm90.kvCopy = options.kvCopy;
+    pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;
     sm80.numWarps = options.numWarps;
@@ -152,6 +154,8 @@ FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) 
     if (auto names = dict.getAs<ArrayAttr>("tensors"))
       for (Attribute name : names)
         info.tensors.push_back(cast<StringAttr>(name).str());
+    if (auto maps = dict.getAs<BoolAttr>("kv_tensor_maps"))
+      info.kvTensorMaps = maps.getValue();
     result.push_back(std::move(info));
   }
   return result;

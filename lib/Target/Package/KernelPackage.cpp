@@ -80,6 +80,7 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.blockCols = info.blockCols;
       package.threadsPerBlock = info.threadsPerBlock;
       package.dynamicSharedBytes = info.dynamicSharedBytes;
+      package.kvTensorMaps = info.kvTensorMaps;
     }
     if (package.threadsPerBlock == 0)
       return kernel.emitError("the GPU lowering reported no launch rule for this kernel");

@@ -64,6 +64,9 @@ struct KernelPackage {
   std::vector<int64_t> dimClasses;  // 6 entries
   std::vector<PackageParam> params;
   std::vector<PackageTensor> tensors;
+  /// The kernel takes CUtensorMaps of k and v (TMA) after the aux tensors:
+  /// dims {D, M, HKV, B}, box {64, blockCols, 1, 1}, 128-byte swizzle.
+  bool kvTensorMaps = false;
   std::string ptx;
 
   std::string serialize() const;

@@ -10,6 +10,7 @@
 #include "flashrt/Module.h"
 #include "flashrt/Package.h"
 #include "flashrt/Stream.h"
+#include "flashrt/TensorMap.h"
 #include "flashrt/Timing.h"
 
 #endif // FLASHRT_RUNTIME_H

@@ -1,8 +1,10 @@
-// RUN: flashc-opt %s -split-input-file -flash-to-sm90 | FileCheck %s
+// RUN: flashc-opt %s -split-input-file -flash-to-sm90=kv-copy=cp.async | FileCheck %s
+// RUN: flashc-opt %s -split-input-file -flash-to-sm90 | FileCheck %s --check-prefix=TMA
 // RUN: flashc-opt %s -split-input-file -flash-to-sm90 -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
 
 // Causal bf16, D = 64, Br = Bc = 64 on wgmma: one warpgroup, swizzled
 // shared tiles (25600 = 3 tiles of 64 rows x 128 bytes + 1024 of alignment).
+// First with K/V by cp.async (CHECK), then by TMA (TMA, the default).
 
 // CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {causal = {
 // CHECK-SAME: block_cols = 64 : i64, block_rows = 64 : i64, dynamic_shared_bytes = 25600 : i64
@@ -34,10 +36,49 @@
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 // CHECK-NOT: flash.
 
-// PTX: wgmma.fence.sync.aligned
-// PTX: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// PTX: wgmma.commit_group.sync.aligned
-// PTX: wgmma.wait_group.sync.aligned 0
+// TMA: flashc.launch = {causal = {{{.*}}dynamic_shared_bytes = 25616 : i64{{.*}}kv_tensor_maps = true
+// The tensor maps of K and V: grid-constant 128-byte parameters.
+// TMA-LABEL: llvm.func @causal(
+// TMA-SAME: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}, %{{.*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant})
+// Thread 0 initializes the two mbarriers behind the tiles.
+// TMA: "mbarrier.init.shared::cta.b64 [$0], 1;"
+// TMA: "mbarrier.init.shared::cta.b64 [$0], 1;"
+// TMA: "fence.mbarrier_init.release.cluster;"
+// TMA: nvvm.barrier0
+// Q still by cp.async, waited for before the loop; K(first) by TMA.
+// TMA: nvvm.cp.async.shared.global
+// TMA: "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 8192;"
+// TMA: "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3, $4, $5}], [$6];"
+// TMA: nvvm.cp.async.wait.group 0
+// TMA-NEXT: "fence.proxy.async.shared::cta;"
+// TMA-NEXT: nvvm.barrier0
+// TMA: scf.for
+// In the loop: K(kt)'s phase, then V(kt) by TMA, S, softmax; V(kt)'s
+// phase, then K(kt + 1), P·V.
+// TMA: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
+// TMA-NEXT: nvvm.barrier0
+// TMA: "cp.async.bulk.tensor.4d
+// TMA: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// TMA: mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;
+// TMA-NEXT: nvvm.barrier0
+// TMA: "cp.async.bulk.tensor.4d
+// TMA: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// A skipped block completes V's phase without a copy.
+// TMA: } else {
+// TMA: mbarrier.try_wait.parity
+// TMA: "mbarrier.arrive.shared::cta.b64 _, [$0];"
+// TMA-NEXT: }
+// TMA-NEXT: nvvm.barrier0
+// TMA-NOT: nvvm.cp.async.shared.global
+
+// PTX: .param .align 64 .b8 causal_param_22[128]
+// PTX: mbarrier.init.shared::cta.b64
+// PTX-DAG: cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes
+// PTX-DAG: mbarrier.try_wait.parity.shared::cta.b64
+// PTX-DAG: wgmma.fence.sync.aligned
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX-DAG: wgmma.commit_group.sync.aligned
+// PTX-DAG: wgmma.wait_group.sync.aligned 0
 flash.kernel @causal attributes {config = #flash.tile<br = 64, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {
 ^bb0(%b: index, %h: index, %qt: index):
   %cst = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
@@ -72,7 +113,10 @@ flash.kernel @causal attributes {config = #flash.tile<br = 64, bc = 64, head_dim
 // -----
 
 // f16 with D = 128 and Bc = 32: wgmma m64n32k16 for S, m64n128k16 for P·V
-// (two 64-column panels of V: LBO = 32 rows x 128 bytes).
+// (two 64-column panels of V: LBO = 32 rows x 128 bytes); two TMA boxes
+// (64 columns x 32 rows) per block.
+// TMA: "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 8192;"
+// TMA-COUNT-2: "cp.async.bulk.tensor.4d
 // CHECK: gemm = "wgmma"
 // CHECK-LABEL: llvm.func @full(
 // CHECK: wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16

@@ -29,9 +29,20 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       and the wait as tied asm operands so no instruction touches them
       while the tensor cores own them.
 
+    - With `kv-copy=tma` (the default) K and V blocks arrive by TMA
+      (`cp.async.bulk.tensor.4d`, one 64-column box per panel, swizzled by
+      the copy engine) issued by one thread and completing on one mbarrier
+      per buffer; the two CUtensorMaps are grid-constant kernel parameters
+      after the aux tensors. `kv-copy=cp.async` copies them with cp.async
+      like Q.
+
     Supported: bf16/f16, D = 64, 96, 128, 256, Br a multiple of 64 (at most
     256), Bc a multiple of 16 up to 256. Requires sm_90a.
   }];
+  let options = [
+    Option<"kvCopy", "kv-copy", "std::string", /*default=*/"\"tma\"",
+           "How K and V blocks reach shared memory: tma or cp.async">,
+  ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
     "::mlir::NVVM::NVVMDialect",

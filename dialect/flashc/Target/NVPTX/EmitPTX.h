@@ -23,6 +23,10 @@
 //   then   the kernel's params in declaration order (i32 or f32)
 //   then   one global pointer per aux tensor in declaration order (dense
 //          row-major, extents from the sizes; reads outside give 0)
+//   then   with kv_tensor_maps (the wgmma kernel with TMA): the CUtensorMaps
+//          of k and v by value (128 bytes, grid constant): bf16/f16, rank 4,
+//          dims {D, M, HKV, B}, byte strides {row, head, batch}, box
+//          {64, block_cols, 1, 1}, 128-byte swizzle, zero fill
 // LSE is dense [B, H, N] f32. K/V head of query head h: h / (H / HKV).
 //
 // Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1)
@@ -58,6 +62,8 @@ struct TargetOptions {
   /// "auto" (wgmma on sm_90a, mma.sync elsewhere), "mma.sync" or "wgmma"
   /// (sm_90a only).
   std::string gemm = "auto";
+  /// flash-to-sm90: how K and V reach shared memory, "tma" or "cp.async".
+  std::string kvCopy = "tma";
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.
@@ -86,6 +92,8 @@ struct KernelLaunchInfo {
   std::vector<std::string> params;     // names, ABI order
   std::vector<std::string> paramTypes; // "i32" or "f32"
   std::vector<std::string> tensors;    // aux tensor names, ABI order
+  /// The kernel takes CUtensorMaps of k and v after the aux tensors (TMA).
+  bool kvTensorMaps = false;
 };
 
 struct CompiledPTX {
