@@ -300,3 +300,37 @@ TEST_F(GpuTest, DeviceOrdinalFromEnvironmentIsValidated) {
 }
 
 } // namespace
+
+namespace {
+
+TEST_F(GpuTest, TiledTensorMapsEncodeAndBadSpecsAreNamed) {
+  if (!context->driver().hasTensorMapEncodeTiled())
+    GTEST_SKIP() << "driver " << context->driver().versionString() << " has no tensor maps";
+  DeviceBuffer buffer(*context, 4 * 2 * 256 * 128 * 2);
+  TiledTensorMapSpec spec;
+  spec.elementType = "bf16";
+  spec.address = buffer.devicePtr();
+  spec.dims = {128, 256, 2, 4}; // D, M, HKV, B
+  spec.byteStrides = {128 * 2, 256 * 128 * 2, 2 * 256 * 128 * 2};
+  spec.box = {64, 64, 1, 1};
+  TensorMap map = encodeTiledTensorMap(context->driver(), spec);
+  bool nonZero = false;
+  for (uint64_t word : map.opaque)
+    nonZero |= word != 0;
+  EXPECT_TRUE(nonZero);
+
+  TiledTensorMapSpec misaligned = spec;
+  misaligned.byteStrides[0] = 100; // not a multiple of 16
+  try {
+    encodeTiledTensorMap(context->driver(), misaligned);
+    ADD_FAILURE() << "a stride of 100 bytes was accepted";
+  } catch (const Error &error) {
+    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument);
+    EXPECT_THAT(error.what(), HasSubstr("byte strides {100"));
+  }
+  TiledTensorMapSpec f32 = spec;
+  f32.elementType = "f32";
+  EXPECT_THROW(encodeTiledTensorMap(context->driver(), f32), Error);
+}
+
+} // namespace

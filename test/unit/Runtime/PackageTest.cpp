@@ -68,6 +68,18 @@ TEST(Package, RejectsMalformedInput) {
   expectParseError(noPtx, "no 'ptx' section");
 }
 
+TEST(Package, RecordsTensorMapParameters) {
+  flashrt::KernelPackage package = samplePackage();
+  package.kvTensorMaps = true;
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\nkv-tensor-maps\nptx "), std::string::npos) << text;
+  EXPECT_TRUE(flashrt::KernelPackage::parse(text).kvTensorMaps);
+  EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).kvTensorMaps);
+  std::string withArgument = text;
+  withArgument.replace(withArgument.find("kv-tensor-maps"), 14, "kv-tensor-maps 2");
+  expectParseError(withArgument, "kv-tensor-maps");
+}
+
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");
