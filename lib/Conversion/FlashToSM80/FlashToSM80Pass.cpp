@@ -23,30 +23,17 @@ using namespace flashc::sm80;
 
 namespace {
 
-/// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
-/// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).
-constexpr int64_t kMaxSharedBytes = 227 * 1024;
-
 FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, int64_t numWarps,
                                      int64_t rowsPerWarp, StringRef qInRegisters) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm80: " << message;
     return failure();
   };
-  KernelConfig config;
-  flash::TileConfigAttr tile = kernel.getConfig();
-  config.br = tile.getBr();
-  config.bc = tile.getBc();
-  config.headDim = tile.getHeadDim();
-  config.elementType = kernel.getElementType();
-  if (config.elementType.isF32())
-    return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
-  if (!config.elementType.isBF16() && !config.elementType.isF16())
-    return fail("element type must be bf16 or f16");
+  FailureOr<KernelConfig> base = baseConfig(kernel, "flash-to-sm80", "mma.sync");
+  if (failed(base))
+    return failure();
+  KernelConfig config = *base;
   int64_t d = config.headDim;
-  if (d != 64 && d != 96 && d != 128 && d != 256)
-    return fail("head dim " + Twine(d) + " is not supported by the mma.sync kernel " +
-                "(supported: 64, 96, 128, 256)");
   if (config.br % 16 || config.br < 16)
     return fail("Br = " + Twine(config.br) + " must be a multiple of 16 (one warp per 16 rows)");
   if (config.bc % 16 || config.bc < 16)
@@ -113,6 +100,29 @@ struct ConvertFlashToSM80Pass
 };
 
 } // namespace
+
+FailureOr<KernelConfig> sm80::baseConfig(flash::KernelOp kernel, StringRef passName,
+                                         StringRef gemm) {
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << passName << ": " << message;
+    return failure();
+  };
+  KernelConfig config;
+  flash::TileConfigAttr tile = kernel.getConfig();
+  config.br = tile.getBr();
+  config.bc = tile.getBc();
+  config.headDim = tile.getHeadDim();
+  config.elementType = kernel.getElementType();
+  if (config.elementType.isF32())
+    return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
+  if (!config.elementType.isBF16() && !config.elementType.isF16())
+    return fail("element type must be bf16 or f16");
+  int64_t d = config.headDim;
+  if (d != 64 && d != 96 && d != 128 && d != 256)
+    return fail("head dim " + Twine(d) + " is not supported by the " + gemm + " kernel " +
+                "(supported: 64, 96, 128, 256)");
+  return config;
+}
 
 DictionaryAttr sm80::launchInfo(Builder &b, flash::KernelOp kernel, const KernelConfig &config,
                                 StringRef gemm) {

@@ -24,17 +24,20 @@ using namespace flashc::sm80;
 
 static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
 
-void SM80Emitter::emitSharedMemoryLayout() {
-  MLIRContext *ctx = b.getContext();
-  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
+Value SM80Emitter::sharedMemoryBase(int64_t alignment) {
+  auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
   if (!gpuModule.lookupSymbol(kSharedMemoryName)) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(gpuModule.getBody());
     LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
                            /*isConstant=*/false, LLVM::Linkage::External, kSharedMemoryName,
-                           Attribute(), /*alignment=*/16, /*addrSpace=*/3);
+                           Attribute(), alignment, /*addrSpace=*/3);
   }
-  Value base = LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
+  return LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
+}
+
+void SM80Emitter::emitSharedMemoryLayout() {
+  Value base = sharedMemoryBase(/*alignment=*/16);
   smemQ = gepBytes(base, i32(config.qSmemOffset()));
   smemK = gepBytes(base, i32(config.kSmemOffset()));
   smemV = gepBytes(base, i32(config.vSmemOffset()));

@@ -219,6 +219,9 @@ public:
   // The virtual members are where the sm90 emitter (FlashToSM90) differs:
   // shared-memory layout, copy addressing, copy-to-GEMM visibility, GEMMs.
   virtual void emitSharedMemoryLayout();
+  /// The dynamic shared memory of the kernel (declared once per module with
+  /// `alignment`), as an !llvm.ptr<3>.
+  mlir::Value sharedMemoryBase(int64_t alignment);
   /// Byte offset in a rows x D shared tile of 16-byte chunk `chunk` of row
   /// `row` (i32 values).
   virtual mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk, int64_t rows);
@@ -319,6 +322,16 @@ public:
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
 };
+
+/// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
+/// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
+/// The tile, head dim and element type of `kernel`, checked against what
+/// both GPU kernels support (bf16/f16; D = 64, 96, 128, 256); errors name
+/// `passName` and the `gemm` kernel.
+mlir::FailureOr<KernelConfig> baseConfig(flash::KernelOp kernel, llvm::StringRef passName,
+                                         llvm::StringRef gemm);
 
 /// The launch rule of a lowered kernel (the `flashc.launch` entry).
 mlir::DictionaryAttr launchInfo(mlir::Builder &b, flash::KernelOp kernel,

@@ -22,28 +22,15 @@ using namespace flashc::sm80;
 
 namespace {
 
-/// The largest dynamic shared memory an sm_90 block may opt into.
-constexpr int64_t kMaxSharedBytes = 227 * 1024;
-
 FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
   };
-  KernelConfig config;
-  flash::TileConfigAttr tile = kernel.getConfig();
-  config.br = tile.getBr();
-  config.bc = tile.getBc();
-  config.headDim = tile.getHeadDim();
-  config.elementType = kernel.getElementType();
-  if (config.elementType.isF32())
-    return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
-  if (!config.elementType.isBF16() && !config.elementType.isF16())
-    return fail("element type must be bf16 or f16");
-  int64_t d = config.headDim;
-  if (d != 64 && d != 96 && d != 128 && d != 256)
-    return fail("head dim " + Twine(d) + " is not supported by the wgmma kernel " +
-                "(supported: 64, 96, 128, 256)");
+  FailureOr<KernelConfig> base = baseConfig(kernel, "flash-to-sm90", "wgmma");
+  if (failed(base))
+    return failure();
+  KernelConfig config = *base;
   if (config.br % 64 || config.br < 64 || config.br > 256)
     return fail("Br = " + Twine(config.br) +
                 " must be 64, 128, 192 or 256 (one warpgroup per 64 query rows)");

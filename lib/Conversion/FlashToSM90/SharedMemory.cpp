@@ -21,25 +21,14 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::sm90;
 
-static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
-
 static void inlineAsm(OpBuilder &b, Location loc, StringRef text) {
   AsmCall().emit(b, loc, text);
 }
 
 void SM90Emitter::emitSharedMemoryLayout() {
-  MLIRContext *ctx = b.getContext();
-  auto sharedPtr = LLVM::LLVMPointerType::get(ctx, 3);
-  if (!gpuModule.lookupSymbol(kSharedMemoryName)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(gpuModule.getBody());
-    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
-                           /*isConstant=*/false, LLVM::Linkage::External, kSharedMemoryName,
-                           Attribute(), /*alignment=*/1024, /*addrSpace=*/3);
-  }
+  auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
   Type i64Type = b.getI64Type();
-  Value raw = LLVM::PtrToIntOp::create(
-      b, loc, i64Type, LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName));
+  Value raw = LLVM::PtrToIntOp::create(b, loc, i64Type, sharedMemoryBase(/*alignment=*/1024));
   Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
   Value base = LLVM::IntToPtrOp::create(b, loc, sharedPtr, aligned);
   smemQ = gepBytes(base, i32(config.qSmemOffset()));
