@@ -22,26 +22,33 @@ Stream::Stream(Context &context, bool nonBlocking) : owner(&context) {
 }
 
 Stream Stream::legacyDefault(Context &context) {
-  return Stream(&context, nullptr);
+  return Stream(&context, nullptr, /*owned=*/false);
+}
+
+Stream Stream::borrow(Context &context, CUstream_st *stream) {
+  return Stream(&context, stream, /*owned=*/false);
 }
 
 Stream::~Stream() { release(); }
 
 Stream::Stream(Stream &&other) noexcept
-    : owner(other.owner), stream(std::exchange(other.stream, nullptr)) {}
+    : owner(other.owner), stream(std::exchange(other.stream, nullptr)), owned(other.owned) {}
 
 Stream &Stream::operator=(Stream &&other) noexcept {
   if (this != &other) {
     release();
     owner = other.owner;
     stream = std::exchange(other.stream, nullptr);
+    owned = other.owned;
   }
   return *this;
 }
 
 void Stream::release() noexcept {
-  if (!stream)
+  if (!stream || !owned) {
+    stream = nullptr;
     return;
+  }
   const Driver &driver = owner->driver();
   detail::warnOnFailure(driver, driver.api().cuCtxSetCurrent(owner->handle()),
                         "cuCtxSetCurrent");

@@ -16,6 +16,7 @@
 #include "flashc/Interpreter/Reference.h"
 #include "flashc/Interpreter/VariantReference.h"
 #include "flashc/Target/NVPTX/EmitPTX.h"
+#include "flashc/Target/Package/AOT.h"
 #include "flashc/Target/Package/KernelPackage.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -26,6 +27,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -38,7 +40,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitKind { None, FlashRaw, Flash, Gpu, Llvm, Ptx, Package };
+enum class EmitKind { None, FlashRaw, Flash, Gpu, Llvm, Ptx, Package, Aot };
 enum class RunKind { None, Cpu };
 
 cl::OptionCategory flashcCategory("flashc options");
@@ -61,7 +63,11 @@ cl::opt<EmitKind> emitKind(
                clEnumValN(EmitKind::Llvm, "llvm", "LLVM and NVVM dialects only, ready for NVPTX"),
                clEnumValN(EmitKind::Ptx, "ptx", "PTX text from LLVM's NVPTX backend"),
                clEnumValN(EmitKind::Package, "package",
-                          "a kernel package: PTX plus launch metadata (one variant)")),
+                          "a kernel package: PTX plus launch metadata (one variant)"),
+               clEnumValN(EmitKind::Aot, "aot",
+                          "into the directory -o: per variant a C header, a C++ source "
+                          "launching it through libflashrt, the PTX and (with ptxas) "
+                          "a cubin")),
     cl::cat(flashcCategory));
 cl::opt<std::string> arch("arch", cl::desc("GPU target: sm_80 (also runs on sm_86/89/90) or sm_90a"),
                           cl::init("sm_90a"), cl::cat(flashcCategory));
@@ -73,6 +79,10 @@ cl::opt<std::string> kvCopy("kv-copy",
                             cl::desc("How the wgmma kernel moves K and V blocks to shared "
                                      "memory: tma (default) or cp.async"),
                             cl::init("tma"), cl::cat(flashcCategory));
+cl::opt<std::string> ptxasPath(
+    "ptxas", cl::desc("ptxas for --emit=aot's cubin (default: ptxas on PATH, then "
+                      "/usr/local/cuda/bin/ptxas; 'none' skips the cubin)"),
+    cl::value_desc("path"), cl::cat(flashcCategory));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(flashcCategory));
@@ -274,6 +284,33 @@ int main(int argc, char **argv) {
 
   if (emitKind >= EmitKind::Gpu && runKind == RunKind::Cpu)
     return usageError("--run=cpu needs flash IR: combine it with --emit=flash or none");
+  if (emitKind == EmitKind::Aot) {
+    if (outputFile == "-")
+      return usageError("--emit=aot writes files: give the directory with -o");
+    std::string ptxas = ptxasPath;
+    if (ptxas.empty()) {
+      if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
+        ptxas = *found;
+      else if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
+        ptxas = "/usr/local/cuda/bin/ptxas";
+      else
+        llvm::WithColor::note(llvm::errs(), "flashc")
+            << "no ptxas found: writing PTX without a cubin (the runtime JIT-compiles it)\n";
+    } else if (ptxas == "none") {
+      ptxas.clear();
+    }
+    FailureOr<std::vector<flashrt::KernelPackage>> packages =
+        buildKernelPackages(*module, target);
+    if (failed(packages))
+      return 1;
+    for (const flashrt::KernelPackage &package : *packages)
+      if (llvm::Error error = writeAOT(package, inputFile, outputFile, ptxas)) {
+        llvm::WithColor::error(llvm::errs(), "flashc") << llvm::toString(std::move(error))
+                                                       << "\n";
+        return 1;
+      }
+    return 0;
+  }
   if (emitKind >= EmitKind::Gpu) {
     std::string text;
     llvm::raw_string_ostream os(text);

@@ -21,6 +21,9 @@ public:
   explicit Stream(Context &context, bool nonBlocking = false);
   /// The legacy default (NULL) stream of `context`.
   static Stream legacyDefault(Context &context);
+  /// A stream created elsewhere (a CUstream of `context`, or null for the
+  /// legacy default stream); never destroyed by this object.
+  static Stream borrow(Context &context, CUstream_st *stream);
   ~Stream();
   Stream(Stream &&other) noexcept;
   Stream &operator=(Stream &&other) noexcept;
@@ -36,12 +39,13 @@ public:
   void synchronize();
 
 private:
-  Stream(Context *context, CUstream_st *stream)
-      : owner(context), stream(stream) {}
+  Stream(Context *context, CUstream_st *stream, bool owned)
+      : owner(context), stream(stream), owned(owned) {}
   void release() noexcept;
 
   Context *owner;
   CUstream_st *stream = nullptr;
+  bool owned = true;
 };
 
 /// A CUDA event with timing enabled.

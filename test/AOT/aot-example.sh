@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds python-free-driver/examples/aot against this build tree's flashc
+# CMake package: flashc --emit=aot writes the causal kernel (D = 128), CMake
+# finds flashc::flashrun, compiles the generated C++ source, the C header as
+# C, and links. No GPU needed.
+#   aot-example.sh FLASHC BUILD_DIR SOURCE_DIR WORK_DIR
+set -euo pipefail
+flashc=$1 build=$2 src=$3 work=$4
+rm -rf "$work"
+mkdir -p "$work"
+"$flashc" "$src/examples/causal.flash" --emit=aot --shape D=128 -o "$work/gen"
+for file in causal.h causal.cpp causal.ptx; do
+  [ -s "$work/gen/$file" ] || { echo "flashc --emit=aot wrote no $file" >&2; exit 1; }
+done
+generator=()
+command -v ninja > /dev/null && generator=(-G Ninja)
+cmake -S "$src/python-free-driver/examples/aot" -B "$work/build" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -Dflashc_DIR="$build/lib/cmake/flashc" \
+  -DFLASHC_AOT_DIR="$work/gen" > "$work/configure.log" ||
+  { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build"
+echo "built $work/build/aot-causal"
