@@ -30,6 +30,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -59,6 +60,12 @@ cl::opt<std::string> kvCopy("kv-copy",
                             cl::desc("How the wgmma kernel moves K and V blocks to shared "
                                      "memory: tma (default) or cp.async"),
                             cl::init("tma"), cl::cat(category));
+cl::opt<std::string> cacheDir("cache-dir",
+                              cl::desc("Compile cache directory (default: $FLASHC_CACHE_DIR, "
+                                       "else $XDG_CACHE_HOME/flashc or ~/.cache/flashc)"),
+                              cl::cat(category));
+cl::opt<bool> noCache("no-cache", cl::desc("Compile without the compile cache"),
+                      cl::cat(category));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(category));
@@ -372,10 +379,21 @@ int main(int argc, char **argv) {
       return 1;
     flash::KernelOp flashKernel = *module->getOps<flash::KernelOp>().begin();
 
+    auto compileStart = std::chrono::steady_clock::now();
+    CompileCache cache(cacheDir.empty() ? CompileCache::defaultDirectory()
+                                        : cacheDir.getValue());
+    int cacheHits = 0;
+    std::string cacheWarnings;
     FailureOr<std::vector<flashrt::KernelPackage>> packages =
-        buildKernelPackages(*module, target);
+        noCache ? buildKernelPackages(*module, target)
+                : buildKernelPackages(*module, target, cache, cacheHits, cacheWarnings);
     if (failed(packages))
       return 1;
+    if (!cacheWarnings.empty())
+      llvm::WithColor::warning(llvm::errs(), "flash-run") << cacheWarnings;
+    double compileMs = std::chrono::duration<double, std::milli>(
+                           std::chrono::steady_clock::now() - compileStart)
+                           .count();
     flashrt::KernelPackage package = (*packages)[0];
     if (!packageOut.empty())
       package.save(packageOut);
@@ -431,6 +449,11 @@ int main(int argc, char **argv) {
                    << elementName << "  " << layout << "  Br=" << package.blockRows
                    << " Bc=" << package.blockCols << " threads=" << package.threadsPerBlock
                    << " smem=" << package.dynamicSharedBytes << "\n";
+      llvm::outs() << "  compile " << llvm::format("%.1f", compileMs) << " ms"
+                   << (noCache         ? " (no cache)"
+                       : cacheHits > 0 ? " (cache hit, " + cache.directory() + ")"
+                                       : " (compiled, stored in " + cache.directory() + ")")
+                   << "\n";
       llvm::outs() << "  check " << checkShape.str() << ": O rel "
                    << llvm::format("%.2e", validation.out.relative) << " max "
                    << llvm::format("%.2e", validation.out.maxAbs) << " (bound "

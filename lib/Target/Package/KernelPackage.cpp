@@ -2,9 +2,15 @@
 
 #include "flashc/Target/Package/KernelPackage.h"
 
+#include "flashrt/Error.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -85,6 +91,110 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
     if (package.threadsPerBlock == 0)
       return kernel.emitError("the GPU lowering reported no launch rule for this kernel");
     packages.push_back(std::move(package));
+  }
+  return packages;
+}
+
+std::string CompileCache::defaultDirectory() {
+  if (std::optional<std::string> dir = llvm::sys::Process::GetEnv("FLASHC_CACHE_DIR"))
+    if (!dir->empty())
+      return *dir;
+  llvm::SmallString<256> path;
+  if (std::optional<std::string> xdg = llvm::sys::Process::GetEnv("XDG_CACHE_HOME");
+      xdg && !xdg->empty())
+    path = *xdg;
+  else if (std::optional<std::string> home = llvm::sys::Process::GetEnv("HOME"))
+    llvm::sys::path::append(path, *home, ".cache");
+  else
+    path = ".";
+  llvm::sys::path::append(path, "flashc");
+  return std::string(path);
+}
+
+std::string CompileCache::key(flash::KernelOp kernel, const nvptx::TargetOptions &options) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
+     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|'
+     << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
+     << FLASHC_VERSION;
+  return kernel.getSymName().str() + "-" +
+         llvm::utohexstr(llvm::xxh3_64bits(text), /*LowerCase=*/true);
+}
+
+std::string CompileCache::pathFor(llvm::StringRef key) const {
+  llvm::SmallString<256> path(root);
+  llvm::sys::path::append(path, key + ".flashpkg");
+  return std::string(path);
+}
+
+std::optional<flashrt::KernelPackage> CompileCache::lookup(flash::KernelOp kernel,
+                                                           llvm::StringRef key,
+                                                           std::string &warnings) const {
+  std::string path = pathFor(key);
+  if (!llvm::sys::fs::exists(path))
+    return std::nullopt;
+  try {
+    flashrt::KernelPackage package = flashrt::KernelPackage::load(path);
+    if (package.kernelName != kernel.getSymName() || package.variantHash != variantHash(kernel) ||
+        package.flashcVersion != FLASHC_VERSION) {
+      warnings += "ignoring stale compile cache entry " + path + " (built for kernel '" +
+                  package.kernelName + "', flashc " + package.flashcVersion + ")\n";
+      return std::nullopt;
+    }
+    return package;
+  } catch (const flashrt::Error &error) {
+    warnings += "ignoring corrupt compile cache entry: " + std::string(error.what()) + "\n";
+    return std::nullopt;
+  }
+}
+
+llvm::Error CompileCache::store(llvm::StringRef key,
+                                const flashrt::KernelPackage &package) const {
+  if (std::error_code error = llvm::sys::fs::create_directories(root))
+    return llvm::createStringError(error, "cannot create " + root + ": " + error.message());
+  std::string path = pathFor(key);
+  llvm::SmallString<256> temporary;
+  int fd;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueFile(path + ".%%%%%%%%.tmp", fd, temporary))
+    return llvm::createStringError(error, "cannot write in " + root + ": " + error.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << package.serialize();
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(temporary);
+      return llvm::createStringError(os.error(), "cannot write " + temporary);
+    }
+  }
+  // Renaming within a directory is atomic: readers see the old or the new file.
+  if (std::error_code error = llvm::sys::fs::rename(temporary, path)) {
+    llvm::sys::fs::remove(temporary);
+    return llvm::createStringError(error, "cannot rename " + temporary + ": " + error.message());
+  }
+  return llvm::Error::success();
+}
+
+FailureOr<std::vector<flashrt::KernelPackage>>
+buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options,
+                    const CompileCache &cache, int &hits, std::string &warnings) {
+  std::vector<flashrt::KernelPackage> packages;
+  for (auto kernel : flashModule.getOps<flash::KernelOp>()) {
+    std::string key = CompileCache::key(kernel, options);
+    if (std::optional<flashrt::KernelPackage> cached = cache.lookup(kernel, key, warnings)) {
+      ++hits;
+      packages.push_back(std::move(*cached));
+      continue;
+    }
+    OwningOpRef<ModuleOp> single = ModuleOp::create(flashModule.getLoc());
+    single->getBody()->push_back(kernel->clone());
+    FailureOr<std::vector<flashrt::KernelPackage>> built = buildKernelPackages(*single, options);
+    if (failed(built))
+      return failure();
+    if (llvm::Error error = cache.store(key, built->front()))
+      warnings += "compile cache: " + llvm::toString(std::move(error)) + "\n";
+    packages.push_back(std::move(built->front()));
   }
   return packages;
 }

@@ -7,6 +7,8 @@
 
 #include "flashrt/Package.h"
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace flashc {
@@ -20,6 +22,38 @@ std::string variantHash(flash::KernelOp kernel);
 /// it with its launch metadata. Errors are reported to the context.
 mlir::FailureOr<std::vector<flashrt::KernelPackage>>
 buildKernelPackages(mlir::ModuleOp flashModule, const nvptx::TargetOptions &options);
+
+/// A directory of kernel packages keyed by everything their PTX depends on:
+/// the kernel's flash IR (tile and element type included), the target
+/// options and the flashc version. Entries are written to a unique
+/// temporary file and renamed into place, so concurrent writers never leave
+/// a torn file; an entry that does not parse or does not match its kernel is
+/// ignored with a warning and compiled again.
+class CompileCache {
+public:
+  explicit CompileCache(std::string directory) : root(std::move(directory)) {}
+  /// $FLASHC_CACHE_DIR, else $XDG_CACHE_HOME/flashc, else $HOME/.cache/flashc.
+  static std::string defaultDirectory();
+  static std::string key(flash::KernelOp kernel, const nvptx::TargetOptions &options);
+
+  const std::string &directory() const { return root; }
+  std::string pathFor(llvm::StringRef key) const;
+  /// The package stored for `kernel` under `key`, or nullopt (a bad entry
+  /// adds a line to `warnings`).
+  std::optional<flashrt::KernelPackage> lookup(flash::KernelOp kernel, llvm::StringRef key,
+                                               std::string &warnings) const;
+  llvm::Error store(llvm::StringRef key, const flashrt::KernelPackage &package) const;
+
+private:
+  std::string root;
+};
+
+/// buildKernelPackages through `cache`: kernels it holds are loaded, the
+/// others compiled and stored. `hits` counts the kernels loaded; problems
+/// with the cache itself go to `warnings` and never fail the build.
+mlir::FailureOr<std::vector<flashrt::KernelPackage>>
+buildKernelPackages(mlir::ModuleOp flashModule, const nvptx::TargetOptions &options,
+                    const CompileCache &cache, int &hits, std::string &warnings);
 
 } // namespace flashc
 
