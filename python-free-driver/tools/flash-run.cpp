@@ -12,12 +12,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashc/Frontend/Frontend.h"
+#include "flashc/Harness/GpuHarness.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Interpreter/Interpreter.h"
 #include "flashc/Interpreter/Reference.h"
 #include "flashc/Target/Package/KernelPackage.h"
+#include "flashc/Tuning/Tuning.h"
 
 #include "flashrun/AttentionKernel.h"
 
@@ -66,6 +68,9 @@ cl::opt<std::string> cacheDir("cache-dir",
                               cl::cat(category));
 cl::opt<bool> noCache("no-cache", cl::desc("Compile without the compile cache"),
                       cl::cat(category));
+cl::opt<bool> noTuningCache("no-tuning-cache",
+                            cl::desc("Ignore flashc-tune's winners (use the default tile)"),
+                            cl::cat(category));
 cl::opt<int> rowsPerWarp("rows-per-warp",
                          cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                          cl::init(0), cl::cat(category));
@@ -109,188 +114,6 @@ interp::ProblemShape parseShape(llvm::StringRef spec, flash::KernelOp kernel,
     given[key.trim()] = value;
   }
   return interp::resolveShape(kernel, given, base);
-}
-
-/// Host element bits of one float already rounded to `type`.
-uint16_t toHalfBits(float value, Type type) {
-  if (type.isBF16()) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, 4);
-    return static_cast<uint16_t>(bits >> 16);
-  }
-  _Float16 half = static_cast<_Float16>(value);
-  uint16_t bits;
-  std::memcpy(&bits, &half, 2);
-  return bits;
-}
-
-float fromHalfBits(uint16_t bits, Type type) {
-  if (type.isBF16()) {
-    uint32_t wide = static_cast<uint32_t>(bits) << 16;
-    float value;
-    std::memcpy(&value, &wide, 4);
-    return value;
-  }
-  _Float16 half;
-  std::memcpy(&half, &bits, 2);
-  return static_cast<float>(half);
-}
-
-bool isBSHD() { return layout == "bshd"; }
-
-flashrun::TensorRef tensorRef(uint64_t ptr, int64_t heads, int64_t length, int64_t dim) {
-  return isBSHD() ? flashrun::TensorRef::bshd(ptr, heads, length, dim)
-                  : flashrun::TensorRef::bhsd(ptr, heads, length, dim);
-}
-
-/// Calls `copy(hostOffset, deviceOffset)` for every row of a [B, heads,
-/// length, D] tensor: host data is BHSD, device data is in the chosen layout.
-template <typename CopyRow>
-void forEachRow(int64_t batch, int64_t heads, int64_t length, int64_t dim, CopyRow copy) {
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t s = 0; s < length; ++s) {
-        int64_t host = ((b * heads + h) * length + s) * dim;
-        copy(host, isBSHD() ? ((b * length + s) * heads + h) * dim : host);
-      }
-}
-
-/// Host floats -> device element bits.
-std::vector<uint16_t> packTensor(const std::vector<float> &data, int64_t batch, int64_t heads,
-                                 int64_t length, int64_t dim, Type type) {
-  std::vector<uint16_t> bits(data.size());
-  forEachRow(batch, heads, length, dim, [&](int64_t host, int64_t device) {
-    for (int64_t d = 0; d < dim; ++d)
-      bits[device + d] = toHalfBits(data[host + d], type);
-  });
-  return bits;
-}
-
-/// Device element bits -> host floats.
-std::vector<float> unpackTensor(const std::vector<uint16_t> &bits, int64_t batch, int64_t heads,
-                                int64_t length, int64_t dim, Type type) {
-  std::vector<float> data(bits.size());
-  forEachRow(batch, heads, length, dim, [&](int64_t host, int64_t device) {
-    for (int64_t d = 0; d < dim; ++d)
-      data[host + d] = fromHalfBits(bits[device + d], type);
-  });
-  return data;
-}
-
-/// Device copies of one launch's tensors.
-struct DeviceProblem {
-  interp::AttentionInputs inputs;
-  std::optional<flashrt::DeviceBuffer> q, k, v, o, lse;
-  std::vector<flashrt::DeviceBuffer> aux;
-  std::map<std::string, double> params;
-
-  flashrun::Sizes sizes() const {
-    const interp::ProblemShape &s = inputs.shape;
-    return {s.batch(), s.heads(), s.kvHeads(), s.queryLen(), s.keyLen()};
-  }
-};
-
-DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
-                     const interp::ProblemShape &shape,
-                     const llvm::StringMap<double> &paramOverrides) {
-  DeviceProblem problem;
-  problem.inputs = interp::makeRandomInputs(kernel, shape, seed);
-  for (const auto &entry : paramOverrides) {
-    problem.inputs.params[entry.getKey()] = entry.getValue();
-    problem.params[entry.getKey().str()] = entry.getValue();
-  }
-  Type element = kernel.getElementType();
-  int64_t D = shape.headDim();
-  auto put = [&](const std::vector<float> &data, int64_t heads, int64_t length) {
-    std::vector<uint16_t> bits = packTensor(data, shape.batch(), heads, length, D, element);
-    flashrt::DeviceBuffer buffer(context, bits.size() * 2);
-    buffer.copyFromHost(bits.data(), bits.size() * 2);
-    return buffer;
-  };
-  problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
-  problem.k.emplace(put(problem.inputs.k, shape.kvHeads(), shape.keyLen()));
-  problem.v.emplace(put(problem.inputs.v, shape.kvHeads(), shape.keyLen()));
-  problem.o.emplace(context, problem.inputs.q.size() * 2);
-  problem.lse.emplace(context, shape.batch() * shape.heads() * shape.queryLen() * 4);
-  for (Attribute attr : kernel.getTensors()) {
-    auto decl = cast<flash::AuxTensorAttr>(attr);
-    const interp::HostTensor &host = problem.inputs.tensors[decl.getName().getValue()];
-    Type type = decl.getElementType();
-    size_t bytesPer = type.isSignlessInteger(32) || type.isF32() ? 4 : 2;
-    std::vector<uint8_t> bytes(host.data.size() * bytesPer);
-    for (size_t i = 0; i < host.data.size(); ++i) {
-      if (type.isSignlessInteger(32)) {
-        int32_t value = static_cast<int32_t>(host.data[i]);
-        std::memcpy(&bytes[i * 4], &value, 4);
-      } else if (type.isF32()) {
-        float value = static_cast<float>(host.data[i]);
-        std::memcpy(&bytes[i * 4], &value, 4);
-      } else {
-        uint16_t value = toHalfBits(static_cast<float>(host.data[i]), type);
-        std::memcpy(&bytes[i * 2], &value, 2);
-      }
-    }
-    flashrt::DeviceBuffer buffer(context, std::max<size_t>(bytes.size(), 4));
-    buffer.copyFromHost(bytes.data(), bytes.size());
-    problem.aux.push_back(std::move(buffer));
-  }
-  return problem;
-}
-
-void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
-            const DeviceProblem &p) {
-  const interp::ProblemShape &s = p.inputs.shape;
-  std::vector<uint64_t> aux;
-  for (const flashrt::DeviceBuffer &buffer : p.aux)
-    aux.push_back(buffer.devicePtr());
-  kernel.launch(stream, tensorRef(p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
-                tensorRef(p.k->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim()),
-                tensorRef(p.v->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim()),
-                tensorRef(p.o->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
-                p.lse->devicePtr(), p.sizes(), p.params, aux);
-}
-
-struct Validation {
-  interp::ErrorStats out, lse;
-  double outBound, lseBound;
-  bool passed() const { return out.passes(outBound) && lse.passes(lseBound); }
-};
-
-/// Runs the kernel on `problem` (outputs poisoned first) and compares with
-/// the interpreter on the same flash IR.
-Validation validate(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
-                    DeviceProblem &problem, flash::KernelOp flashKernel) {
-  problem.o->fill(0xFF); // NaN in bf16 and f16
-  problem.lse->fill(0xFF);
-  launch(kernel, stream, problem);
-  stream.synchronize();
-  const interp::ProblemShape &s = problem.inputs.shape;
-  std::vector<uint16_t> oBits(problem.inputs.q.size());
-  problem.o->copyToHost(oBits.data(), oBits.size() * 2);
-  std::vector<float> lse(s.batch() * s.heads() * s.queryLen());
-  problem.lse->copyToHost(lse.data(), lse.size() * 4);
-  std::vector<float> out =
-      unpackTensor(oBits, s.batch(), s.heads(), s.queryLen(), s.headDim(),
-                   flashKernel.getElementType());
-
-  interp::AttentionOutputs expected;
-  std::string error;
-  if (failed(interp::runKernel(flashKernel, problem.inputs, expected, error)))
-    die(1, "interpreter: " + error);
-  std::vector<double> expectedOut(expected.out.begin(), expected.out.end());
-  std::vector<double> expectedLse(expected.lse.begin(), expected.lse.end());
-  Validation v;
-  v.out = interp::compare(out, expectedOut);
-  v.lse = interp::compare(lse, expectedLse);
-  // P is rounded to the element type for the P·V GEMM on the GPU and kept in
-  // f32 by the interpreter; O is rounded to the element type by both.
-  v.outBound = flashKernel.getElementType().isBF16() ? 1e-2 : 2e-3;
-  v.lseBound = 1e-4;
-  return v;
-}
-
-int64_t interpreterWork(const interp::ProblemShape &s) {
-  return s.batch() * s.heads() * s.queryLen() * s.keyLen() * s.headDim();
 }
 
 } // namespace
@@ -369,6 +192,45 @@ int main(int argc, char **argv) {
     DialectRegistry registry;
     registerAllDialects(registry);
     MLIRContext mlirContext(registry);
+
+    // With no configuration asked for, a winner of flashc-tune for this
+    // variant, shape bucket and GPU is used when the tuning cache has one.
+    std::string configSource = "default";
+    bool configGiven = !tileSpec.empty() || gemmKind.getNumOccurrences() ||
+                       kvCopy.getNumOccurrences() || rowsPerWarp.getNumOccurrences();
+    if (!configGiven && !noTuningCache) {
+      frontend::KernelOptions keyOptions = options;
+      keyOptions.blockRows = tuning::kKeyTileRows;
+      keyOptions.blockCols = tuning::kKeyTileCols;
+      OwningOpRef<ModuleOp> keyModule =
+          frontend::emitFlashIR(mlirContext, *ast, keyOptions, sourceMgr, selected);
+      if (!keyModule)
+        return 1;
+      flash::KernelOp keyKernel = *keyModule->getOps<flash::KernelOp>().begin();
+      interp::ProblemShape keyShape = parseShape(shapeSpec, keyKernel, nullptr);
+      tuning::TuningKey key;
+      key.variant = tuning::variantKey(mlirContext, *ast, sourceMgr, selected,
+                                       keyShape.headDim());
+      llvm::raw_string_ostream(key.elementType) << keyKernel.getElementType();
+      key.headDim = keyShape.headDim();
+      key.shapeBucket = tuning::shapeBucket(keyShape.queryLen(), keyShape.keyLen());
+      key.gpu = device.name();
+      key.computeCapability = cc.number();
+      key.flashcVersion = FLASHC_VERSION;
+      tuning::TuningCache tuned(tuning::TuningCache::defaultPath());
+      std::string warnings;
+      std::optional<tuning::TuningEntry> entry = tuned.lookup(key, warnings);
+      if (!warnings.empty())
+        llvm::WithColor::warning(llvm::errs(), "flash-run") << warnings;
+      if (entry) {
+        options.blockRows = entry->config.blockRows;
+        options.blockCols = entry->config.blockCols;
+        target.gemm = entry->config.gemm;
+        target.kvCopy = entry->config.kvCopy;
+        target.rowsPerWarp = entry->config.rowsPerWarp;
+        configSource = "tuned: " + entry->config.str() + " (" + tuned.path() + ")";
+      }
+    }
     OwningOpRef<ModuleOp> module =
         frontend::emitFlashIR(mlirContext, *ast, options, sourceMgr, selected);
     if (!module)
@@ -407,31 +269,25 @@ int main(int argc, char **argv) {
       die(1, why);
 
     // Validate at the run's sizes when the interpreter can afford it.
-    interp::ProblemShape checkShape = shape;
-    if (!checkShapeSpec.empty()) {
-      checkShape = parseShape(checkShapeSpec, flashKernel, &shape);
-    } else if (interpreterWork(shape) > (int64_t(1) << 31)) {
-      checkShape[flash::DimRole::Batch] = 1;
-      int64_t group = shape.heads() / shape.kvHeads();
-      checkShape[flash::DimRole::Heads] = group * std::min<int64_t>(shape.kvHeads(), 2);
-      checkShape[flash::DimRole::KVHeads] = std::min<int64_t>(shape.kvHeads(), 2);
-      checkShape[flash::DimRole::QueryLen] = std::min<int64_t>(shape.queryLen(), 1031);
-      checkShape[flash::DimRole::KeyLen] =
-          flashKernel.getDimClasses()[4] == 3 ? checkShape.queryLen()
-                                              : std::min<int64_t>(shape.keyLen(), 1031);
-    }
-    DeviceProblem checkProblem = upload(context, flashKernel, checkShape, params);
-    Validation validation = validate(kernel, stream, checkProblem, flashKernel);
+    harness::Layout dataLayout = layout == "bshd" ? harness::Layout::BSHD : harness::Layout::BHSD;
+    interp::ProblemShape checkShape = !checkShapeSpec.empty()
+                                          ? parseShape(checkShapeSpec, flashKernel, &shape)
+                                          : harness::checkShapeFor(shape, flashKernel);
+    harness::DeviceProblem checkProblem =
+        harness::upload(context, flashKernel, checkShape, params, seed, dataLayout);
+    std::string interpreterError;
+    std::optional<harness::Validation> checked =
+        harness::validate(kernel, stream, checkProblem, flashKernel, interpreterError);
+    if (!checked)
+      die(1, "interpreter: " + interpreterError);
+    harness::Validation validation = *checked;
 
     double ms = 0, tflops = 0;
     if (iterations > 0) {
-      DeviceProblem problem = upload(context, flashKernel, shape, params);
-      std::vector<float> times = flashrt::timeLaunches(
-          stream, warmup, iterations, [&] { launch(kernel, stream, problem); });
-      ms = flashrt::median(times);
-      double flops = 4.0 * shape.batch() * shape.heads() * shape.queryLen() * shape.keyLen() *
-                     shape.headDim() * (causalFlops ? 0.5 : 1.0);
-      tflops = flops / (ms * 1e-3) / 1e12;
+      harness::DeviceProblem problem =
+          harness::upload(context, flashKernel, shape, params, seed, dataLayout);
+      ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
+      tflops = harness::tflops(shape, ms, causalFlops);
     }
 
     std::string elementName;
@@ -449,6 +305,7 @@ int main(int argc, char **argv) {
                    << elementName << "  " << layout << "  Br=" << package.blockRows
                    << " Bc=" << package.blockCols << " threads=" << package.threadsPerBlock
                    << " smem=" << package.dynamicSharedBytes << "\n";
+      llvm::outs() << "  config " << configSource << "\n";
       llvm::outs() << "  compile " << llvm::format("%.1f", compileMs) << " ms"
                    << (noCache         ? " (no cache)"
                        : cacheHits > 0 ? " (cache hit, " + cache.directory() + ")"

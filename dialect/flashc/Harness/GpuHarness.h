@@ -1,0 +1,76 @@
+//===- GpuHarness.h - Run a flash kernel on the GPU and check it -*- C++ -*-===//
+//
+// What flash-run and flashc-tune share: seeded random inputs uploaded in a
+// chosen layout, a launch, a validation against the CPU interpreter on the
+// same flash IR (outputs poisoned with NaN first), and CUDA-event timing.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_HARNESS_GPUHARNESS_H
+#define FLASHC_HARNESS_GPUHARNESS_H
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+#include "flashc/Interpreter/Inputs.h"
+#include "flashc/Interpreter/Interpreter.h"
+#include "flashc/Interpreter/Reference.h"
+
+#include "flashrun/AttentionKernel.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flashc::harness {
+
+enum class Layout { BHSD, BSHD };
+
+/// Device copies of one launch's tensors (and the host inputs they hold).
+struct DeviceProblem {
+  interp::AttentionInputs inputs;
+  Layout layout = Layout::BHSD;
+  std::optional<flashrt::DeviceBuffer> q, k, v, o, lse;
+  std::vector<flashrt::DeviceBuffer> aux;
+  std::map<std::string, double> params;
+
+  flashrun::Sizes sizes() const;
+};
+
+/// Seeded random inputs of `kernel` at `shape` (parameters overridden by
+/// `params`), uploaded in `layout`.
+DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
+                     const interp::ProblemShape &shape, const llvm::StringMap<double> &params,
+                     uint64_t seed, Layout layout);
+
+void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
+            const DeviceProblem &problem);
+
+struct Validation {
+  interp::ErrorStats out, lse;
+  double outBound = 0, lseBound = 0;
+  bool passed() const { return out.passes(outBound) && lse.passes(lseBound); }
+};
+
+/// Runs `kernel` on `problem` with O and LSE poisoned first, and compares
+/// them with the interpreter on `flashKernel`. Bounds: O relative 1e-2 for
+/// bf16, 2e-3 for f16; LSE 1e-4. An interpreter failure goes to `error`.
+std::optional<Validation> validate(const flashrun::AttentionKernel &kernel,
+                                   flashrt::Stream &stream, DeviceProblem &problem,
+                                   flash::KernelOp flashKernel, std::string &error);
+
+/// The shape validation runs at when `shape` is too large for the
+/// interpreter: B = 1, at most 2 KV heads (with their query heads), N and M
+/// at most 1031 (M tied to N when the kernel ties them).
+interp::ProblemShape checkShapeFor(const interp::ProblemShape &shape, flash::KernelOp kernel);
+
+/// Median milliseconds of `iterations` timed launches after `warmup`.
+double timeKernel(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
+                  const DeviceProblem &problem, int warmup, int iterations);
+
+/// 4·B·H·N·M·D floating-point operations per ms (halved for `causal`) in TFLOP/s.
+double tflops(const interp::ProblemShape &shape, double ms, bool causal);
+
+} // namespace flashc::harness
+
+#endif // FLASHC_HARNESS_GPUHARNESS_H

@@ -1,0 +1,109 @@
+//===- Tuning.h - Tile configurations, their space and their cache -*- C++ -*-===//
+//
+// The knobs flashc-tune searches: the tile (Br, Bc), the GEMM kind (wgmma
+// or mma.sync), how the wgmma kernel moves K/V (TMA or cp.async) and the
+// rows per warp of the mma.sync kernel. Warps follow from Br (one warpgroup
+// per 64 rows on wgmma, Br / rows-per-warp on mma.sync) and the copy
+// pipeline has a fixed depth, so neither is a separate knob.
+//
+// The tuning cache is one JSON file of winners keyed by what makes a winner
+// valid: the variant (its flash IR with the tile left out), element type,
+// head dim, shape bucket, GPU name and compute capability, flashc version.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_TUNING_TUNING_H
+#define FLASHC_TUNING_TUNING_H
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+#include "flashc/Frontend/AST.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flashc::tuning {
+
+struct TileConfig {
+  int64_t blockRows = 0, blockCols = 0;
+  std::string gemm = "wgmma";   // "wgmma" or "mma.sync"
+  std::string kvCopy = "tma";   // wgmma: "tma" or "cp.async"
+  int64_t rowsPerWarp = 0;      // mma.sync: 16, 32 or 0 (auto)
+
+  /// "Br=64 Bc=128 wgmma tma" / "Br=128 Bc=64 mma.sync rpw=32".
+  std::string str() const;
+  bool operator==(const TileConfig &other) const;
+};
+
+/// Lists of values per knob; the space is their product.
+struct SearchSpace {
+  std::vector<int64_t> blockRows = {64, 128};
+  std::vector<int64_t> blockCols = {32, 64, 128};
+  std::vector<std::string> gemm = {"wgmma"};
+  std::vector<std::string> kvCopy = {"tma"};
+  std::vector<int64_t> rowsPerWarp = {0};
+
+  /// Parses "Br=64,128 Bc=32,64 gemm=wgmma,mma.sync kv=tma,cp.async rpw=16,32"
+  /// (any subset, in any order; the rest keeps its default). Errors name
+  /// the item.
+  static llvm::Expected<SearchSpace> parse(llvm::ArrayRef<std::string> items);
+  /// Every combination, without combinations that mean the same kernel
+  /// (kv-copy and rows-per-warp apply to one GEMM kind each).
+  std::vector<TileConfig> enumerate() const;
+};
+
+/// "N<=4096,M<=4096": both lengths rounded up to a power of two.
+std::string shapeBucket(int64_t queryLen, int64_t keyLen);
+
+/// The tile a variant is built with to name it in the cache: its flash IR
+/// at this tile (and its head dim) identifies the variant whatever tile it
+/// runs with.
+constexpr int64_t kKeyTileRows = 64, kKeyTileCols = 64;
+
+/// variantHash of `variant` of `ast` (parsed from `sourceMgr`) built at the
+/// key tile and head dim `headDim`, after the flash passes; empty when it
+/// does not build (its diagnostics are dropped).
+std::string variantKey(mlir::MLIRContext &context, const frontend::Module &ast,
+                       llvm::SourceMgr &sourceMgr, llvm::StringRef variant, int64_t headDim);
+
+struct TuningKey {
+  std::string variant, elementType;
+  int64_t headDim = 0;
+  std::string shapeBucket, gpu;
+  int computeCapability = 0;
+  std::string flashcVersion;
+};
+
+struct TuningEntry {
+  TuningKey key;
+  TileConfig config;
+  double tflops = 0;
+};
+
+/// The JSON file of winners. Readers never trust a bad file: a corrupt file
+/// or a malformed entry is ignored with a warning, an entry of another
+/// flashc version is reported as stale. Writers lock `<path>.lock`, reread,
+/// replace the entry with the same key and write a temporary file renamed
+/// over the cache, so concurrent writers neither lose nor tear entries.
+class TuningCache {
+public:
+  explicit TuningCache(std::string path) : file(std::move(path)) {}
+  /// <compile cache directory>/tuning.json (FLASHC_CACHE_DIR overrides).
+  static std::string defaultPath();
+  const std::string &path() const { return file; }
+
+  std::optional<TuningEntry> lookup(const TuningKey &key, std::string &warnings) const;
+  llvm::Error record(const TuningEntry &entry, std::string &warnings) const;
+  /// Every well-formed entry (bad ones reported in `warnings`).
+  std::vector<TuningEntry> entries(std::string &warnings) const;
+
+private:
+  std::string file;
+};
+
+} // namespace flashc::tuning
+
+#endif // FLASHC_TUNING_TUNING_H

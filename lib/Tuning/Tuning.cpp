@@ -1,0 +1,296 @@
+//===- Tuning.cpp - Tile configurations, their space and their cache ------===//
+
+#include "flashc/Tuning/Tuning.h"
+
+#include "flashc/Dialect/Flash/Transforms/Passes.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/Target/Package/KernelPackage.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mutex>
+
+using namespace flashc;
+using namespace flashc::tuning;
+namespace json = llvm::json;
+
+std::string TileConfig::str() const {
+  std::string text = "Br=" + std::to_string(blockRows) + " Bc=" + std::to_string(blockCols) +
+                     " " + gemm;
+  if (gemm == "wgmma")
+    text += " " + kvCopy;
+  else if (rowsPerWarp)
+    text += " rpw=" + std::to_string(rowsPerWarp);
+  return text;
+}
+
+bool TileConfig::operator==(const TileConfig &other) const {
+  return blockRows == other.blockRows && blockCols == other.blockCols &&
+         gemm == other.gemm && kvCopy == other.kvCopy && rowsPerWarp == other.rowsPerWarp;
+}
+
+llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items) {
+  SearchSpace space;
+  for (llvm::StringRef item : items) {
+    auto [key, list] = item.split('=');
+    llvm::SmallVector<llvm::StringRef> values;
+    list.split(values, ',', -1, /*KeepEmpty=*/false);
+    auto fail = [&](const llvm::Twine &why) {
+      return llvm::createStringError("--space: '" + item + "': " + why);
+    };
+    if (values.empty())
+      return fail("expected KNOB=VALUE[,VALUE...]");
+    auto integers = [&](std::vector<int64_t> &out) -> llvm::Error {
+      out.clear();
+      for (llvm::StringRef value : values) {
+        int64_t number;
+        if (value.getAsInteger(10, number) || number < 0)
+          return fail("'" + value + "' is not a non-negative integer");
+        out.push_back(number);
+      }
+      return llvm::Error::success();
+    };
+    auto words = [&](std::vector<std::string> &out,
+                     std::initializer_list<llvm::StringRef> allowed) -> llvm::Error {
+      out.clear();
+      for (llvm::StringRef value : values) {
+        if (!llvm::is_contained(allowed, value))
+          return fail("'" + value + "' is not one of " + llvm::join(allowed, ", "));
+        out.push_back(value.str());
+      }
+      return llvm::Error::success();
+    };
+    llvm::Error error = llvm::Error::success();
+    if (key == "Br")
+      error = integers(space.blockRows);
+    else if (key == "Bc")
+      error = integers(space.blockCols);
+    else if (key == "rpw")
+      error = integers(space.rowsPerWarp);
+    else if (key == "gemm")
+      error = words(space.gemm, {"wgmma", "mma.sync"});
+    else if (key == "kv")
+      error = words(space.kvCopy, {"tma", "cp.async"});
+    else
+      return fail("unknown knob '" + key + "' (knobs: Br, Bc, gemm, kv, rpw)");
+    if (error)
+      return std::move(error);
+  }
+  return space;
+}
+
+std::vector<TileConfig> SearchSpace::enumerate() const {
+  std::vector<TileConfig> configs;
+  for (const std::string &kind : gemm)
+    for (int64_t br : blockRows)
+      for (int64_t bc : blockCols) {
+        // kv-copy is a knob of the wgmma kernel, rows-per-warp of mma.sync's.
+        if (kind == "wgmma") {
+          for (const std::string &copy : kvCopy)
+            configs.push_back({br, bc, kind, copy, 0});
+        } else {
+          for (int64_t rows : rowsPerWarp)
+            configs.push_back({br, bc, kind, "cp.async", rows});
+        }
+      }
+  return configs;
+}
+
+std::string tuning::shapeBucket(int64_t queryLen, int64_t keyLen) {
+  return "N<=" + std::to_string(llvm::PowerOf2Ceil(queryLen)) +
+         ",M<=" + std::to_string(llvm::PowerOf2Ceil(keyLen));
+}
+
+std::string tuning::variantKey(mlir::MLIRContext &context, const frontend::Module &ast,
+                               llvm::SourceMgr &quiet, llvm::StringRef variant,
+                               int64_t headDim) {
+  // The syntax tree points into `quiet`'s buffer; only its handler changes.
+  llvm::SourceMgr::DiagHandlerTy handler = quiet.getDiagHandler();
+  void *handlerContext = quiet.getDiagContext();
+  quiet.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
+  auto restore = llvm::make_scope_exit([&] { quiet.setDiagHandler(handler, handlerContext); });
+  frontend::KernelOptions options;
+  options.blockRows = kKeyTileRows;
+  options.blockCols = kKeyTileCols;
+  options.headDim = headDim;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      frontend::emitFlashIR(context, ast, options, quiet, variant);
+  if (!module)
+    return "";
+  mlir::PassManager pm(&context);
+  flash::buildFlashPipeline(pm);
+  if (mlir::failed(pm.run(*module)) || module->getOps<flash::KernelOp>().empty())
+    return "";
+  return variantHash(*module->getOps<flash::KernelOp>().begin());
+}
+
+//===----------------------------------------------------------------------===//
+// The cache file
+//===----------------------------------------------------------------------===//
+
+static constexpr int kFormat = 1;
+
+static json::Object toJson(const TuningEntry &entry) {
+  const TuningKey &k = entry.key;
+  const TileConfig &c = entry.config;
+  return json::Object{
+      {"variant", k.variant},
+      {"element_type", k.elementType},
+      {"head_dim", k.headDim},
+      {"shape_bucket", k.shapeBucket},
+      {"gpu", k.gpu},
+      {"compute_capability", k.computeCapability},
+      {"flashc_version", k.flashcVersion},
+      {"config", json::Object{{"Br", c.blockRows},
+                              {"Bc", c.blockCols},
+                              {"gemm", c.gemm},
+                              {"kv_copy", c.kvCopy},
+                              {"rows_per_warp", c.rowsPerWarp}}},
+      {"tflops", entry.tflops},
+  };
+}
+
+static std::optional<TuningEntry> fromJson(const json::Value &value) {
+  const json::Object *object = value.getAsObject();
+  if (!object)
+    return std::nullopt;
+  TuningEntry entry;
+  json::Path::Root root;
+  json::ObjectMapper map(value, root);
+  const json::Value *config = object->get("config");
+  if (!config || !config->getAsObject() || !map.map("variant", entry.key.variant) ||
+      !map.map("element_type", entry.key.elementType) ||
+      !map.map("head_dim", entry.key.headDim) ||
+      !map.map("shape_bucket", entry.key.shapeBucket) || !map.map("gpu", entry.key.gpu) ||
+      !map.map("compute_capability", entry.key.computeCapability) ||
+      !map.map("flashc_version", entry.key.flashcVersion) || !map.map("tflops", entry.tflops))
+    return std::nullopt;
+  json::ObjectMapper configMap(*config, root);
+  TileConfig &c = entry.config;
+  if (!configMap.map("Br", c.blockRows) || !configMap.map("Bc", c.blockCols) ||
+      !configMap.map("gemm", c.gemm) || !configMap.map("kv_copy", c.kvCopy) ||
+      !configMap.map("rows_per_warp", c.rowsPerWarp))
+    return std::nullopt;
+  if (c.blockRows <= 0 || c.blockCols <= 0 || (c.gemm != "wgmma" && c.gemm != "mma.sync") ||
+      (c.kvCopy != "tma" && c.kvCopy != "cp.async"))
+    return std::nullopt;
+  return entry;
+}
+
+static bool sameKey(const TuningKey &a, const TuningKey &b, bool withVersion) {
+  return a.variant == b.variant && a.elementType == b.elementType && a.headDim == b.headDim &&
+         a.shapeBucket == b.shapeBucket && a.gpu == b.gpu &&
+         a.computeCapability == b.computeCapability &&
+         (!withVersion || a.flashcVersion == b.flashcVersion);
+}
+
+std::string TuningCache::defaultPath() {
+  llvm::SmallString<256> path(CompileCache::defaultDirectory());
+  llvm::sys::path::append(path, "tuning.json");
+  return std::string(path);
+}
+
+std::vector<TuningEntry> TuningCache::entries(std::string &warnings) const {
+  std::vector<TuningEntry> result;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
+  if (!buffer)
+    return result; // no cache yet
+  llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  if (!parsed) {
+    warnings += "ignoring corrupt tuning cache " + file + ": " +
+                llvm::toString(parsed.takeError()) + "\n";
+    return result;
+  }
+  const json::Object *root = parsed->getAsObject();
+  const json::Array *list = root ? root->getArray("entries") : nullptr;
+  std::optional<int64_t> format = root ? root->getInteger("format") : std::nullopt;
+  if (!list || format != kFormat) {
+    warnings += "ignoring tuning cache " + file + ": not a format-" + std::to_string(kFormat) +
+                " flashc tuning cache\n";
+    return result;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    if (std::optional<TuningEntry> entry = fromJson((*list)[i]))
+      result.push_back(std::move(*entry));
+    else
+      warnings += "ignoring malformed entry " + std::to_string(i) + " of tuning cache " + file +
+                  "\n";
+  }
+  return result;
+}
+
+std::optional<TuningEntry> TuningCache::lookup(const TuningKey &key,
+                                               std::string &warnings) const {
+  for (TuningEntry &entry : entries(warnings)) {
+    if (sameKey(entry.key, key, /*withVersion=*/true))
+      return entry;
+    if (sameKey(entry.key, key, /*withVersion=*/false))
+      warnings += "ignoring stale tuning cache entry (flashc " + entry.key.flashcVersion +
+                  ", this is " + key.flashcVersion + ") in " + file + "\n";
+  }
+  return std::nullopt;
+}
+
+llvm::Error TuningCache::record(const TuningEntry &entry, std::string &warnings) const {
+  llvm::StringRef dir = llvm::sys::path::parent_path(file);
+  if (!dir.empty())
+    if (std::error_code error = llvm::sys::fs::create_directories(dir))
+      return llvm::createStringError(error, "cannot create " + dir + ": " + error.message());
+  // One writer at a time: read, merge and replace under the lock. The file
+  // lock (fcntl) excludes other processes, not other threads of this one.
+  static std::mutex threads;
+  std::lock_guard<std::mutex> threadLock(threads);
+  int lockFd;
+  std::string lockPath = file + ".lock";
+  if (std::error_code error = llvm::sys::fs::openFileForReadWrite(
+          lockPath, lockFd, llvm::sys::fs::CD_OpenAlways, llvm::sys::fs::OF_None))
+    return llvm::createStringError(error, "cannot open " + lockPath + ": " + error.message());
+  if (std::error_code error = llvm::sys::fs::lockFile(lockFd)) {
+    llvm::sys::Process::SafelyCloseFileDescriptor(lockFd);
+    return llvm::createStringError(error, "cannot lock " + lockPath + ": " + error.message());
+  }
+  auto unlock = llvm::make_scope_exit([&] {
+    llvm::sys::fs::unlockFile(lockFd);
+    llvm::sys::Process::SafelyCloseFileDescriptor(lockFd);
+  });
+
+  json::Array list;
+  for (const TuningEntry &existing : entries(warnings))
+    if (!sameKey(existing.key, entry.key, /*withVersion=*/true))
+      list.push_back(toJson(existing));
+  list.push_back(toJson(entry));
+  json::Value root = json::Object{{"format", kFormat}, {"entries", std::move(list)}};
+
+  llvm::SmallString<256> temporary;
+  int fd;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueFile(file + ".%%%%%%%%.tmp", fd, temporary))
+    return llvm::createStringError(error, "cannot write next to " + file + ": " +
+                                              error.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << llvm::formatv("{0:2}", root) << "\n";
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(temporary);
+      return llvm::createStringError(os.error(), "cannot write " + temporary);
+    }
+  }
+  if (std::error_code error = llvm::sys::fs::rename(temporary, file)) {
+    llvm::sys::fs::remove(temporary);
+    return llvm::createStringError(error, "cannot replace " + file + ": " + error.message());
+  }
+  return llvm::Error::success();
+}
