@@ -36,6 +36,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 
@@ -1004,4 +1006,22 @@ flashc::frontend::parseFlashFile(llvm::SourceMgr &sourceMgr) {
   StringRef buffer = sourceMgr.getMemoryBuffer(mainID)->getBuffer();
   Parser parser(buffer, diags);
   return parser.parseFile();
+}
+
+std::optional<Module> flashc::frontend::parseFlashFile(StringRef path,
+                                                       llvm::SourceMgr &sourceMgr) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
+  if (!buffer) {
+    llvm::SMDiagnostic diag(path, llvm::SourceMgr::DK_Error,
+                            "cannot open input file '" + path.str() +
+                                "': " + buffer.getError().message());
+    if (llvm::SourceMgr::DiagHandlerTy handler = sourceMgr.getDiagHandler())
+      handler(diag, sourceMgr.getDiagContext());
+    else
+      diag.print(nullptr, llvm::errs());
+    return std::nullopt;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
+  return parseFlashFile(sourceMgr);
 }

@@ -2,6 +2,8 @@
 
 #include "flashc/Interpreter/Inputs.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
 #include <random>
 
@@ -117,4 +119,25 @@ ProblemShape interp::resolveShape(flash::KernelOp kernel, const llvm::StringMap<
       shape.sizes[role] = shape.sizes[classes[role]];
   shape[flash::DimRole::HeadDim] = kernel.getConfig().getHeadDim();
   return shape;
+}
+
+llvm::Expected<llvm::StringMap<int64_t>>
+interp::parseSizes(llvm::StringRef spec, llvm::StringRef option,
+                   llvm::ArrayRef<llvm::StringRef> allowed) {
+  llvm::StringMap<int64_t> sizes;
+  llvm::SmallVector<llvm::StringRef> items;
+  spec.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.split('=');
+    key = key.trim();
+    int64_t number;
+    if (value.trim().getAsInteger(10, number) || number < 1)
+      return llvm::createStringError("--" + option + ": '" + item +
+                                     "' is not KEY=POSITIVE_INTEGER");
+    if (!llvm::is_contained(allowed, key))
+      return llvm::createStringError("--" + option + ": unknown key '" + key +
+                                     "' (expected one of " + llvm::join(allowed, ", ") + ")");
+    sizes[key] = number;
+  }
+  return sizes;
 }

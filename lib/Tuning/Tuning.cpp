@@ -273,24 +273,7 @@ llvm::Error TuningCache::record(const TuningEntry &entry, std::string &warnings)
   list.push_back(toJson(entry));
   json::Value root = json::Object{{"format", kFormat}, {"entries", std::move(list)}};
 
-  llvm::SmallString<256> temporary;
-  int fd;
-  if (std::error_code error =
-          llvm::sys::fs::createUniqueFile(file + ".%%%%%%%%.tmp", fd, temporary))
-    return llvm::createStringError(error, "cannot write next to " + file + ": " +
-                                              error.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << llvm::formatv("{0:2}", root) << "\n";
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(temporary);
-      return llvm::createStringError(os.error(), "cannot write " + temporary);
-    }
-  }
-  if (std::error_code error = llvm::sys::fs::rename(temporary, file)) {
-    llvm::sys::fs::remove(temporary);
-    return llvm::createStringError(error, "cannot replace " + file + ": " + error.message());
-  }
-  return llvm::Error::success();
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", root) << "\n";
+  return writeFileAtomically(file, text);
 }

@@ -100,20 +100,13 @@ cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel 
   std::exit(code);
 }
 
-interp::ProblemShape parseShape(llvm::StringRef spec, flash::KernelOp kernel,
-                                const interp::ProblemShape *base) {
-  llvm::StringMap<int64_t> given;
-  llvm::SmallVector<llvm::StringRef> items;
-  spec.split(items, ',', -1, false);
-  for (llvm::StringRef item : items) {
-    auto [key, text] = item.split('=');
-    int64_t value;
-    if (text.trim().getAsInteger(10, value) || value < 1 ||
-        !llvm::is_contained(interp::kShapeKeys, key.trim()))
-      die(2, "--shape: '" + item + "' is not one of B,H,HKV,N,M,D = a positive integer");
-    given[key.trim()] = value;
-  }
-  return interp::resolveShape(kernel, given, base);
+interp::ProblemShape parseShape(llvm::StringRef spec, llvm::StringRef option,
+                                flash::KernelOp kernel, const interp::ProblemShape *base) {
+  llvm::Expected<llvm::StringMap<int64_t>> given =
+      interp::parseSizes(spec, option, interp::kShapeKeys);
+  if (!given)
+    die(2, llvm::toString(given.takeError()));
+  return interp::resolveShape(kernel, *given, base);
 }
 
 } // namespace
@@ -146,13 +139,8 @@ int main(int argc, char **argv) {
     flashrt::Device device = context.device();
     auto cc = device.computeCapability();
 
-    std::string openError;
-    std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(inputFile, &openError);
-    if (!buffer)
-      die(1, openError);
     llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-    std::optional<frontend::Module> ast = frontend::parseFlashFile(sourceMgr);
+    std::optional<frontend::Module> ast = frontend::parseFlashFile(inputFile, sourceMgr);
     if (!ast)
       return 1;
     llvm::StringRef selected = variantName.empty() ? llvm::StringRef(ast->variants[0].name)
@@ -207,7 +195,7 @@ int main(int argc, char **argv) {
       if (!keyModule)
         return 1;
       flash::KernelOp keyKernel = *keyModule->getOps<flash::KernelOp>().begin();
-      interp::ProblemShape keyShape = parseShape(shapeSpec, keyKernel, nullptr);
+      interp::ProblemShape keyShape = parseShape(shapeSpec, "shape", keyKernel, nullptr);
       tuning::TuningKey key;
       key.variant = tuning::variantKey(mlirContext, *ast, sourceMgr, selected,
                                        keyShape.headDim());
@@ -262,7 +250,7 @@ int main(int argc, char **argv) {
     flashrun::AttentionKernel kernel(context, package);
     flashrt::Stream stream(context);
 
-    interp::ProblemShape shape = parseShape(shapeSpec, flashKernel, nullptr);
+    interp::ProblemShape shape = parseShape(shapeSpec, "shape", flashKernel, nullptr);
     std::string why = interp::checkInputs(flashKernel, interp::makeRandomInputs(
                                                            flashKernel, shape, seed));
     if (!why.empty())
@@ -271,7 +259,7 @@ int main(int argc, char **argv) {
     // Validate at the run's sizes when the interpreter can afford it.
     harness::Layout dataLayout = layout == "bshd" ? harness::Layout::BSHD : harness::Layout::BHSD;
     interp::ProblemShape checkShape = !checkShapeSpec.empty()
-                                          ? parseShape(checkShapeSpec, flashKernel, &shape)
+                                          ? parseShape(checkShapeSpec, "check-shape", flashKernel, &shape)
                                           : harness::checkShapeFor(shape, flashKernel);
     harness::DeviceProblem checkProblem =
         harness::upload(context, flashKernel, checkShape, params, seed, dataLayout);

@@ -182,13 +182,8 @@ int main(int argc, char **argv) {
     die(2, llvm::toString(space.takeError()));
   bool progressBar = llvm::sys::Process::StandardErrIsDisplayed();
 
-  std::string openError;
-  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(inputFile, &openError);
-  if (!buffer)
-    die(1, openError);
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  std::optional<frontend::Module> ast = frontend::parseFlashFile(sourceMgr);
+  std::optional<frontend::Module> ast = frontend::parseFlashFile(inputFile, sourceMgr);
   if (!ast)
     return 1;
   std::string selected = variantName.empty() ? ast->variants[0].name : variantName.getValue();
@@ -216,15 +211,11 @@ int main(int argc, char **argv) {
   frontend::KernelOptions keyOptions;
   keyOptions.blockRows = tuning::kKeyTileRows;
   keyOptions.blockCols = tuning::kKeyTileCols;
-  llvm::StringMap<int64_t> given;
-  for (llvm::StringRef item : llvm::split(shapeSpec, ',')) {
-    auto [key, text] = item.split('=');
-    int64_t value;
-    if (text.trim().getAsInteger(10, value) || value < 1 ||
-        !llvm::is_contained(interp::kShapeKeys, key.trim()))
-      die(2, "--shape: '" + item + "' is not one of B,H,HKV,N,M,D = a positive integer");
-    given[key.trim()] = value;
-  }
+  llvm::Expected<llvm::StringMap<int64_t>> parsedShape =
+      interp::parseSizes(shapeSpec, "shape", interp::kShapeKeys);
+  if (!parsedShape)
+    die(2, llvm::toString(parsedShape.takeError()));
+  llvm::StringMap<int64_t> given = std::move(*parsedShape);
   if (given.count("D"))
     keyOptions.headDim = given.lookup("D");
   OwningOpRef<ModuleOp> keyModule =
@@ -235,15 +226,11 @@ int main(int argc, char **argv) {
   interp::ProblemShape shape = interp::resolveShape(keyKernel, given, nullptr);
   interp::ProblemShape checkShape = harness::checkShapeFor(shape, keyKernel);
   if (!checkShapeSpec.empty()) {
-    llvm::StringMap<int64_t> check;
-    for (llvm::StringRef item : llvm::split(checkShapeSpec, ',')) {
-      auto [key, text] = item.split('=');
-      int64_t value;
-      if (text.trim().getAsInteger(10, value) || value < 1)
-        die(2, "--check-shape: '" + item + "' is not KEY=POSITIVE_INTEGER");
-      check[key.trim()] = value;
-    }
-    checkShape = interp::resolveShape(keyKernel, check, &shape);
+    llvm::Expected<llvm::StringMap<int64_t>> check =
+        interp::parseSizes(checkShapeSpec, "check-shape", interp::kShapeKeys);
+    if (!check)
+      die(2, llvm::toString(check.takeError()));
+    checkShape = interp::resolveShape(keyKernel, *check, &shape);
   }
   std::string elementName;
   llvm::raw_string_ostream(elementName) << keyKernel.getElementType();

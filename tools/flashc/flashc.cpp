@@ -114,29 +114,15 @@ int usageError(const llvm::Twine &message) {
   return 2;
 }
 
-/// Parses "K=V,K=V" into pairs; keys must be in `allowed`.
+/// Parses "K=V,K=V" for --option (keys from `allowed`), reporting errors.
 std::optional<llvm::StringMap<int64_t>> parseSizes(llvm::StringRef spec, const char *option,
                                                    llvm::ArrayRef<llvm::StringRef> allowed) {
-  llvm::StringMap<int64_t> sizes;
-  llvm::SmallVector<llvm::StringRef> items;
-  spec.split(items, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef item : items) {
-    auto [key, value] = item.split('=');
-    key = key.trim();
-    int64_t number;
-    if (value.trim().getAsInteger(10, number) || number < 1) {
-      usageError(llvm::Twine("--") + option + ": '" + item +
-                 "' is not KEY=POSITIVE_INTEGER");
-      return std::nullopt;
-    }
-    if (!llvm::is_contained(allowed, key)) {
-      usageError(llvm::Twine("--") + option + ": unknown key '" + key + "' (expected one of " +
-                 llvm::join(allowed, ", ") + ")");
-      return std::nullopt;
-    }
-    sizes[key] = number;
+  llvm::Expected<llvm::StringMap<int64_t>> sizes = interp::parseSizes(spec, option, allowed);
+  if (!sizes) {
+    usageError(llvm::toString(sizes.takeError()));
+    return std::nullopt;
   }
-  return sizes;
+  return std::move(*sizes);
 }
 
 /// Relative-error bound of O by element type: the output is rounded to it.
@@ -236,15 +222,8 @@ int main(int argc, char **argv) {
     params[name.trim()] = value;
   }
 
-  std::string openError;
-  std::unique_ptr<llvm::MemoryBuffer> buffer = mlir::openInputFile(inputFile, &openError);
-  if (!buffer) {
-    llvm::WithColor::error(llvm::errs(), "flashc") << openError << "\n";
-    return 1;
-  }
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  std::optional<frontend::Module> ast = frontend::parseFlashFile(sourceMgr);
+  std::optional<frontend::Module> ast = frontend::parseFlashFile(inputFile, sourceMgr);
   if (!ast)
     return 1;
 

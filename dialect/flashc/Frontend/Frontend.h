@@ -18,6 +18,11 @@ namespace flashc::frontend {
 /// one run reports several independent errors.
 std::optional<Module> parseFlashFile(llvm::SourceMgr &sourceMgr);
 
+/// Reads `path` ("-" is standard input) as the main buffer of `sourceMgr`
+/// and parses it. A file that cannot be read is reported through
+/// `sourceMgr` too: "error: cannot open input file 'x': <reason>".
+std::optional<Module> parseFlashFile(llvm::StringRef path, llvm::SourceMgr &sourceMgr);
+
 /// What an expression reads when evaluated for one (b, h, i, j).
 struct EvalContext {
   double score = 0; // s, already scaled

@@ -4,6 +4,9 @@
 
 #include "flashc/Interpreter/Interpreter.h"
 
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
 namespace flashc::interp {
 
 /// q, k, v drawn from N(0, 1) and rounded to the kernel's element type
@@ -26,6 +29,12 @@ ProblemShape resolveShape(flash::KernelOp kernel, const llvm::StringMap<int64_t>
 
 /// The keys resolveShape understands, in DimRole order.
 extern const llvm::StringRef kShapeKeys[flash::kNumDimRoles];
+
+/// Parses "K=V,K=V" (positive integers, keys from `allowed`) for the command
+/// line option `option`; the error names the option and the bad item.
+llvm::Expected<llvm::StringMap<int64_t>> parseSizes(llvm::StringRef spec,
+                                                    llvm::StringRef option,
+                                                    llvm::ArrayRef<llvm::StringRef> allowed);
 
 } // namespace flashc::interp
 

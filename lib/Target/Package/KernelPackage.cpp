@@ -95,6 +95,30 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
   return packages;
 }
 
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents) {
+  llvm::SmallString<256> temporary;
+  int fd;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueFile(path + ".%%%%%%%%.tmp", fd, temporary))
+    return llvm::createStringError(error, "cannot write next to " + path + ": " +
+                                              error.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << contents;
+    os.close();
+    if (os.has_error()) {
+      llvm::sys::fs::remove(temporary);
+      return llvm::createStringError(os.error(), "cannot write " + temporary);
+    }
+  }
+  // Renaming within a directory is atomic.
+  if (std::error_code error = llvm::sys::fs::rename(temporary, path)) {
+    llvm::sys::fs::remove(temporary);
+    return llvm::createStringError(error, "cannot replace " + path + ": " + error.message());
+  }
+  return llvm::Error::success();
+}
+
 std::string CompileCache::defaultDirectory() {
   if (std::optional<std::string> dir = llvm::sys::Process::GetEnv("FLASHC_CACHE_DIR"))
     if (!dir->empty())
@@ -153,27 +177,7 @@ llvm::Error CompileCache::store(llvm::StringRef key,
                                 const flashrt::KernelPackage &package) const {
   if (std::error_code error = llvm::sys::fs::create_directories(root))
     return llvm::createStringError(error, "cannot create " + root + ": " + error.message());
-  std::string path = pathFor(key);
-  llvm::SmallString<256> temporary;
-  int fd;
-  if (std::error_code error =
-          llvm::sys::fs::createUniqueFile(path + ".%%%%%%%%.tmp", fd, temporary))
-    return llvm::createStringError(error, "cannot write in " + root + ": " + error.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << package.serialize();
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(temporary);
-      return llvm::createStringError(os.error(), "cannot write " + temporary);
-    }
-  }
-  // Renaming within a directory is atomic: readers see the old or the new file.
-  if (std::error_code error = llvm::sys::fs::rename(temporary, path)) {
-    llvm::sys::fs::remove(temporary);
-    return llvm::createStringError(error, "cannot rename " + temporary + ": " + error.message());
-  }
-  return llvm::Error::success();
+  return writeFileAtomically(pathFor(key), package.serialize());
 }
 
 FailureOr<std::vector<flashrt::KernelPackage>>

@@ -23,6 +23,11 @@ std::string variantHash(flash::KernelOp kernel);
 mlir::FailureOr<std::vector<flashrt::KernelPackage>>
 buildKernelPackages(mlir::ModuleOp flashModule, const nvptx::TargetOptions &options);
 
+/// Writes `contents` to a unique temporary file next to `path` and renames
+/// it over `path`: readers see the old file or the new one, never a torn
+/// one, whatever other writers do.
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents);
+
 /// A directory of kernel packages keyed by everything their PTX depends on:
 /// the kernel's flash IR (tile and element type included), the target
 /// options and the flashc version. Entries are written to a unique
