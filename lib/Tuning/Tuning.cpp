@@ -112,27 +112,39 @@ std::string tuning::shapeBucket(int64_t queryLen, int64_t keyLen) {
          ",M<=" + std::to_string(llvm::PowerOf2Ceil(keyLen));
 }
 
-std::string tuning::variantKey(mlir::MLIRContext &context, const frontend::Module &ast,
-                               llvm::SourceMgr &quiet, llvm::StringRef variant,
-                               int64_t headDim) {
-  // The syntax tree points into `quiet`'s buffer; only its handler changes.
-  llvm::SourceMgr::DiagHandlerTy handler = quiet.getDiagHandler();
-  void *handlerContext = quiet.getDiagContext();
-  quiet.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
-  auto restore = llvm::make_scope_exit([&] { quiet.setDiagHandler(handler, handlerContext); });
+std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
+                                         const frontend::Module &ast,
+                                         llvm::SourceMgr &sourceMgr, llvm::StringRef variant,
+                                         int64_t headDim, int64_t queryLen, int64_t keyLen,
+                                         llvm::StringRef gpu, int computeCapability) {
+  // The syntax tree points into `sourceMgr`'s buffer; only its handler changes.
+  llvm::SourceMgr::DiagHandlerTy handler = sourceMgr.getDiagHandler();
+  void *handlerContext = sourceMgr.getDiagContext();
+  sourceMgr.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
+  auto restore =
+      llvm::make_scope_exit([&] { sourceMgr.setDiagHandler(handler, handlerContext); });
   frontend::KernelOptions options;
   options.blockRows = kKeyTileRows;
   options.blockCols = kKeyTileCols;
   options.headDim = headDim;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      frontend::emitFlashIR(context, ast, options, quiet, variant);
+      frontend::emitFlashIR(context, ast, options, sourceMgr, variant);
   if (!module)
-    return "";
+    return std::nullopt;
   mlir::PassManager pm(&context);
   flash::buildFlashPipeline(pm);
   if (mlir::failed(pm.run(*module)) || module->getOps<flash::KernelOp>().empty())
-    return "";
-  return variantHash(*module->getOps<flash::KernelOp>().begin());
+    return std::nullopt;
+  flash::KernelOp kernel = *module->getOps<flash::KernelOp>().begin();
+  TuningKey key;
+  key.variant = variantHash(kernel);
+  llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
+  key.headDim = headDim;
+  key.shapeBucket = shapeBucket(queryLen, keyLen);
+  key.gpu = gpu.str();
+  key.computeCapability = computeCapability;
+  key.flashcVersion = FLASHC_VERSION;
+  return key;
 }
 
 //===----------------------------------------------------------------------===//

@@ -196,18 +196,13 @@ int main(int argc, char **argv) {
         return 1;
       flash::KernelOp keyKernel = *keyModule->getOps<flash::KernelOp>().begin();
       interp::ProblemShape keyShape = parseShape(shapeSpec, "shape", keyKernel, nullptr);
-      tuning::TuningKey key;
-      key.variant = tuning::variantKey(mlirContext, *ast, sourceMgr, selected,
-                                       keyShape.headDim());
-      llvm::raw_string_ostream(key.elementType) << keyKernel.getElementType();
-      key.headDim = keyShape.headDim();
-      key.shapeBucket = tuning::shapeBucket(keyShape.queryLen(), keyShape.keyLen());
-      key.gpu = device.name();
-      key.computeCapability = cc.number();
-      key.flashcVersion = FLASHC_VERSION;
+      std::optional<tuning::TuningKey> key = tuning::makeKey(
+          mlirContext, *ast, sourceMgr, selected, keyShape.headDim(), keyShape.queryLen(),
+          keyShape.keyLen(), device.name(), cc.number());
       tuning::TuningCache tuned(tuning::TuningCache::defaultPath());
       std::string warnings;
-      std::optional<tuning::TuningEntry> entry = tuned.lookup(key, warnings);
+      std::optional<tuning::TuningEntry> entry =
+          key ? tuned.lookup(*key, warnings) : std::nullopt;
       if (!warnings.empty())
         llvm::WithColor::warning(llvm::errs(), "flash-run") << warnings;
       if (entry) {

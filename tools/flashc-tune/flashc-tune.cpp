@@ -237,14 +237,11 @@ int main(int argc, char **argv) {
   if (!dtype.empty() && dtype != elementName)
     die(2, "--dtype " + dtype + ": variant '" + selected + "' is " + elementName +
                " (the element type comes from the .flash source)");
-  tuning::TuningKey key;
-  key.variant = tuning::variantKey(context, *ast, sourceMgr, selected, shape.headDim());
-  key.elementType = elementName;
-  key.headDim = shape.headDim();
-  key.shapeBucket = tuning::shapeBucket(shape.queryLen(), shape.keyLen());
-  key.gpu = gpuName;
-  key.computeCapability = computeCapability;
-  key.flashcVersion = FLASHC_VERSION;
+  std::optional<tuning::TuningKey> key =
+      tuning::makeKey(context, *ast, sourceMgr, selected, shape.headDim(), shape.queryLen(),
+                      shape.keyLen(), gpuName, computeCapability);
+  if (!key)
+    die(1, "variant '" + selected + "' does not build at the key tile");
 
   // The candidates: the space, plus the default configuration.
   std::vector<Candidate> candidates;
@@ -440,7 +437,7 @@ int main(int argc, char **argv) {
     tuning::TuningCache cache(cachePath.empty() ? tuning::TuningCache::defaultPath()
                                                 : cachePath.getValue());
     std::string warnings;
-    if (llvm::Error error = cache.record({key, winner->config, winner->tflops}, warnings))
+    if (llvm::Error error = cache.record({*key, winner->config, winner->tflops}, warnings))
       llvm::WithColor::warning(llvm::errs(), "flashc-tune")
           << "not recorded: " << llvm::toString(std::move(error)) << "\n";
     else

@@ -18,6 +18,10 @@
 #include "flashc/Target/NVPTX/EmitPTX.h"
 #include "flashc/Target/Package/AOT.h"
 #include "flashc/Target/Package/KernelPackage.h"
+#include "flashc/Tuning/Tuning.h"
+
+#include "flashrt/Device.h"
+#include "flashrt/Driver.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -79,6 +83,16 @@ cl::opt<std::string> kvCopy("kv-copy",
                             cl::desc("How the wgmma kernel moves K and V blocks to shared "
                                      "memory: tma (default) or cp.async"),
                             cl::init("tma"), cl::cat(flashcCategory));
+cl::opt<std::string> tunedFor(
+    "tuned-for",
+    cl::desc("Use flashc-tune's winner for this GPU, e.g. \"NVIDIA H200:90\" (name:compute "
+             "capability; default: the GPU of this machine, if any)"),
+    cl::value_desc("name:cc"), cl::cat(flashcCategory));
+cl::opt<bool> noTuningCache("no-tuning-cache",
+                            cl::desc("Ignore the tuning cache (default tiles)"),
+                            cl::cat(flashcCategory));
+cl::opt<bool> verbose("verbose", cl::desc("Say which configuration each kernel uses and why"),
+                      cl::cat(flashcCategory));
 cl::opt<std::string> ptxasPath(
     "ptxas", cl::desc("ptxas for --emit=aot's cubin (default: ptxas on PATH, then "
                       "/usr/local/cuda/bin/ptxas; 'none' skips the cubin)"),
@@ -249,10 +263,81 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext context(registry);
+
+  // Which configuration: the command line's, else flashc-tune's winner for
+  // this variant, shape bucket and GPU, else the default.
+  std::string configSource = "default tile";
+  bool configGiven = tile->count("Br") || tile->count("Bc") || gemmKind.getNumOccurrences() ||
+                     kvCopy.getNumOccurrences() || rowsPerWarp.getNumOccurrences();
+  const frontend::Variant *only =
+      !variantName.empty() ? ast->lookup(variantName)
+      : ast->variants.size() == 1 ? &ast->variants.front() : nullptr;
+  if (configGiven) {
+    configSource = "command line";
+  } else if (noTuningCache) {
+    configSource = "default tile (--no-tuning-cache)";
+  } else if (!only) {
+    configSource = "default tile (the tuning cache applies to one variant: use --variant)";
+  } else {
+    std::string gpu;
+    int computeCapability = 0;
+    if (!tunedFor.empty()) {
+      auto [name, number] = llvm::StringRef(tunedFor).rsplit(':');
+      if (name.empty() || number.getAsInteger(10, computeCapability))
+        return usageError("--tuned-for: '" + tunedFor + "' is not NAME:CC (e.g. NVIDIA H200:90)");
+      gpu = name.str();
+    } else if (flashrt::Driver::available()) {
+      try {
+        flashrt::Device device = flashrt::Device::fromEnvironment();
+        gpu = device.name();
+        computeCapability = device.computeCapability().number();
+      } catch (const flashrt::Error &error) {
+        llvm::WithColor::warning(llvm::errs(), "flashc")
+            << "no tuned configs: " << error.what() << "\n";
+      }
+    }
+    std::optional<int64_t> headDim = frontend::resolveHeadDim(*only, options);
+    if (gpu.empty()) {
+      configSource = "default tile (no GPU to look up tuned configs for; see --tuned-for)";
+    } else if (headDim) {
+      int64_t queryLen = sizes->count("N") ? sizes->lookup("N") : 256;
+      int64_t keyLen = sizes->count("M") ? sizes->lookup("M") : queryLen;
+      std::optional<tuning::TuningKey> key = tuning::makeKey(
+          context, *ast, sourceMgr, only->name, *headDim, queryLen, keyLen, gpu,
+          computeCapability);
+      tuning::TuningCache cache(tuning::TuningCache::defaultPath());
+      std::string warnings;
+      std::optional<tuning::TuningEntry> entry = key ? cache.lookup(*key, warnings) : std::nullopt;
+      if (!warnings.empty())
+        llvm::WithColor::warning(llvm::errs(), "flashc") << warnings;
+      if (entry) {
+        options.blockRows = entry->config.blockRows;
+        options.blockCols = entry->config.blockCols;
+        target.gemm = entry->config.gemm;
+        target.kvCopy = entry->config.kvCopy;
+        target.rowsPerWarp = entry->config.rowsPerWarp;
+        configSource = "tuned for " + gpu + " (" + cache.path() + ")";
+      } else if (key) {
+        configSource = "default tile (no tuning cache entry for " + gpu + ", " +
+                       key->shapeBucket + ", variant " + key->variant + ")";
+      }
+    }
+  }
+
   OwningOpRef<ModuleOp> module =
       frontend::emitFlashIR(context, *ast, options, sourceMgr, variantName);
   if (!module)
     return 1;
+  if (verbose)
+    for (flash::KernelOp kernel : module->getOps<flash::KernelOp>()) {
+      flash::TileConfigAttr tileConfig = kernel.getConfig();
+      llvm::errs() << "flashc: " << kernel.getSymName() << ": Br=" << tileConfig.getBr()
+                   << " Bc=" << tileConfig.getBc() << " D=" << tileConfig.getHeadDim();
+      if (emitKind >= EmitKind::Gpu)
+        llvm::errs() << " " << llvm::cantFail(nvptx::selectGemm(target)) << " "
+                     << target.kvCopy << " on " << target.chip;
+      llvm::errs() << ": " << configSource << "\n";
+    }
 
   if (emitKind != EmitKind::FlashRaw) {
     PassManager pm(&context);

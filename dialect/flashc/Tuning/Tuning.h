@@ -63,12 +63,6 @@ std::string shapeBucket(int64_t queryLen, int64_t keyLen);
 /// runs with.
 constexpr int64_t kKeyTileRows = 64, kKeyTileCols = 64;
 
-/// variantHash of `variant` of `ast` (parsed from `sourceMgr`) built at the
-/// key tile and head dim `headDim`, after the flash passes; empty when it
-/// does not build (its diagnostics are dropped).
-std::string variantKey(mlir::MLIRContext &context, const frontend::Module &ast,
-                       llvm::SourceMgr &sourceMgr, llvm::StringRef variant, int64_t headDim);
-
 struct TuningKey {
   std::string variant, elementType;
   int64_t headDim = 0;
@@ -76,6 +70,15 @@ struct TuningKey {
   int computeCapability = 0;
   std::string flashcVersion;
 };
+
+/// The key of a run of `variant` of `ast` (parsed from `sourceMgr`) at head
+/// dim `headDim` and lengths N = `queryLen`, M = `keyLen` on `gpu`: the
+/// variant is named by the variantHash of its flash IR at the key tile. Null
+/// when the variant does not build (its diagnostics are dropped).
+std::optional<TuningKey> makeKey(mlir::MLIRContext &context, const frontend::Module &ast,
+                                 llvm::SourceMgr &sourceMgr, llvm::StringRef variant,
+                                 int64_t headDim, int64_t queryLen, int64_t keyLen,
+                                 llvm::StringRef gpu, int computeCapability);
 
 struct TuningEntry {
   TuningKey key;
