@@ -200,11 +200,15 @@ int main(int argc, char **argv) {
   std::string gpuName = "none", chip = archOption;
   int computeCapability = 0;
   if (haveGpu) {
-    gpu.emplace();
-    flashrt::ComputeCapability cc = gpu->device().computeCapability();
-    computeCapability = cc.number();
-    gpuName = gpu->device().name();
-    chip = cc.major == 9 ? "sm_90a" : "sm_" + std::to_string(cc.number());
+    try {
+      gpu.emplace();
+      flashrt::ComputeCapability cc = gpu->device().computeCapability();
+      computeCapability = cc.number();
+      gpuName = gpu->device().name();
+      chip = cc.major == 9 ? "sm_90a" : "sm_" + std::to_string(cc.number());
+    } catch (const flashrt::Error &error) {
+      die(flashrt::exitCodeFor(error.kind()), error.what());
+    }
   }
 
   // The shape, from the variant at the key tile.
@@ -338,9 +342,19 @@ int main(int argc, char **argv) {
                                   [](const Candidate &c) { return c.reason.empty(); });
   done = 0;
   total = runnable;
-  if (haveGpu) {
+  if (haveGpu && runnable > 0) {
     flashrt::Stream stream(*gpu);
     llvm::StringMap<double> noParams;
+    // Every candidate is the same variant: one set of inputs serves all.
+    std::optional<harness::DeviceProblem> check, problem;
+    try {
+      check.emplace(harness::upload(*gpu, keyKernel, checkShape, noParams, seed,
+                                    harness::Layout::BHSD));
+      problem.emplace(
+          harness::upload(*gpu, keyKernel, shape, noParams, seed, harness::Layout::BHSD));
+    } catch (const flashrt::Error &error) {
+      die(flashrt::exitCodeFor(error.kind()), error.what());
+    }
     for (Candidate &c : candidates) {
       if (!c.reason.empty())
         continue;
@@ -352,11 +366,9 @@ int main(int argc, char **argv) {
       try {
         progress(c, "validate");
         flashrun::AttentionKernel kernel(*gpu, *c.package);
-        harness::DeviceProblem check = harness::upload(*gpu, flashKernel, checkShape, noParams,
-                                                       seed, harness::Layout::BHSD);
         std::string error;
         std::optional<harness::Validation> validation =
-            harness::validate(kernel, stream, check, flashKernel, error);
+            harness::validate(kernel, stream, *check, flashKernel, error);
         if (!validation) {
           c.reason = "interpreter: " + error;
         } else if (!validation->passed()) {
@@ -366,9 +378,7 @@ int main(int argc, char **argv) {
         } else {
           c.outError = validation->out.relative;
           progress(c, "time");
-          harness::DeviceProblem problem = harness::upload(*gpu, flashKernel, shape, noParams,
-                                                           seed, harness::Layout::BHSD);
-          c.ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
+          c.ms = harness::timeKernel(kernel, stream, *problem, warmup, iterations);
           c.tflops = harness::tflops(shape, c.ms, causalFlops);
         }
       } catch (const flashrt::Error &error) {
