@@ -459,18 +459,8 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(newLoop.getBody());
   scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
-  ValueRange carried = newLoop.getRegionIterArgs();
-  for (BlockArgument arg : loop.getRegionIterArgs()) {
-    if (isa<RankedTensorType>(arg.getType())) {
-      FailureOr<TileValue> tile = unflatten(loop, arg.getType(), carried);
-      if (failed(tile))
-        return failure();
-      tiles[arg] = std::move(*tile);
-    } else {
-      scalars.map(arg, carried.front());
-      carried = carried.drop_front();
-    }
-  }
+  if (failed(mapFlattened(loop, loop.getRegionIterArgs(), newLoop.getRegionIterArgs())))
+    return failure();
 
   KVPipeline *outer = pipeline;
   if (pipelined) {
@@ -529,16 +519,20 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   }
 
   b.setInsertionPointAfter(newLoop);
-  ValueRange results = newLoop.getResults();
-  for (Value result : loop.getResults()) {
-    if (isa<RankedTensorType>(result.getType())) {
-      FailureOr<TileValue> tile = unflatten(loop, result.getType(), results);
+  return mapFlattened(loop, loop.getResults(), newLoop.getResults());
+}
+
+LogicalResult SM80Emitter::mapFlattened(Operation *user, ValueRange originals,
+                                        ValueRange lowered) {
+  for (Value original : originals) {
+    if (isa<RankedTensorType>(original.getType())) {
+      FailureOr<TileValue> tile = unflatten(user, original.getType(), lowered);
       if (failed(tile))
         return failure();
-      tiles[result] = std::move(*tile);
+      tiles[original] = std::move(*tile);
     } else {
-      scalars.map(result, results.front());
-      results = results.drop_front();
+      scalars.map(original, lowered.front());
+      lowered = lowered.drop_front();
     }
   }
   return success();

@@ -210,6 +210,10 @@ public:
   void flatten(const TileValue &tile, llvm::SmallVectorImpl<mlir::Value> &out);
   mlir::FailureOr<TileValue> unflatten(mlir::Operation *user, mlir::Type type,
                                        mlir::ValueRange &values);
+  /// Maps each of `originals` (tiles and scalars, in order) to its part of
+  /// the flattened `lowered` values.
+  mlir::LogicalResult mapFlattened(mlir::Operation *user, mlir::ValueRange originals,
+                                   mlir::ValueRange lowered);
 
   //===--------------------------------------------------------------------===//
   // Op families
