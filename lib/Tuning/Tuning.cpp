@@ -278,10 +278,39 @@ llvm::Error TuningCache::record(const TuningEntry &entry, std::string &warnings)
     llvm::sys::Process::SafelyCloseFileDescriptor(lockFd);
   });
 
+  // Every other entry is kept as it is, even one this flashc cannot read.
   json::Array list;
-  for (const TuningEntry &existing : entries(warnings))
-    if (!sameKey(existing.key, entry.key, /*withVersion=*/true))
-      list.push_back(toJson(existing));
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
+  if (!buffer && buffer.getError() != std::errc::no_such_file_or_directory)
+    return llvm::createStringError(buffer.getError(), "cannot read " + file + ": " +
+                                                          buffer.getError().message());
+  if (buffer) {
+    llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+    if (!parsed) {
+      // Unreadable as JSON: set it aside rather than lose it, start afresh.
+      std::string reason = llvm::toString(parsed.takeError());
+      std::string backup = file + ".corrupt";
+      if (std::error_code error = llvm::sys::fs::rename(file, backup))
+        return llvm::createStringError(error, "tuning cache " + file + " is corrupt (" +
+                                                  reason + ") and cannot be moved aside: " +
+                                                  error.message());
+      warnings += "tuning cache " + file + " was corrupt (" + reason + "): moved to " +
+                  backup + "\n";
+    } else {
+      json::Object *root = parsed->getAsObject();
+      json::Array *existing = root ? root->getArray("entries") : nullptr;
+      if (!existing || root->getInteger("format") != kFormat)
+        return llvm::createStringError(
+            "tuning cache " + file + " is not a format-" + std::to_string(kFormat) +
+            " flashc tuning cache; not overwriting it");
+      for (json::Value &value : *existing) {
+        std::optional<TuningEntry> old = fromJson(value);
+        if (!old || !sameKey(old->key, entry.key, /*withVersion=*/true))
+          list.push_back(std::move(value));
+      }
+    }
+  }
   list.push_back(toJson(entry));
   json::Value root = json::Object{{"format", kFormat}, {"entries", std::move(list)}};
 

@@ -51,12 +51,19 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
             std::to_string(sizes.kvHeads));
   if (sizes.queryLen > INT32_MAX || sizes.keyLen > INT32_MAX)
     invalid("sequence lengths must fit in 32 bits");
+  if (sizes.heads > 65535 || sizes.batch > 65535)
+    invalid("H and B must be at most 65535 (grid y and z)");
   // cp.async copies 16 bytes: 8 bf16/f16 elements.
   auto checkInput = [](const char *name, const TensorRef &t) {
     if (t.devicePtr % 16 != 0)
       invalid(std::string(name) + " must be 16-byte aligned");
     if (t.batchStride % 8 || t.headStride % 8 || t.rowStride % 8)
       invalid(std::string(name) + " strides must be multiples of 8 elements");
+    // TMA tensor maps take byte strides below 2^40.
+    for (int64_t stride : {t.batchStride, t.headStride, t.rowStride})
+      if (stride < 0 || stride >= (int64_t(1) << 39))
+        invalid(std::string(name) + " strides must be in [0, 2^39) elements, got " +
+                std::to_string(stride));
   };
   checkInput("q", q);
   checkInput("k", k);
@@ -115,8 +122,6 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
     args.add(tensorMap(k)).add(tensorMap(v));
   }
   int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
-  if (sizes.heads > 65535 || sizes.batch > 65535)
-    invalid("H and B must be at most 65535 (grid y and z)");
   kernelFunction.launch(flashrt::Dim3(static_cast<unsigned>(tiles),
                                       static_cast<unsigned>(sizes.heads),
                                       static_cast<unsigned>(sizes.batch)),

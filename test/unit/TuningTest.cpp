@@ -115,9 +115,11 @@ TEST_F(TuningCacheTest, CorruptFilesAndMalformedEntriesAreIgnoredWithAWarning) {
   std::string warnings;
   EXPECT_FALSE(cache.lookup(entry("NVIDIA H200", 0).key, warnings));
   EXPECT_NE(warnings.find("ignoring corrupt tuning cache"), std::string::npos) << warnings;
-  // Recording over a corrupt file starts a fresh one.
+  // Recording over a corrupt file sets it aside and starts a fresh one.
   warnings.clear();
   ASSERT_FALSE(bool(cache.record(entry("NVIDIA H200", 64), warnings)));
+  EXPECT_NE(warnings.find("moved to " + path + ".corrupt"), std::string::npos) << warnings;
+  EXPECT_TRUE(llvm::sys::fs::exists(path + ".corrupt"));
   EXPECT_TRUE(cache.lookup(entry("NVIDIA H200", 0).key, warnings));
 
   { std::ofstream(path) << "{\"format\": 1, \"entries\": [{\"variant\": \"x\"}, 7]}"; }
@@ -126,10 +128,25 @@ TEST_F(TuningCacheTest, CorruptFilesAndMalformedEntriesAreIgnoredWithAWarning) {
   EXPECT_NE(warnings.find("ignoring malformed entry 0"), std::string::npos) << warnings;
   EXPECT_NE(warnings.find("ignoring malformed entry 1"), std::string::npos) << warnings;
 
-  { std::ofstream(path) << "[1, 2, 3]"; }
+  // Entries this flashc cannot read survive a record.
+  warnings.clear();
+  ASSERT_FALSE(bool(cache.record(entry("NVIDIA H200", 64), warnings)));
+  std::string text;
+  {
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_NE(text.find("\"variant\": \"x\""), std::string::npos) << text;
+  EXPECT_EQ(cache.entries(warnings).size(), 1u);
+
+  // Another format is never overwritten.
+  { std::ofstream(path) << "{\"format\": 2, \"entries\": []}"; }
   warnings.clear();
   EXPECT_TRUE(cache.entries(warnings).empty());
   EXPECT_NE(warnings.find("not a format-1 flashc tuning cache"), std::string::npos) << warnings;
+  llvm::Error refused = cache.record(entry("NVIDIA H200", 64), warnings);
+  ASSERT_TRUE(bool(refused));
+  EXPECT_NE(llvm::toString(std::move(refused)).find("not overwriting it"), std::string::npos);
 }
 
 TEST_F(TuningCacheTest, ConcurrentWritersKeepEveryEntry) {

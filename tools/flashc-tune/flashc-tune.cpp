@@ -135,6 +135,13 @@ std::string assemble(const std::string &ptxas, Candidate &c) {
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << c.package->ptx;
+    os.close();
+    if (os.has_error()) {
+      std::string why = os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(ptx);
+      return "cannot write the PTX for ptxas: " + why;
+    }
   }
   llvm::sys::fs::createTemporaryFile("flashc-tune", "log", log);
   std::string arch = "-arch=" + c.package->arch;

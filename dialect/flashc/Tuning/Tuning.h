@@ -89,8 +89,11 @@ struct TuningEntry {
 /// The JSON file of winners. Readers never trust a bad file: a corrupt file
 /// or a malformed entry is ignored with a warning, an entry of another
 /// flashc version is reported as stale. Writers lock `<path>.lock`, reread,
-/// replace the entry with the same key and write a temporary file renamed
-/// over the cache, so concurrent writers neither lose nor tear entries.
+/// replace the entry with the same key (keeping every other one as written,
+/// even those they cannot read) and write a temporary file renamed over the
+/// cache, so concurrent writers neither lose nor tear entries. A file that
+/// is not JSON is moved to `<path>.corrupt` first; a file of another format
+/// is never overwritten.
 class TuningCache {
 public:
   explicit TuningCache(std::string path) : file(std::move(path)) {}

@@ -24,6 +24,8 @@
 
 #include "SM80Emitter.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
@@ -164,6 +166,9 @@ Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
 
 void SM80Emitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
                                         Value &upper) {
+  // The scan below walks blocks one by one.
+  if (getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
+    return;
   FailureOr<SmallVector<Operation *>> slice = anyVisibleSlice(mask, loop);
   if (failed(slice))
     return;
@@ -189,9 +194,11 @@ void SM80Emitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Val
         ValueRange{select(visible, arith::MinSIOp::create(b, loc, first, block), first),
                    select(visible, block, last)});
   }
-  // No visible block: [upper, lower) is empty.
-  lower = scan.getResult(0);
-  upper = add(scan.getResult(1), i32(1));
+  // Clamped to the original range, which stays empty when it was; with no
+  // visible block first = upper and last = lower - 1 give an empty range.
+  Value first = scan.getResult(0), end = add(scan.getResult(1), i32(1));
+  lower = arith::MaxSIOp::create(b, loc, first, lower);
+  upper = arith::MinSIOp::create(b, loc, end, upper);
 }
 
 FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {

@@ -438,6 +438,12 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   }
   if (pipelined && !state.keyLoad)
     return error(loop, "a loop that loads V blocks must load K blocks too");
+  // The copy pipeline advances when a block is used: a block loaded and never
+  // read would stall it (with TMA, waiting on a barrier phase that never
+  // comes).
+  for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad})
+    if (load && load->use_empty())
+      return error(load, "a K/V block that is loaded must be used");
   // Key blocks the mask removes entirely (above the causal diagonal, outside
   // a window) are skipped by the whole CTA: outside the first..last visible
   // block by narrowing the loop, inside by a branch (below).

@@ -10,6 +10,7 @@ static const char *constraintCode(Type type) {
     return "f";
   if (type.isInteger(64))
     return "l";
+  assert(type.isInteger(32) && "inline PTX operands are f32, i32 or i64");
   return "r";
 }
 
@@ -20,6 +21,8 @@ void AsmCall::append(const std::string &constraint) {
 }
 
 void AsmCall::addTied(ArrayRef<Value> values) {
+  // Tied inputs name outputs 0..n-1: they must be the first outputs.
+  assert(resultTypes.empty() && operands.empty() && "addTied must come first");
   for (Value value : values) {
     append(std::string("=") + constraintCode(value.getType()));
     resultTypes.push_back(value.getType());

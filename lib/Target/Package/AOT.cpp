@@ -61,8 +61,10 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << "} flashc_tensor;\n#endif\n\n"
     << "/* O = attention(q, k, v) in " << package.elementType
     << "; lse: f32 [batch, heads, query_len].\n"
-    << " * `stream` is a CUstream of the current device's primary context, or NULL\n"
-    << " * for the legacy default stream; the launch is asynchronous.\n"
+    << " * The kernel runs on the device $FLASHRT_DEVICE names (default 0), whose\n"
+    << " * primary context becomes the calling thread's current context; `stream`\n"
+    << " * is a CUstream of that context, or NULL for the legacy default stream.\n"
+    << " * The launch is asynchronous.\n"
     << " * Returns 0, or 2 for arguments the kernel does not take, 3 without a GPU\n"
     << " * or driver, 4 when the PTX does not JIT, 5 for other driver errors;\n"
     << " * flashc_" << name << "_error() then says why. */\n"
@@ -130,6 +132,13 @@ static llvm::Error writeFile(llvm::StringRef path, llvm::StringRef text) {
   if (error)
     return llvm::createStringError(error, "cannot write '" + path + "': " + error.message());
   os << text;
+  os.close();
+  if (os.has_error()) {
+    // Cleared, or the stream's destructor would abort the process.
+    error = os.error();
+    os.clear_error();
+    return llvm::createStringError(error, "cannot write '" + path + "': " + error.message());
+  }
   return llvm::Error::success();
 }
 

@@ -8,6 +8,7 @@
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Chrono.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -107,8 +108,12 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents) 
     os << contents;
     os.close();
     if (os.has_error()) {
+      // Cleared, or the stream's destructor would abort the process.
+      std::error_code error = os.error();
+      os.clear_error();
       llvm::sys::fs::remove(temporary);
-      return llvm::createStringError(os.error(), "cannot write " + temporary);
+      return llvm::createStringError(error, "cannot write " + temporary + ": " +
+                                                error.message());
     }
   }
   // Renaming within a directory is atomic.
@@ -130,9 +135,25 @@ std::string CompileCache::defaultDirectory() {
   else if (std::optional<std::string> home = llvm::sys::Process::GetEnv("HOME"))
     llvm::sys::path::append(path, *home, ".cache");
   else
-    path = ".";
+    llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/false, path);
   llvm::sys::path::append(path, "flashc");
   return std::string(path);
+}
+
+/// Which build of the compiler runs: the version does not change when the
+/// code generator does, so the running executable's size and modification
+/// time are part of every compile-cache key (a rebuild invalidates the cache).
+static const std::string &buildIdentity() {
+  static const std::string identity = [] {
+    static int anchor;
+    std::string path = llvm::sys::fs::getMainExecutable(nullptr, &anchor);
+    llvm::sys::fs::file_status status;
+    if (path.empty() || llvm::sys::fs::status(path, status))
+      return std::string("unknown-build");
+    return path + ":" + std::to_string(status.getSize()) + ":" +
+           std::to_string(llvm::sys::toTimeT(status.getLastModificationTime()));
+  }();
+  return identity;
 }
 
 std::string CompileCache::key(flash::KernelOp kernel, const nvptx::TargetOptions &options) {
@@ -141,7 +162,7 @@ std::string CompileCache::key(flash::KernelOp kernel, const nvptx::TargetOptions
   os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
      << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
-     << FLASHC_VERSION;
+     << FLASHC_VERSION << '|' << buildIdentity();
   return kernel.getSymName().str() + "-" +
          llvm::utohexstr(llvm::xxh3_64bits(text), /*LowerCase=*/true);
 }

@@ -20,7 +20,10 @@
 // CHECK: arith.select %[[SANY]], %[[MIN]]
 // CHECK: arith.select %[[SANY]], %[[BLOCK]]
 // CHECK: %[[END:.*]] = arith.addi %[[SCAN]]#1, %{{.*}} : i32
-// CHECK: scf.for %[[KT:.*]] = %[[SCAN]]#0 to %[[END]] step %{{.*}} iter_args(
+// Clamped to the original range.
+// CHECK: %[[FIRST:.*]] = arith.maxsi %[[SCAN]]#0, %{{.*}} : i32
+// CHECK: %[[LAST:.*]] = arith.minsi %[[END]], %{{.*}} : i32
+// CHECK: scf.for %[[KT:.*]] = %[[FIRST]] to %[[LAST]] step %{{.*}} iter_args(
 // Inside, the slice of any_visible (jlo <= ihi) is lowered first, in i32.
 // CHECK-NEXT: %[[ILO:.*]] = arith.muli %[[QT]], %{{.*}} : i32
 // CHECK-NEXT: %[[IHI:.*]] = arith.addi %[[ILO]], %{{.*}} : i32

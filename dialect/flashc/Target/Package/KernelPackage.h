@@ -30,14 +30,16 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef contents);
 
 /// A directory of kernel packages keyed by everything their PTX depends on:
 /// the kernel's flash IR (tile and element type included), the target
-/// options and the flashc version. Entries are written to a unique
+/// options, the flashc version and the build of the running compiler (its
+/// executable's size and modification time: a rebuild starts afresh). Entries are written to a unique
 /// temporary file and renamed into place, so concurrent writers never leave
 /// a torn file; an entry that does not parse or does not match its kernel is
 /// ignored with a warning and compiled again.
 class CompileCache {
 public:
   explicit CompileCache(std::string directory) : root(std::move(directory)) {}
-  /// $FLASHC_CACHE_DIR, else $XDG_CACHE_HOME/flashc, else $HOME/.cache/flashc.
+  /// $FLASHC_CACHE_DIR, else $XDG_CACHE_HOME/flashc, else $HOME/.cache/flashc,
+  /// else <temporary directory>/flashc.
   static std::string defaultDirectory();
   static std::string key(flash::KernelOp kernel, const nvptx::TargetOptions &options);
 
