@@ -35,6 +35,14 @@ std::string TileConfig::str() const {
   return text;
 }
 
+void TileConfig::applyTo(frontend::KernelOptions &kernel, nvptx::TargetOptions &target) const {
+  kernel.blockRows = blockRows;
+  kernel.blockCols = blockCols;
+  target.gemm = gemm;
+  target.kvCopy = kvCopy;
+  target.rowsPerWarp = rowsPerWarp;
+}
+
 bool TileConfig::operator==(const TileConfig &other) const {
   return blockRows == other.blockRows && blockCols == other.blockCols &&
          gemm == other.gemm && kvCopy == other.kvCopy && rowsPerWarp == other.rowsPerWarp;

@@ -18,6 +18,7 @@
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Interpreter/Interpreter.h"
 #include "flashc/Interpreter/Reference.h"
+#include "flashc/Target/NVPTX/TargetFlags.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Tuning.h"
 
@@ -54,14 +55,6 @@ cl::opt<std::string> tileSpec("tile", cl::desc("Tile shape Br=..,Bc=.. (default:
                               cl::cat(category));
 cl::opt<std::string> archOption("arch", cl::desc("sm_80 or sm_90a (default: from the GPU)"),
                                 cl::cat(category));
-cl::opt<std::string> gemmKind("gemm",
-                              cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, "
-                                       "mma.sync elsewhere), mma.sync or wgmma"),
-                              cl::init("auto"), cl::cat(category));
-cl::opt<std::string> kvCopy("kv-copy",
-                            cl::desc("How the wgmma kernel moves K and V blocks to shared "
-                                     "memory: tma (default) or cp.async"),
-                            cl::init("tma"), cl::cat(category));
 cl::opt<std::string> cacheDir("cache-dir",
                               cl::desc("Compile cache directory (default: $FLASHC_CACHE_DIR, "
                                        "else $XDG_CACHE_HOME/flashc or ~/.cache/flashc)"),
@@ -71,9 +64,7 @@ cl::opt<bool> noCache("no-cache", cl::desc("Compile without the compile cache"),
 cl::opt<bool> noTuningCache("no-tuning-cache",
                             cl::desc("Ignore flashc-tune's winners (use the default tile)"),
                             cl::cat(category));
-cl::opt<int> rowsPerWarp("rows-per-warp",
-                         cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
-                         cl::init(0), cl::cat(category));
+nvptx::TargetFlags targetFlags(category);
 cl::opt<std::string> layout("layout", cl::desc("Memory layout of q, k, v, o: bhsd or bshd"),
                             cl::init("bhsd"), cl::cat(category));
 cl::list<std::string> paramSpecs("param", cl::desc("NAME=VALUE"), cl::cat(category));
@@ -147,12 +138,8 @@ int main(int argc, char **argv) {
                                                    : llvm::StringRef(variantName);
 
     nvptx::TargetOptions target;
-    target.chip = !archOption.empty() ? archOption.getValue()
-                  : cc.major == 9     ? std::string("sm_90a")
-                                      : "sm_" + std::to_string(cc.major * 10 + cc.minor);
-    target.gemm = gemmKind;
-    target.kvCopy = kvCopy;
-    target.rowsPerWarp = rowsPerWarp;
+    target.chip = !archOption.empty() ? archOption.getValue() : nvptx::chipFor(cc.major, cc.minor);
+    targetFlags.applyTo(target);
     llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
     if (!gemm)
       die(2, "--gemm: " + llvm::toString(gemm.takeError()));
@@ -184,8 +171,7 @@ int main(int argc, char **argv) {
     // With no configuration asked for, a winner of flashc-tune for this
     // variant, shape bucket and GPU is used when the tuning cache has one.
     std::string configSource = "default";
-    bool configGiven = !tileSpec.empty() || gemmKind.getNumOccurrences() ||
-                       kvCopy.getNumOccurrences() || rowsPerWarp.getNumOccurrences();
+    bool configGiven = !tileSpec.empty() || targetFlags.given();
     if (!configGiven && !noTuningCache) {
       frontend::KernelOptions keyOptions = options;
       keyOptions.blockRows = tuning::kKeyTileRows;
@@ -206,11 +192,7 @@ int main(int argc, char **argv) {
       if (!warnings.empty())
         llvm::WithColor::warning(llvm::errs(), "flash-run") << warnings;
       if (entry) {
-        options.blockRows = entry->config.blockRows;
-        options.blockCols = entry->config.blockCols;
-        target.gemm = entry->config.gemm;
-        target.kvCopy = entry->config.kvCopy;
-        target.rowsPerWarp = entry->config.rowsPerWarp;
+        entry->config.applyTo(options, target);
         configSource = "tuned: " + entry->config.str() + " (" + tuned.path() + ")";
       }
     }

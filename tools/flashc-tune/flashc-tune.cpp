@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
       flashrt::ComputeCapability cc = gpu->device().computeCapability();
       computeCapability = cc.number();
       gpuName = gpu->device().name();
-      chip = cc.major == 9 ? "sm_90a" : "sm_" + std::to_string(cc.number());
+      chip = nvptx::chipFor(cc.major, cc.minor);
     } catch (const flashrt::Error &error) {
       die(flashrt::exitCodeFor(error.kind()), error.what());
     }
@@ -295,8 +295,9 @@ int main(int argc, char **argv) {
       continue;
     }
     frontend::KernelOptions options = keyOptions;
-    options.blockRows = c.config.blockRows;
-    options.blockCols = c.config.blockCols;
+    nvptx::TargetOptions target;
+    target.chip = chip;
+    c.config.applyTo(options, target);
     std::string diagnostics;
     {
       ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
@@ -318,11 +319,6 @@ int main(int argc, char **argv) {
           c.module = nullptr;
       }
       if (c.module) {
-        nvptx::TargetOptions target;
-        target.chip = chip;
-        target.gemm = c.config.gemm;
-        target.kvCopy = c.config.kvCopy;
-        target.rowsPerWarp = c.config.rowsPerWarp;
         int hits = 0;
         std::string cacheWarnings;
         FailureOr<std::vector<flashrt::KernelPackage>> packages =

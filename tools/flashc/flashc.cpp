@@ -16,6 +16,7 @@
 #include "flashc/Interpreter/Reference.h"
 #include "flashc/Interpreter/VariantReference.h"
 #include "flashc/Target/NVPTX/EmitPTX.h"
+#include "flashc/Target/NVPTX/TargetFlags.h"
 #include "flashc/Target/Package/AOT.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Tuning.h"
@@ -75,14 +76,6 @@ cl::opt<EmitKind> emitKind(
     cl::cat(flashcCategory));
 cl::opt<std::string> arch("arch", cl::desc("GPU target: sm_80 (also runs on sm_86/89/90) or sm_90a"),
                           cl::init("sm_90a"), cl::cat(flashcCategory));
-cl::opt<std::string> gemmKind("gemm",
-                              cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, "
-                                       "mma.sync elsewhere), mma.sync or wgmma"),
-                              cl::init("auto"), cl::cat(flashcCategory));
-cl::opt<std::string> kvCopy("kv-copy",
-                            cl::desc("How the wgmma kernel moves K and V blocks to shared "
-                                     "memory: tma (default) or cp.async"),
-                            cl::init("tma"), cl::cat(flashcCategory));
 cl::opt<std::string> tunedFor(
     "tuned-for",
     cl::desc("Use flashc-tune's winner for this GPU, e.g. \"NVIDIA H200:90\" (name:compute "
@@ -97,9 +90,7 @@ cl::opt<std::string> ptxasPath(
     "ptxas", cl::desc("ptxas for --emit=aot's cubin (default: ptxas on PATH, then "
                       "/usr/local/cuda/bin/ptxas; 'none' skips the cubin)"),
     cl::value_desc("path"), cl::cat(flashcCategory));
-cl::opt<int> rowsPerWarp("rows-per-warp",
-                         cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
-                         cl::init(0), cl::cat(flashcCategory));
+nvptx::TargetFlags targetFlags(flashcCategory);
 cl::opt<RunKind> runKind(
     "run", cl::desc("Execute the kernels and check them against the naive fp64 reference"),
     cl::init(RunKind::None),
@@ -246,9 +237,7 @@ int main(int argc, char **argv) {
     return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
   nvptx::TargetOptions target;
   target.chip = arch;
-  target.gemm = gemmKind;
-  target.kvCopy = kvCopy;
-  target.rowsPerWarp = rowsPerWarp;
+  targetFlags.applyTo(target);
   llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
   if (!gemm)
     return usageError("--gemm: " + llvm::toString(gemm.takeError()));
@@ -267,13 +256,15 @@ int main(int argc, char **argv) {
   // Which configuration: the command line's, else flashc-tune's winner for
   // this variant, shape bucket and GPU, else the default.
   std::string configSource = "default tile";
-  bool configGiven = tile->count("Br") || tile->count("Bc") || gemmKind.getNumOccurrences() ||
-                     kvCopy.getNumOccurrences() || rowsPerWarp.getNumOccurrences();
+  bool configGiven = tile->count("Br") || tile->count("Bc") || targetFlags.given();
   const frontend::Variant *only =
       !variantName.empty() ? ast->lookup(variantName)
       : ast->variants.size() == 1 ? &ast->variants.front() : nullptr;
   if (configGiven) {
     configSource = "command line";
+  } else if (emitKind < EmitKind::Gpu) {
+    // Tuned configs are per GPU: flash IR and the interpreter need no lookup
+    // (and no driver start-up).
   } else if (noTuningCache) {
     configSource = "default tile (--no-tuning-cache)";
   } else if (!only) {
@@ -311,11 +302,7 @@ int main(int argc, char **argv) {
       if (!warnings.empty())
         llvm::WithColor::warning(llvm::errs(), "flashc") << warnings;
       if (entry) {
-        options.blockRows = entry->config.blockRows;
-        options.blockCols = entry->config.blockCols;
-        target.gemm = entry->config.gemm;
-        target.kvCopy = entry->config.kvCopy;
-        target.rowsPerWarp = entry->config.rowsPerWarp;
+        entry->config.applyTo(options, target);
         configSource = "tuned for " + gpu + " (" + cache.path() + ")";
       } else if (key) {
         configSource = "default tile (no tuning cache entry for " + gpu + ", " +

@@ -16,6 +16,8 @@
 
 #include "flashc/Dialect/Flash/IR/FlashDialect.h"
 #include "flashc/Frontend/AST.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/Target/NVPTX/EmitPTX.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -35,6 +37,9 @@ struct TileConfig {
 
   /// "Br=64 Bc=128 wgmma tma" / "Br=128 Bc=64 mma.sync rpw=32".
   std::string str() const;
+  /// Compiles with this configuration: the tile into `kernel`, the GEMM
+  /// kind, K/V copy and rows per warp into `target`.
+  void applyTo(frontend::KernelOptions &kernel, nvptx::TargetOptions &target) const;
   bool operator==(const TileConfig &other) const;
 };
 

@@ -58,6 +58,10 @@ static gpu::GPUModuleOp findKernelModule(ModuleOp module) {
   return module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
 }
 
+std::string nvptx::chipFor(int major, int minor) {
+  return major == 9 ? std::string("sm_90a") : "sm_" + std::to_string(major * 10 + minor);
+}
+
 llvm::Expected<std::string> nvptx::selectGemm(const TargetOptions &options) {
   bool hasWgmma = options.chip == "sm_90a";
   if (options.gemm == "auto")

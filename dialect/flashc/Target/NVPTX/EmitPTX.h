@@ -113,6 +113,10 @@ void registerNVPTXDialects(mlir::DialectRegistry &registry);
 /// for flashc-opt.
 void registerNVPTXPasses();
 
+/// The chip a GPU of compute capability major.minor runs: sm_90a on Hopper
+/// (wgmma and TMA need the arch-specific target), else sm_<major><minor>.
+std::string chipFor(int major, int minor);
+
 /// The GEMM instruction family `options` selects ("mma.sync" or "wgmma"),
 /// or an error message for an unknown name or wgmma on a chip without it.
 llvm::Expected<std::string> selectGemm(const TargetOptions &options);

@@ -1,0 +1,33 @@
+//===- TargetFlags.h - The GPU target's command-line flags ------*- C++ -*-===//
+//
+// --gemm, --kv-copy and --rows-per-warp, declared once for every tool that
+// compiles kernels (flashc, flash-run). A tool owns one TargetFlags object
+// (a global, so its options register with the command line before parsing).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_TARGET_NVPTX_TARGETFLAGS_H
+#define FLASHC_TARGET_NVPTX_TARGETFLAGS_H
+
+#include "flashc/Target/NVPTX/EmitPTX.h"
+
+#include "llvm/Support/CommandLine.h"
+
+namespace flashc::nvptx {
+
+struct TargetFlags {
+  explicit TargetFlags(llvm::cl::OptionCategory &category);
+
+  llvm::cl::opt<std::string> gemm;
+  llvm::cl::opt<std::string> kvCopy;
+  llvm::cl::opt<int> rowsPerWarp;
+
+  /// Whether the command line chose any of them (then no tuned config
+  /// replaces them).
+  bool given() const;
+  /// Copies them into `options`.
+  void applyTo(TargetOptions &options) const;
+};
+
+} // namespace flashc::nvptx
+
+#endif // FLASHC_TARGET_NVPTX_TARGETFLAGS_H

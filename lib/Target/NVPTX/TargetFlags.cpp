@@ -1,0 +1,30 @@
+//===- TargetFlags.cpp - The GPU target's command-line flags --------------===//
+
+#include "flashc/Target/NVPTX/TargetFlags.h"
+
+using namespace flashc::nvptx;
+namespace cl = llvm::cl;
+
+TargetFlags::TargetFlags(cl::OptionCategory &category)
+    : gemm("gemm",
+           cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, mma.sync elsewhere), "
+                    "mma.sync or wgmma"),
+           cl::init("auto"), cl::cat(category)),
+      kvCopy("kv-copy",
+             cl::desc("How the wgmma kernel moves K and V blocks to shared memory: tma "
+                      "(default) or cp.async"),
+             cl::init("tma"), cl::cat(category)),
+      rowsPerWarp("rows-per-warp",
+                  cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
+                  cl::init(0), cl::cat(category)) {}
+
+bool TargetFlags::given() const {
+  return gemm.getNumOccurrences() || kvCopy.getNumOccurrences() ||
+         rowsPerWarp.getNumOccurrences();
+}
+
+void TargetFlags::applyTo(TargetOptions &options) const {
+  options.gemm = gemm;
+  options.kvCopy = kvCopy;
+  options.rowsPerWarp = rowsPerWarp;
+}
