@@ -28,9 +28,11 @@ namespace json = llvm::json;
 std::string TileConfig::str() const {
   std::string text = "Br=" + std::to_string(blockRows) + " Bc=" + std::to_string(blockCols) +
                      " " + gemm;
-  if (gemm == "wgmma")
+  if (gemm == "wgmma") {
     text += " " + kvCopy;
-  else if (rowsPerWarp)
+    if (kvCopy == "tma" && !overlapSoftmax)
+      text += " no-overlap";
+  } else if (rowsPerWarp)
     text += " rpw=" + std::to_string(rowsPerWarp);
   return text;
 }
@@ -41,11 +43,13 @@ void TileConfig::applyTo(frontend::KernelOptions &kernel, nvptx::TargetOptions &
   target.gemm = gemm;
   target.kvCopy = kvCopy;
   target.rowsPerWarp = rowsPerWarp;
+  target.overlapSoftmax = overlapSoftmax;
 }
 
 bool TileConfig::operator==(const TileConfig &other) const {
   return blockRows == other.blockRows && blockCols == other.blockCols &&
-         gemm == other.gemm && kvCopy == other.kvCopy && rowsPerWarp == other.rowsPerWarp;
+         gemm == other.gemm && kvCopy == other.kvCopy && rowsPerWarp == other.rowsPerWarp &&
+         overlapSoftmax == other.overlapSoftmax;
 }
 
 llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items) {
@@ -90,8 +94,14 @@ llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items
       error = words(space.gemm, {"wgmma", "mma.sync"});
     else if (key == "kv")
       error = words(space.kvCopy, {"tma", "cp.async"});
-    else
-      return fail("unknown knob '" + key + "' (knobs: Br, Bc, gemm, kv, rpw)");
+    else if (key == "overlap") {
+      std::vector<std::string> switches;
+      error = words(switches, {"on", "off"});
+      space.overlapSoftmax.clear();
+      for (const std::string &value : switches)
+        space.overlapSoftmax.push_back(value == "on");
+    } else
+      return fail("unknown knob '" + key + "' (knobs: Br, Bc, gemm, kv, overlap, rpw)");
     if (error)
       return std::move(error);
   }
@@ -105,11 +115,17 @@ std::vector<TileConfig> SearchSpace::enumerate() const {
       for (int64_t bc : blockCols) {
         // kv-copy is a knob of the wgmma kernel, rows-per-warp of mma.sync's.
         if (kind == "wgmma") {
-          for (const std::string &copy : kvCopy)
-            configs.push_back({br, bc, kind, copy, 0});
+          for (const std::string &copy : kvCopy) {
+            if (copy != "tma") {
+              configs.push_back({br, bc, kind, copy, 0, /*overlapSoftmax=*/false});
+              continue;
+            }
+            for (bool overlap : overlapSoftmax)
+              configs.push_back({br, bc, kind, copy, 0, overlap});
+          }
         } else {
           for (int64_t rows : rowsPerWarp)
-            configs.push_back({br, bc, kind, "cp.async", rows});
+            configs.push_back({br, bc, kind, "cp.async", rows, /*overlapSoftmax=*/false});
         }
       }
   return configs;
@@ -176,7 +192,8 @@ static json::Object toJson(const TuningEntry &entry) {
                               {"Bc", c.blockCols},
                               {"gemm", c.gemm},
                               {"kv_copy", c.kvCopy},
-                              {"rows_per_warp", c.rowsPerWarp}}},
+                              {"rows_per_warp", c.rowsPerWarp},
+                              {"overlap_softmax", c.overlapSoftmax}}},
       {"tflops", entry.tflops},
   };
 }
@@ -200,7 +217,8 @@ static std::optional<TuningEntry> fromJson(const json::Value &value) {
   TileConfig &c = entry.config;
   if (!configMap.map("Br", c.blockRows) || !configMap.map("Bc", c.blockCols) ||
       !configMap.map("gemm", c.gemm) || !configMap.map("kv_copy", c.kvCopy) ||
-      !configMap.map("rows_per_warp", c.rowsPerWarp))
+      !configMap.map("rows_per_warp", c.rowsPerWarp) ||
+      !configMap.mapOptional("overlap_softmax", c.overlapSoftmax))
     return std::nullopt;
   if (c.blockRows <= 0 || c.blockCols <= 0 || (c.gemm != "wgmma" && c.gemm != "mma.sync") ||
       (c.kvCopy != "tma" && c.kvCopy != "cp.async"))

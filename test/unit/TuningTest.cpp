@@ -22,29 +22,39 @@ TEST(SearchSpaceTest, EnumeratesTheProductWithoutSynonyms) {
       {"Br=64,128", "Bc=32,64,128", "gemm=wgmma,mma.sync", "kv=tma,cp.async", "rpw=16,32"});
   ASSERT_TRUE(bool(space)) << llvm::toString(space.takeError());
   std::vector<TileConfig> configs = space->enumerate();
-  // wgmma: 2 x 3 x 2 kv copies; mma.sync: 2 x 3 x 2 rows-per-warp.
-  EXPECT_EQ(configs.size(), 24u);
+  // wgmma: 2 x 3 x (TMA with and without overlap, cp.async); mma.sync:
+  // 2 x 3 x 2 rows-per-warp.
+  EXPECT_EQ(configs.size(), 30u);
   for (const TileConfig &config : configs) {
     if (config.gemm == "wgmma")
       EXPECT_EQ(config.rowsPerWarp, 0) << config.str();
     else
       EXPECT_EQ(config.kvCopy, "cp.async") << config.str();
+    if (config.kvCopy != "tma")
+      EXPECT_FALSE(config.overlapSoftmax) << config.str();
   }
-  EXPECT_EQ(configs.front().str(), "Br=64 Bc=32 wgmma tma");
+  EXPECT_EQ(configs[0].str(), "Br=64 Bc=32 wgmma tma");
+  EXPECT_EQ(configs[1].str(), "Br=64 Bc=32 wgmma tma no-overlap");
+  EXPECT_EQ(configs[2].str(), "Br=64 Bc=32 wgmma cp.async");
   EXPECT_EQ(configs.back().str(), "Br=128 Bc=128 mma.sync rpw=32");
 }
 
 TEST(SearchSpaceTest, DefaultsAndBadItems) {
   llvm::Expected<SearchSpace> defaults = SearchSpace::parse({});
   ASSERT_TRUE(bool(defaults));
-  EXPECT_EQ(defaults->enumerate().size(), 6u);
+  EXPECT_EQ(defaults->enumerate().size(), 12u);
+  llvm::Expected<SearchSpace> overlapOnly = SearchSpace::parse({"overlap=on"});
+  ASSERT_TRUE(bool(overlapOnly));
+  EXPECT_EQ(overlapOnly->enumerate().size(), 6u);
   auto error = [](std::vector<std::string> items) {
     llvm::Expected<SearchSpace> space = SearchSpace::parse(items);
     return space ? std::string() : llvm::toString(space.takeError());
   };
   EXPECT_EQ(error({"Br=64,x"}), "--space: 'Br=64,x': 'x' is not a non-negative integer");
   EXPECT_EQ(error({"stages=2,3"}),
-            "--space: 'stages=2,3': unknown knob 'stages' (knobs: Br, Bc, gemm, kv, rpw)");
+            "--space: 'stages=2,3': unknown knob 'stages' (knobs: Br, Bc, gemm, kv, overlap, rpw)");
+  EXPECT_EQ(error({"overlap=maybe"}),
+            "--space: 'overlap=maybe': 'maybe' is not one of on, off");
   EXPECT_EQ(error({"gemm=mfma"}),
             "--space: 'gemm=mfma': 'mfma' is not one of wgmma, mma.sync");
   EXPECT_EQ(error({"Bc="}), "--space: 'Bc=': expected KNOB=VALUE[,VALUE...]");

@@ -1,7 +1,8 @@
 //===- flashc-tune.cpp - Autotune tile configurations on the GPU ----------===//
 //
 //   flashc-tune causal.flash --shape B=4,H=16,N=4096,D=128 [--causal]
-//       [--space Br=64,128 Bc=32,64,128 gemm=wgmma,mma.sync kv=tma,cp.async rpw=16,32]
+//       [--space Br=64,128 Bc=32,64,128 gemm=wgmma,mma.sync kv=tma,cp.async overlap=on,off
+//                rpw=16,32]
 //       [--budget 60s]
 //
 // Enumerates the configurations of the space (plus the default one),
@@ -62,8 +63,8 @@ cl::opt<std::string> checkShapeSpec(
     cl::cat(category));
 cl::list<std::string> spaceItems(
     "space", cl::desc("Knob=values lists: Br=64,128 Bc=32,64,128 gemm=wgmma,mma.sync "
-                      "kv=tma,cp.async rpw=16,32 (default: Br=64,128 Bc=32,64,128 gemm=wgmma "
-                      "kv=tma)"),
+                      "kv=tma,cp.async overlap=on,off rpw=16,32 (default: Br=64,128 Bc=32,64,128 "
+                      "gemm=wgmma kv=tma overlap=on,off)"),
     cl::cat(category));
 cl::opt<std::string> dtype("dtype", cl::desc("Element type: must be the variant's (bf16, f16)"),
                            cl::cat(category));

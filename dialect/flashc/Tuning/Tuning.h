@@ -1,7 +1,8 @@
 //===- Tuning.h - Tile configurations, their space and their cache -*- C++ -*-===//
 //
 // The knobs flashc-tune searches: the tile (Br, Bc), the GEMM kind (wgmma
-// or mma.sync), how the wgmma kernel moves K/V (TMA or cp.async) and the
+// or mma.sync), how the wgmma kernel moves K/V (TMA or cp.async), whether
+// it overlaps the softmax with the previous block's P·V (TMA only) and the
 // rows per warp of the mma.sync kernel. Warps follow from Br (one warpgroup
 // per 64 rows on wgmma, Br / rows-per-warp on mma.sync) and the copy
 // pipeline has a fixed depth, so neither is a separate knob.
@@ -34,8 +35,10 @@ struct TileConfig {
   std::string gemm = "wgmma";   // "wgmma" or "mma.sync"
   std::string kvCopy = "tma";   // wgmma: "tma" or "cp.async"
   int64_t rowsPerWarp = 0;      // mma.sync: 16, 32 or 0 (auto)
+  bool overlapSoftmax = true;   // wgmma with TMA
 
-  /// "Br=64 Bc=128 wgmma tma" / "Br=128 Bc=64 mma.sync rpw=32".
+  /// "Br=64 Bc=128 wgmma tma" / "Br=64 Bc=64 wgmma tma no-overlap" /
+  /// "Br=128 Bc=64 mma.sync rpw=32".
   std::string str() const;
   /// Compiles with this configuration: the tile into `kernel`, the GEMM
   /// kind, K/V copy and rows per warp into `target`.
@@ -50,13 +53,16 @@ struct SearchSpace {
   std::vector<std::string> gemm = {"wgmma"};
   std::vector<std::string> kvCopy = {"tma"};
   std::vector<int64_t> rowsPerWarp = {0};
+  std::vector<bool> overlapSoftmax = {true, false};
 
-  /// Parses "Br=64,128 Bc=32,64 gemm=wgmma,mma.sync kv=tma,cp.async rpw=16,32"
+  /// Parses "Br=64,128 Bc=32,64 gemm=wgmma,mma.sync kv=tma,cp.async
+  /// overlap=on,off rpw=16,32"
   /// (any subset, in any order; the rest keeps its default). Errors name
   /// the item.
   static llvm::Expected<SearchSpace> parse(llvm::ArrayRef<std::string> items);
   /// Every combination, without combinations that mean the same kernel
-  /// (kv-copy and rows-per-warp apply to one GEMM kind each).
+  /// (kv-copy and rows-per-warp apply to one GEMM kind each, overlap to
+  /// TMA).
   std::vector<TileConfig> enumerate() const;
 };
 

@@ -453,20 +453,29 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
     narrowToVisibleBlocks(skipMask, loop, lower, upper);
     loc = loop.getLoc();
   }
+  bool deferred = pipelined && state.valueLoad && defersAccumulate(loop, skipMask);
   if (pipelined) {
+    keyLoopBegin = lower;
     keyLoopEnd = upper;
     issueKVCopy(state.keyLoad, lower);
+    if (deferred)
+      startDeferredCopies();
     // With Q in registers, K(lower)'s cp.async group may stay in flight.
     if (queryLoad && !queryAcquired && acquireQueryBeforeLoop())
       acquireQuery(/*pendingGroups=*/config.qInRegisters ? 1 : 0);
   }
 
+  size_t flashInits = inits.size();
+  if (deferred)
+    inits.append(deferredState());
   auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(newLoop.getBody());
   scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(), newLoop.getRegionIterArgs())))
     return failure();
+  if (deferred)
+    setDeferredState(newLoop.getRegionIterArgs().drop_front(flashInits));
 
   KVPipeline *outer = pipeline;
   if (pipelined) {
@@ -481,7 +490,7 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   // CTA, computed ahead of the body); otherwise the CTA evaluates the mask
   // and votes with one bar.red.or.
   scf::IfOp skip;
-  if (flash::MaskOp mask = skipMask) {
+  if (flash::MaskOp mask = deferred ? flash::MaskOp() : skipMask) {
     loc = mask.getLoc();
     Value visible = mask.isClassified() ? hoistAnyVisible(mask, loop) : Value();
     if (!visible) {
@@ -517,6 +526,8 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
       yielded.push_back(mapped);
     }
   }
+  if (deferred)
+    yielded.append(deferredState());
   loc = loop.getLoc();
   scf::YieldOp::create(b, loc, yielded);
   if (skip) {
@@ -525,7 +536,11 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
   }
 
   b.setInsertionPointAfter(newLoop);
-  return mapFlattened(loop, loop.getResults(), newLoop.getResults());
+  if (failed(mapFlattened(loop, loop.getResults(), newLoop.getResults())))
+    return failure();
+  if (!deferred)
+    return success();
+  return finishDeferredAccumulate(loop, newLoop.getResults().drop_front(flashInits));
 }
 
 LogicalResult SM80Emitter::mapFlattened(Operation *user, ValueRange originals,

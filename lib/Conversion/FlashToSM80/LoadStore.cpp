@@ -214,11 +214,17 @@ void SM80Emitter::acquireQuery(int64_t pendingGroups) {
   queryAcquired = true;
 }
 
-LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
+LogicalResult SM80Emitter::checkKVUse(Operation *user, const TileValue &tile) {
   if (!pipeline || (tile.source != pipeline->keyLoad && tile.source != pipeline->valueLoad))
     return error(user, "uses a K/V block outside its key loop");
   if (user->getBlock() != tile.source->getBlock())
     return error(user, "K/V blocks must be used in the block that loads them");
+  return success();
+}
+
+LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
+  if (failed(checkKVUse(user, tile)))
+    return failure();
   KVPipeline &state = *pipeline;
   auto acquireKey = [&] {
     if (state.keyAcquired)

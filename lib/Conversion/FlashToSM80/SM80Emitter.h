@@ -58,6 +58,11 @@ struct KernelConfig {
   /// swizzled panels, described by two tensor maps passed as grid-constant
   /// kernel parameters, and complete on two mbarriers after the tiles.
   bool kvTensorMaps = false;
+  /// sm90 with kvTensorMaps: the P·V GEMM of key block j is issued after the
+  /// Q·Kᵀ GEMM of block j + 1 and runs under block j + 1's softmax (FA3's
+  /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
+  /// land while P·V(j) reads V(j).
+  bool deferPV = false;
 
   /// sm80: shared-memory rows are padded by 16 bytes so that the 8 row
   /// addresses of an ldmatrix fall into 8 distinct groups of 4 banks.
@@ -68,10 +73,15 @@ struct KernelConfig {
   int64_t qSmemOffset() const { return 0; }
   int64_t kSmemOffset() const { return br * tileRowBytes(); }
   int64_t vSmemOffset() const { return kSmemOffset() + bc * tileRowBytes(); }
+  int64_t valueBuffers() const { return deferPV ? 2 : 1; }
+  int64_t valueBufferBytes() const { return bc * tileRowBytes(); }
   int64_t sharedBytes() const {
-    return barrierSmemOffset() + (kvTensorMaps ? 16 : 0) + (swizzled ? 1024 : 0);
+    return barrierSmemOffset() + (kvTensorMaps ? 8 * (1 + valueBuffers()) : 0) +
+           (swizzled ? 1024 : 0);
   }
-  int64_t barrierSmemOffset() const { return vSmemOffset() + bc * tileRowBytes(); }
+  int64_t barrierSmemOffset() const {
+    return vSmemOffset() + valueBuffers() * valueBufferBytes();
+  }
   int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
   int64_t accTiles() const { return headDim / 8; }
   int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
@@ -254,13 +264,41 @@ public:
   /// Whether the Q copy is waited for before the key loop (else at the
   /// first K wait, which covers it when both are cp.async).
   virtual bool acquireQueryBeforeLoop() { return config.qInRegisters; }
-  /// The end of the key-block range of the loop being lowered (i32).
-  mlir::Value keyLoopEnd;
+  /// The key-block range [keyLoopBegin, keyLoopEnd) of the loop being
+  /// lowered, after narrowing (i32).
+  mlir::Value keyLoopBegin, keyLoopEnd;
   /// Waits for the Q copy and, with q-in-registers, loads its fragments.
   /// `pendingGroups` cp.async groups committed after Q may stay in flight.
   void acquireQuery(int64_t pendingGroups);
   /// Makes a K or V block usable by the GEMMs (see KVPipeline).
-  mlir::LogicalResult acquireKV(mlir::Operation *user, const TileValue &tile);
+  virtual mlir::LogicalResult acquireKV(mlir::Operation *user, const TileValue &tile);
+  /// Checks that `user` may use the K/V block `tile` (loaded by this loop,
+  /// in the same block).
+  mlir::LogicalResult checkKVUse(mlir::Operation *user, const TileValue &tile);
+
+  /// Software pipelining of P·V across iterations (sm90, config.deferPV).
+  /// Whether the K/V loop `loop` defers its accumulate; asked once the
+  /// range is final. A deferring loop has no skip branch inside its range:
+  /// a block whose scores the mask removes entirely leaves (m, l, A)
+  /// unchanged anyway.
+  virtual bool defersAccumulate(mlir::scf::ForOp loop, flash::MaskOp skipMask) {
+    return false;
+  }
+  /// The copies a deferring loop starts before its first iteration beyond
+  /// K(first).
+  virtual void startDeferredCopies() {}
+  /// The values the deferral carries across iterations (appended to the
+  /// loop's iter_args): their initial values before the loop, their next
+  /// values at the yield.
+  virtual llvm::SmallVector<mlir::Value> deferredState() { return {}; }
+  /// Binds the deferral's carried values inside the body.
+  virtual void setDeferredState(mlir::ValueRange values) {}
+  /// After the loop: the last block's pending P·V, added to the loop's
+  /// accumulator result (`results` are the carried values at the exit).
+  virtual mlir::LogicalResult finishDeferredAccumulate(mlir::scf::ForOp loop,
+                                                       mlir::ValueRange results) {
+    return mlir::success();
+  }
   void beginPipeline(mlir::scf::ForOp loop, KVPipeline &state);
 
   // MMA.cpp: the two GEMMs on mma.sync.

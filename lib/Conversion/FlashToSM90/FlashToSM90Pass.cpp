@@ -22,7 +22,8 @@ using namespace flashc::sm80;
 
 namespace {
 
-FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy) {
+FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
+                                     bool overlapSoftmax) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
@@ -45,6 +46,16 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy) {
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
   config.kvTensorMaps = kvCopy == "tma";
+  // The second V buffer only where a key loop can use it, and only if the
+  // tiles still fit.
+  if (overlapSoftmax && config.kvTensorMaps) {
+    kernel.walk([&](scf::ForOp loop) {
+      if (sm90::deferrableAccumulate(loop))
+        config.deferPV = true;
+    });
+    if (config.sharedBytes() > kMaxSharedBytes)
+      config.deferPV = false;
+  }
   if (config.sharedBytes() > kMaxSharedBytes)
     return fail("the tiles need " + Twine(config.sharedBytes()) +
                 " bytes of shared memory, more than a block can have");
@@ -58,7 +69,7 @@ struct ConvertFlashToSM90Pass
   void runOnOperation() override {
     auto makeEmitter = [&](flash::KernelOp kernel,
                            gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
-      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy);
+      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy, overlapSoftmax);
       if (failed(config))
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);

@@ -44,13 +44,33 @@ public:
   mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
                                       mlir::Value probs, mlir::Value value) override;
 
+  // DeferredAccumulate.cpp (config.deferPV)
+  bool defersAccumulate(mlir::scf::ForOp loop, flash::MaskOp skipMask) override;
+  void startDeferredCopies() override;
+  llvm::SmallVector<mlir::Value> deferredState() override;
+  void setDeferredState(mlir::ValueRange values) override;
+  mlir::LogicalResult finishDeferredAccumulate(mlir::scf::ForOp loop,
+                                               mlir::ValueRange results) override;
+  mlir::LogicalResult acquireKV(mlir::Operation *user, const sm80::TileValue &tile) override;
+
 private:
   /// Shared-space byte addresses (i64) of the Q tile of this thread's
   /// warpgroup, of the K and of the V buffer.
   mlir::Value queryAddress, keyAddress, valueAddress;
+  /// With deferPV: the second V buffer.
+  mlir::Value secondValueAddress;
   /// With kvTensorMaps: the mbarriers the K and V copies complete on
   /// (32-bit shared addresses) and "this thread issues the copies".
   mlir::Value keyBarrier, valueBarrier, isCopyThread;
+  /// With deferPV: the barrier of the second V buffer.
+  mlir::Value secondValueBarrier;
+
+  /// The loop being lowered defers P·V (DeferredAccumulate.cpp): its fused
+  /// accumulate and V load, and the packed P of the block whose P·V is
+  /// pending (zeros before the first block).
+  flash::RescaleAccumulateOp deferredOp;
+  flash::LoadKVOp deferredValueLoad;
+  llvm::SmallVector<mlir::Value> pendingProbs;
 
   /// Thread 0 initializes both mbarriers (one arrival per phase); the CTA
   /// synchronizes before anyone waits on them.
@@ -58,6 +78,17 @@ private:
   /// Waits until the phase of `barrier` for the current key block is
   /// complete (parity: key blocks since the loop's first, mod 2).
   void waitForPhase(mlir::Value barrier);
+  /// Waits until the phase of `barrier` with parity `parity` (i32 0/1) is
+  /// complete.
+  void waitForPhase(mlir::Value barrier, mlir::Value parity);
+  /// Key blocks from the loop's first to `keyTile` (i32; the loop has unit
+  /// step).
+  mlir::Value blockOrdinal(mlir::Value keyTile);
+  /// With deferPV: the V buffer (address, barrier, phase parity) of the
+  /// block `ordinal` blocks after the loop's first: buffer ordinal mod 2,
+  /// phase ordinal / 2 mod 2. For ordinal -1 the parity is 1, which a fresh
+  /// barrier reports complete at once.
+  std::tuple<mlir::Value, mlir::Value, mlir::Value> valueBuffer(mlir::Value ordinal);
 
   /// A 128-byte-swizzle matrix descriptor for the operand at `address` +
   /// `offset` bytes with leading/stride byte offsets `lbo`/`sbo`.
@@ -72,10 +103,38 @@ private:
                                           mlir::Value aDescriptor,
                                           llvm::ArrayRef<mlir::Value> aRegs,
                                           mlir::Value bDescriptor, bool transposeB);
-  /// wgmma.commit_group + wgmma.wait_group 0; returns the accumulators,
-  /// readable from here on.
-  llvm::SmallVector<mlir::Value> commitAndWait(llvm::ArrayRef<mlir::Value> acc);
+  /// wgmma.commit_group: closes the group of the wgmmas issued since the
+  /// last one; `regs` are returned as they are (still in flight).
+  llvm::SmallVector<mlir::Value> commit(llvm::ArrayRef<mlir::Value> regs);
+  /// wgmma.wait_group `pending`: returns `regs` (accumulators, register A
+  /// operands) tied through the wait, readable or reusable from here on when
+  /// their group is no longer among the `pending` most recent.
+  llvm::SmallVector<mlir::Value> waitGroup(int64_t pending, llvm::ArrayRef<mlir::Value> regs);
+  /// S = Q·K(current block)ᵀ, issued and committed: the scores in flight.
+  llvm::SmallVector<mlir::Value> issueQK();
+  /// The A fragments of P·V: the Br x Bc probabilities `probs`, packed to
+  /// 16-bit pairs.
+  llvm::SmallVector<mlir::Value> packProbabilities(mlir::Value probs);
+  /// acc += P·V with the V block at shared address `valueBuffer` (i64),
+  /// issued and committed: the accumulators in flight.
+  llvm::SmallVector<mlir::Value> issuePV(llvm::ArrayRef<mlir::Value> acc,
+                                         llvm::ArrayRef<mlir::Value> packedProbs,
+                                         mlir::Value valueBuffer);
+  /// Deferred: after Q·K(j)ᵀ is issued, P·V(j - 1) is issued (not in the
+  /// loop's first iteration), then the scores are waited for; returns them.
+  llvm::SmallVector<mlir::Value> issuePendingPV(llvm::ArrayRef<mlir::Value> scores);
+  /// Deferred accumulate of block j: waits for P·V(j - 1), lets V(j + 1)
+  /// replace V(j - 1), scales A by α and keeps P(j) pending.
+  mlir::LogicalResult lowerDeferredAccumulate(mlir::Operation *op, mlir::Value acc,
+                                              mlir::Value alpha, mlir::Value probs,
+                                              mlir::Value value);
 };
+
+/// The fused accumulate of `loop` when the loop can defer its P·V by one
+/// block (DeferredAccumulate.cpp): unit step, one Q·Kᵀ, only classified
+/// masks, and the accumulator a loop-carried value updated by exactly one
+/// rescale_accumulate with a V block of this loop. Null otherwise.
+flash::RescaleAccumulateOp deferrableAccumulate(mlir::scf::ForOp loop);
 
 } // namespace flashc::sm90
 

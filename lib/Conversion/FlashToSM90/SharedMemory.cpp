@@ -40,6 +40,8 @@ void SM90Emitter::emitSharedMemoryLayout() {
                      toI64(mul(warpgroup, i32(64 * 128))));
   keyAddress = add(aligned, i64(config.kSmemOffset()));
   valueAddress = add(aligned, i64(config.vSmemOffset()));
+  if (config.deferPV)
+    secondValueAddress = add(valueAddress, i64(config.valueBufferBytes()));
   if (config.kvTensorMaps)
     initializeBarriers(aligned);
 }

@@ -33,12 +33,17 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
                                        add(sharedBase, i64(config.barrierSmemOffset())));
   keyBarrier = base;
   valueBarrier = add(base, i32(8));
+  SmallVector<Value> barriers = {keyBarrier, valueBarrier};
+  if (config.deferPV) {
+    secondValueBarrier = add(base, i32(16));
+    barriers.push_back(secondValueBarrier);
+  }
   isCopyThread = cmpI(arith::CmpIPredicate::eq, tid, i32(0));
   auto init = scf::IfOp::create(b, loc, isCopyThread, /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(init.thenBlock()->getTerminator());
-    for (Value barrier : {keyBarrier, valueBarrier}) {
+    for (Value barrier : barriers) {
       AsmCall call;
       call.addInput(barrier);
       call.emit(b, loc, "mbarrier.init.shared::cta.b64 [$0], 1;");
@@ -53,10 +58,12 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
     return SM80Emitter::issueKVCopy(op, keyTile);
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   Value barrier = isKey ? keyBarrier : valueBarrier;
+  Value address = isKey ? keyAddress : valueAddress;
+  if (!isKey && deferredOp)
+    std::tie(address, barrier, std::ignore) = valueBuffer(blockOrdinal(keyTile));
   Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                              isKey ? kTensorMap : vTensorMap);
-  Value destination = arith::TruncIOp::create(b, loc, b.getI32Type(),
-                                              isKey ? keyAddress : valueAddress);
+  Value destination = arith::TruncIOp::create(b, loc, b.getI32Type(), address);
   Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
   Value firstRow = mul(keyTile, i32(config.bc));
   // No copy past the loop's last block: a CTA must not exit with one in
@@ -88,11 +95,27 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
   }
 }
 
+Value SM90Emitter::blockOrdinal(Value keyTile) {
+  return arith::SubIOp::create(b, loc, keyTile, keyLoopBegin);
+}
+
+std::tuple<Value, Value, Value> SM90Emitter::valueBuffer(Value ordinal) {
+  Value second = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, ordinal, i32(1)),
+                      i32(0));
+  Value parity =
+      arith::AndIOp::create(b, loc, arith::ShRSIOp::create(b, loc, ordinal, i32(1)), i32(1));
+  return {select(second, secondValueAddress, valueAddress),
+          select(second, secondValueBarrier, valueBarrier), parity};
+}
+
 void SM90Emitter::waitForPhase(Value barrier) {
   Value blocks = arith::DivUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, pipeline->inductionVar, pipeline->lowerBound),
       pipeline->step);
-  Value parity = arith::AndIOp::create(b, loc, blocks, i32(1));
+  waitForPhase(barrier, arith::AndIOp::create(b, loc, blocks, i32(1)));
+}
+
+void SM90Emitter::waitForPhase(Value barrier, Value parity) {
   AsmCall wait;
   wait.addInput(barrier);
   wait.addInput(parity);

@@ -78,17 +78,18 @@ SmallVector<Value> SM90Emitter::mmaAsync(int64_t n, ArrayRef<Value> acc, Value a
   return call.emit(b, loc, text);
 }
 
-SmallVector<Value> SM90Emitter::commitAndWait(ArrayRef<Value> acc) {
-  AsmCall commit;
-  commit.emit(b, loc, "wgmma.commit_group.sync.aligned;");
-  AsmCall wait;
-  wait.addTied(acc);
-  return wait.emit(b, loc, "wgmma.wait_group.sync.aligned 0;");
+SmallVector<Value> SM90Emitter::commit(ArrayRef<Value> regs) {
+  AsmCall().emit(b, loc, "wgmma.commit_group.sync.aligned;");
+  return SmallVector<Value>(regs);
 }
 
-LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
-  if (failed(checkQKDot(op)))
-    return failure();
+SmallVector<Value> SM90Emitter::waitGroup(int64_t pending, ArrayRef<Value> regs) {
+  AsmCall wait;
+  wait.addTied(regs);
+  return wait.emit(b, loc, llvm::formatv("wgmma.wait_group.sync.aligned {0};", pending).str());
+}
+
+SmallVector<Value> SM90Emitter::issueQK() {
   fence({});
   SmallVector<Value> acc;
   for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
@@ -97,35 +98,54 @@ LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
     Value k = descriptor(keyAddress, panel * config.bc * 128 + column, 16, 1024);
     acc = mmaAsync(config.bc, acc, a, {}, k, /*transposeB=*/false);
   }
-  acc = commitAndWait(acc);
-  defineAccumTile(op.getResult(), acc, config.bc, op.getScale().convertToFloat());
+  return commit(acc);
+}
+
+SmallVector<Value> SM90Emitter::packProbabilities(Value probs) {
+  // P in registers: the S accumulators of n-tiles 2k and 2k+1, packed in
+  // pairs, are the A fragment of k-step k (as for mma.sync).
+  const SmallVector<Value> &p = tiles.find(probs)->second.regs;
+  SmallVector<Value> packed;
+  for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
+    const Value *lo = &p[8 * kStep], *hi = lo + 4;
+    for (auto [x, y] : {std::pair{lo[0], lo[1]}, {lo[2], lo[3]}, {hi[0], hi[1]}, {hi[2], hi[3]}})
+      packed.push_back(packHalves(x, y));
+  }
+  return packed;
+}
+
+SmallVector<Value> SM90Emitter::issuePV(ArrayRef<Value> acc, ArrayRef<Value> packedProbs,
+                                        Value valueBuffer) {
+  SmallVector<Value> operands(acc);
+  operands.append(packedProbs.begin(), packedProbs.end());
+  operands = fence(operands);
+  SmallVector<Value> regs(operands.begin(), operands.begin() + acc.size());
+  ArrayRef<Value> probs = ArrayRef<Value>(operands).drop_front(acc.size());
+  for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
+    Value v = descriptor(valueBuffer, kStep * 16 * 128, config.bc * 128, 1024);
+    regs = mmaAsync(config.headDim, regs, Value(), probs.slice(4 * kStep, 4), v,
+                    /*transposeB=*/true);
+  }
+  return commit(regs);
+}
+
+LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
+  if (failed(checkQKDot(op)))
+    return failure();
+  SmallVector<Value> scores = issueQK();
+  scores = deferredOp ? issuePendingPV(scores) : waitGroup(0, scores);
+  defineAccumTile(op.getResult(), scores, config.bc, op.getScale().convertToFloat());
   return success();
 }
 
 LogicalResult SM90Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha, Value probs,
                                            Value value) {
+  if (deferredOp && op == deferredOp.getOperation())
+    return lowerDeferredAccumulate(op, acc, alpha, probs, value);
   FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
   if (failed(scaled))
     return failure();
-  // P in registers: the S accumulators of n-tiles 2k and 2k+1, packed in
-  // pairs, are the A fragment of k-step k (as for mma.sync).
-  const SmallVector<Value> &p = tiles.find(probs)->second.regs;
-  int64_t kSteps = config.bc / 16;
-  SmallVector<Value> operands = std::move(*scaled);
-  int64_t accCount = operands.size();
-  for (int64_t kStep = 0; kStep < kSteps; ++kStep) {
-    const Value *lo = &p[8 * kStep], *hi = lo + 4;
-    for (auto [x, y] : {std::pair{lo[0], lo[1]}, {lo[2], lo[3]}, {hi[0], hi[1]}, {hi[2], hi[3]}})
-      operands.push_back(packHalves(x, y));
-  }
-  operands = fence(operands);
-  SmallVector<Value> regs(operands.begin(), operands.begin() + accCount);
-  for (int64_t kStep = 0; kStep < kSteps; ++kStep) {
-    ArrayRef<Value> a = ArrayRef<Value>(operands).slice(accCount + 4 * kStep, 4);
-    Value v = descriptor(valueAddress, kStep * 16 * 128, config.bc * 128, 1024);
-    regs = mmaAsync(config.headDim, regs, Value(), a, v, /*transposeB=*/true);
-  }
-  regs = commitAndWait(regs);
-  defineAccumTile(op->getResult(0), regs, config.headDim);
+  SmallVector<Value> regs = issuePV(*scaled, packProbabilities(probs), valueAddress);
+  defineAccumTile(op->getResult(0), waitGroup(0, regs), config.headDim);
   return success();
 }

@@ -91,6 +91,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   if (*gemm == "wgmma") {
     ConvertFlashToSM90Options sm90;
     sm90.kvCopy = options.kvCopy;
+    sm90.overlapSoftmax = options.overlapSoftmax;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;

@@ -14,17 +14,23 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
              cl::desc("How the wgmma kernel moves K and V blocks to shared memory: tma "
                       "(default) or cp.async"),
              cl::init("tma"), cl::cat(category)),
+      overlapSoftmax("overlap-softmax",
+                     cl::desc("wgmma kernel with TMA: issue P·V of key block j after Q·Kᵀ of "
+                              "block j+1, so it runs under that block's softmax (default on)"),
+                     cl::init(true), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                   cl::init(0), cl::cat(category)) {}
 
 bool TargetFlags::given() const {
   return gemm.getNumOccurrences() || kvCopy.getNumOccurrences() ||
+         overlapSoftmax.getNumOccurrences() ||
          rowsPerWarp.getNumOccurrences();
 }
 
 void TargetFlags::applyTo(TargetOptions &options) const {
   options.gemm = gemm;
   options.kvCopy = kvCopy;
+  options.overlapSoftmax = overlapSoftmax;
   options.rowsPerWarp = rowsPerWarp;
 }

@@ -36,12 +36,20 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       after the aux tensors. `kv-copy=cp.async` copies them with cp.async
       like Q.
 
+    - With `overlap-softmax` (the default, with TMA) the key loop is
+      software-pipelined: P·V of block j is issued right after Q·Kᵀ of
+      block j + 1 and completes while block j + 1's softmax runs
+      (`wgmma.wait_group 1`), with V double-buffered.
+
     Supported: bf16/f16, D = 64, 96, 128, 256, Br a multiple of 64 (at most
     256), Bc a multiple of 16 up to 256. Requires sm_90a.
   }];
   let options = [
     Option<"kvCopy", "kv-copy", "std::string", /*default=*/"\"tma\"",
            "How K and V blocks reach shared memory: tma or cp.async">,
+    Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"true",
+           "With kv-copy=tma: issue P·V of key block j after Q·Kᵀ of block "
+           "j + 1 so it runs under block j + 1's softmax (two V buffers)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
