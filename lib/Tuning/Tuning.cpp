@@ -30,8 +30,8 @@ std::string TileConfig::str() const {
                      " " + gemm;
   if (gemm == "wgmma") {
     text += " " + kvCopy;
-    if (kvCopy == "tma" && !overlapSoftmax)
-      text += " no-overlap";
+    if (kvCopy == "tma" && overlapSoftmax)
+      text += " overlap";
   } else if (rowsPerWarp)
     text += " rpw=" + std::to_string(rowsPerWarp);
   return text;

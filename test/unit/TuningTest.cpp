@@ -34,7 +34,7 @@ TEST(SearchSpaceTest, EnumeratesTheProductWithoutSynonyms) {
       EXPECT_FALSE(config.overlapSoftmax) << config.str();
   }
   EXPECT_EQ(configs[0].str(), "Br=64 Bc=32 wgmma tma");
-  EXPECT_EQ(configs[1].str(), "Br=64 Bc=32 wgmma tma no-overlap");
+  EXPECT_EQ(configs[1].str(), "Br=64 Bc=32 wgmma tma overlap");
   EXPECT_EQ(configs[2].str(), "Br=64 Bc=32 wgmma cp.async");
   EXPECT_EQ(configs.back().str(), "Br=128 Bc=128 mma.sync rpw=32");
 }
@@ -43,7 +43,7 @@ TEST(SearchSpaceTest, DefaultsAndBadItems) {
   llvm::Expected<SearchSpace> defaults = SearchSpace::parse({});
   ASSERT_TRUE(bool(defaults));
   EXPECT_EQ(defaults->enumerate().size(), 12u);
-  llvm::Expected<SearchSpace> overlapOnly = SearchSpace::parse({"overlap=on"});
+  llvm::Expected<SearchSpace> overlapOnly = SearchSpace::parse({"overlap=off"});
   ASSERT_TRUE(bool(overlapOnly));
   EXPECT_EQ(overlapOnly->enumerate().size(), 6u);
   auto error = [](std::vector<std::string> items) {

@@ -35,9 +35,9 @@ struct TileConfig {
   std::string gemm = "wgmma";   // "wgmma" or "mma.sync"
   std::string kvCopy = "tma";   // wgmma: "tma" or "cp.async"
   int64_t rowsPerWarp = 0;      // mma.sync: 16, 32 or 0 (auto)
-  bool overlapSoftmax = true;   // wgmma with TMA
+  bool overlapSoftmax = false;  // wgmma with TMA
 
-  /// "Br=64 Bc=128 wgmma tma" / "Br=64 Bc=64 wgmma tma no-overlap" /
+  /// "Br=64 Bc=128 wgmma tma" / "Br=64 Bc=64 wgmma tma overlap" /
   /// "Br=128 Bc=64 mma.sync rpw=32".
   std::string str() const;
   /// Compiles with this configuration: the tile into `kernel`, the GEMM
@@ -53,7 +53,7 @@ struct SearchSpace {
   std::vector<std::string> gemm = {"wgmma"};
   std::vector<std::string> kvCopy = {"tma"};
   std::vector<int64_t> rowsPerWarp = {0};
-  std::vector<bool> overlapSoftmax = {true, false};
+  std::vector<bool> overlapSoftmax = {false, true};
 
   /// Parses "Br=64,128 Bc=32,64 gemm=wgmma,mma.sync kv=tma,cp.async
   /// overlap=on,off rpw=16,32"

@@ -16,8 +16,8 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
              cl::init("tma"), cl::cat(category)),
       overlapSoftmax("overlap-softmax",
                      cl::desc("wgmma kernel with TMA: issue P·V of key block j after Q·Kᵀ of "
-                              "block j+1, so it runs under that block's softmax (default on)"),
-                     cl::init(true), cl::cat(category)),
+                              "block j+1, so it runs under that block's softmax (default off)"),
+                     cl::init(false), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                   cl::init(0), cl::cat(category)) {}

@@ -1,9 +1,9 @@
-// RUN: flashc-opt %s -flash-to-sm90 | FileCheck %s
-// RUN: flashc-opt %s -flash-to-sm90=overlap-softmax=false | FileCheck %s --check-prefix=PLAIN
-// RUN: flashc-opt %s -flash-to-sm90 -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flashc-opt %s -flash-to-sm90=overlap-softmax=true | FileCheck %s
+// RUN: flashc-opt %s -flash-to-sm90 | FileCheck %s --check-prefix=PLAIN
+// RUN: flashc-opt %s -flash-to-sm90=overlap-softmax=true -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
 
-// The softmax of key block j+1 overlaps P·V of block j (overlap-softmax, on
-// by default with TMA). Causal bf16, D = 64, 64 x 64 tiles, classified
+// The softmax of key block j+1 overlaps P·V of block j (overlap-softmax,
+// with TMA). Causal bf16, D = 64, 64 x 64 tiles, classified
 // mask: Q, K and two V buffers of 8192 bytes, three mbarriers, alignment.
 
 // CHECK: dynamic_shared_bytes = 33816 : i64
@@ -45,7 +45,7 @@
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 
-// Off: one V buffer, two barriers, every GEMM waited for at once.
+// Off (the default): one V buffer, two barriers, every GEMM waited for at once.
 // PLAIN: dynamic_shared_bytes = 25616 : i64
 // PLAIN-COUNT-2: "mbarrier.init.shared::cta.b64 [$0], 1;"
 // PLAIN-NOT: "mbarrier.init

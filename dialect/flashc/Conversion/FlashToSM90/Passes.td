@@ -36,7 +36,8 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       after the aux tensors. `kv-copy=cp.async` copies them with cp.async
       like Q.
 
-    - With `overlap-softmax` (the default, with TMA) the key loop is
+    - With `overlap-softmax` (TMA only; off by default: see
+      docs/ARCHITECTURE.md for when it pays) the key loop is
       software-pipelined: P·V of block j is issued right after Q·Kᵀ of
       block j + 1 and completes while block j + 1's softmax runs
       (`wgmma.wait_group 1`), with V double-buffered.
@@ -47,7 +48,7 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
   let options = [
     Option<"kvCopy", "kv-copy", "std::string", /*default=*/"\"tma\"",
            "How K and V blocks reach shared memory: tma or cp.async">,
-    Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"true",
+    Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"false",
            "With kv-copy=tma: issue P·V of key block j after Q·Kᵀ of block "
            "j + 1 so it runs under block j + 1's softmax (two V buffers)">,
   ];

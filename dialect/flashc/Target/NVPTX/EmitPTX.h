@@ -65,7 +65,7 @@ struct TargetOptions {
   /// flash-to-sm90: how K and V reach shared memory, "tma" or "cp.async".
   std::string kvCopy = "tma";
   /// flash-to-sm90 with TMA: P·V of block j runs under block j+1's softmax.
-  bool overlapSoftmax = true;
+  bool overlapSoftmax = false;
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.
