@@ -9,10 +9,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 FLASH_RUN=${FLASH_RUN:-flash-run}
 GEMMS=${GEMMS:-auto mma.sync}
+# FLAGS: extra flash-run flags for every case (e.g. --warp-specialize).
+FLAGS=${FLAGS:-}
 passed=0; failed=0; skipped=0
 run() {
   local out
-  out=$("$FLASH_RUN" "$@" --gemm "$gemm" --iters 0 2>&1); local rc=$?
+  out=$("$FLASH_RUN" "$@" --gemm "$gemm" $FLAGS --iters 0 2>&1); local rc=$?
   if [ $rc -eq 0 ]; then passed=$((passed+1)); echo "ok    $gemm $*";
   elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $gemm $* (no GPU)";
   else failed=$((failed+1)); echo "FAIL  $gemm $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
@@ -46,6 +48,15 @@ run examples/alibi.flash --shape B=1,H=2,N=700,D=256 --tile Br=64,Bc=128
 run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --kv-copy cp.async
 run examples/document.flash --shape B=2,H=4,N=1000,D=64 --kv-copy cp.async --layout bshd
 run examples/full.flash --shape B=1,H=2,N=333,D=96 --kv-copy cp.async
+# The overlapped loop, alone and with a producer warpgroup (1-3 consumer
+# warpgroups).
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --overlap-softmax
+run examples/document.flash --shape B=2,H=4,N=1000,D=64 --overlap-softmax --layout bshd
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --warp-specialize --tile Br=128,Bc=128
+run examples/full.flash --shape B=2,H=4,N=1000,D=256 --warp-specialize --tile Br=128,Bc=64
+run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --warp-specialize --tile Br=192,Bc=64
+run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=128 --warp-specialize --tile Br=64,Bc=64
+run examples/full.flash --shape B=1,H=2,N=17,D=64 --warp-specialize --tile Br=128,Bc=64
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1
 # Nothing ran: no GPU here. Exit 3 so ctest reports the check as skipped.

@@ -465,6 +465,8 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
       acquireQuery(/*pendingGroups=*/config.qInRegisters ? 1 : 0);
   }
 
+  if (deferred && failed(enterKeyLoop(loop, state)))
+    return failure();
   size_t flashInits = inits.size();
   if (deferred)
     inits.append(deferredState());

@@ -63,6 +63,15 @@ struct KernelConfig {
   /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
   /// land while P·V(j) reads V(j).
   bool deferPV = false;
+  /// sm90 with deferPV: the last warpgroup is a producer (24 registers via
+  /// setmaxnreg) that issues every K/V copy into two-slot rings guarded by
+  /// full/empty mbarriers; the Br/64 warpgroups before it compute, with the
+  /// registers the producer gave up.
+  bool warpSpecialized = false;
+  /// Warp-specialized with two or more consumer warpgroups: they take turns
+  /// issuing their GEMMs (named barriers), so one's softmax runs under the
+  /// others' GEMMs.
+  bool pingPong = false;
 
   /// sm80: shared-memory rows are padded by 16 bytes so that the 8 row
   /// addresses of an ldmatrix fall into 8 distinct groups of 4 banks.
@@ -72,12 +81,21 @@ struct KernelConfig {
   int64_t tileRowBytes() const { return swizzled ? panels() * 128 : rowBytes(); }
   int64_t qSmemOffset() const { return 0; }
   int64_t kSmemOffset() const { return br * tileRowBytes(); }
-  int64_t vSmemOffset() const { return kSmemOffset() + bc * tileRowBytes(); }
-  int64_t valueBuffers() const { return deferPV ? 2 : 1; }
+  int64_t vSmemOffset() const { return kSmemOffset() + keyBuffers() * bc * tileRowBytes(); }
+  int64_t keyBuffers() const { return warpSpecialized ? 2 : 1; }
+  int64_t valueBuffers() const { return deferPV || warpSpecialized ? 2 : 1; }
+  /// Threads that compute (all but the producer warpgroup).
+  int64_t consumerThreads() const { return warpSpecialized ? numThreads - 128 : numThreads; }
+  /// mbarriers: with TMA one per K/V buffer; warp-specialized also one
+  /// "empty" barrier per buffer.
+  int64_t barrierCount() const {
+    if (!kvTensorMaps)
+      return 0;
+    return (keyBuffers() + valueBuffers()) * (warpSpecialized ? 2 : 1);
+  }
   int64_t valueBufferBytes() const { return bc * tileRowBytes(); }
   int64_t sharedBytes() const {
-    return barrierSmemOffset() + (kvTensorMaps ? 8 * (1 + valueBuffers()) : 0) +
-           (swizzled ? 1024 : 0);
+    return barrierSmemOffset() + 8 * barrierCount() + (swizzled ? 1024 : 0);
   }
   int64_t barrierSmemOffset() const {
     return vSmemOffset() + valueBuffers() * valueBufferBytes();
@@ -287,6 +305,12 @@ public:
   /// The copies a deferring loop starts before its first iteration beyond
   /// K(first).
   virtual void startDeferredCopies() {}
+  /// Right before a deferring loop is created (after the prologue, Q
+  /// acquired by every thread): the warp-specialized split into producer
+  /// and consumers.
+  virtual mlir::LogicalResult enterKeyLoop(mlir::scf::ForOp loop, const KVPipeline &state) {
+    return mlir::success();
+  }
   /// The values the deferral carries across iterations (appended to the
   /// loop's iter_args): their initial values before the loop, their next
   /// values at the yield.

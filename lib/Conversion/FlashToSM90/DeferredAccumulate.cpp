@@ -97,7 +97,8 @@ LogicalResult SM90Emitter::acquireKV(Operation *user, const TileValue &tile) {
     return failure();
   // V blocks are waited for where their P·V is issued, a block later.
   if (tile.operand == flash::KVOperand::Key && !pipeline->keyAcquired) {
-    waitForPhase(keyBarrier);
+    Slot key = kvSlot(flash::KVOperand::Key, blockOrdinal(pipeline->inductionVar));
+    waitForPhase(key.full, key.parity);
     pipeline->keyAcquired = true;
   }
   return success();
@@ -116,24 +117,32 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
-    auto [address, barrier, parity] =
-        valueBuffer(arith::SubIOp::create(b, loc, blockOrdinal(iteration), i32(1)));
-    waitForPhase(barrier, parity);
-    SmallVector<Value> accumulating = issuePV(acc.regs, pendingProbs, address);
+    Slot value = kvSlot(flash::KVOperand::Value,
+                        arith::SubIOp::create(b, loc, blockOrdinal(iteration), i32(1)));
+    waitForPhase(value.full, value.parity);
+    SmallVector<Value> accumulating = issuePV(acc.regs, pendingProbs, value.address);
+    passGemmTurn(iteration);
     SmallVector<Value> results = waitGroup(1, scores);
     results.append(accumulating);
     scf::YieldOp::create(b, loc, results);
 
     b.setInsertionPointToStart(branch.elseBlock());
+    passGemmTurn(iteration);
     results = waitGroup(0, scores);
     results.append(acc.regs.begin(), acc.regs.end());
     scf::YieldOp::create(b, loc, results);
   }
   ValueRange results = branch.getResults();
   acc.regs.assign(results.begin() + scores.size(), results.end());
-  // Every warp is done with K(j): K(j+1) may replace it.
-  NVVM::Barrier0Op::create(b, loc);
-  issueKVCopy(pipeline->keyLoad, add(iteration, i32(1)));
+  if (config.warpSpecialized) {
+    // This warpgroup's Q·K(j)ᵀ is done: the producer may refill the slot
+    // once every consumer says so.
+    releaseSlot(kvSlot(flash::KVOperand::Key, blockOrdinal(iteration)).empty);
+  } else {
+    // Every warp is done with K(j): K(j+1) may replace it.
+    NVVM::Barrier0Op::create(b, loc);
+    issueKVCopy(pipeline->keyLoad, add(iteration, i32(1)));
+  }
   return SmallVector<Value>(results.take_front(scores.size()));
 }
 
@@ -147,9 +156,21 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
   tied.append(pendingProbs);
   tied = waitGroup(0, tied);
   accIt->second.regs.assign(tied.begin(), tied.begin() + accIt->second.regs.size());
-  // Every warp is done with V(j-1)'s buffer: V(j+1) may replace it.
-  NVVM::Barrier0Op::create(b, loc);
-  issueKVCopy(deferredValueLoad, add(pipeline->inductionVar, i32(1)));
+  Value iteration = pipeline->inductionVar;
+  if (config.warpSpecialized) {
+    // P·V(j-1) of this warpgroup is done: release V(j-1)'s slot.
+    auto afterFirst = scf::IfOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::ne, iteration, keyLoopBegin), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(afterFirst.thenBlock()->getTerminator());
+    releaseSlot(kvSlot(flash::KVOperand::Value,
+                       arith::SubIOp::create(b, loc, blockOrdinal(iteration), i32(1)))
+                    .empty);
+  } else {
+    // Every warp is done with V(j-1)'s buffer: V(j+1) may replace it.
+    NVVM::Barrier0Op::create(b, loc);
+    issueKVCopy(deferredValueLoad, add(iteration, i32(1)));
+  }
   FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
   if (failed(scaled))
     return failure();
@@ -176,9 +197,9 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
     Value last = arith::SubIOp::create(b, loc, keyLoopEnd, i32(1));
-    auto [address, barrier, parity] = valueBuffer(blockOrdinal(last));
-    waitForPhase(barrier, parity);
-    SmallVector<Value> tied = issuePV(acc.regs, pendingProbs, address);
+    Slot value = kvSlot(flash::KVOperand::Value, blockOrdinal(last));
+    waitForPhase(value.full, value.parity);
+    SmallVector<Value> tied = issuePV(acc.regs, pendingProbs, value.address);
     tied.append(pendingProbs);
     tied = waitGroup(0, tied);
     tied.resize(acc.regs.size());

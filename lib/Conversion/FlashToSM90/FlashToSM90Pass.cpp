@@ -22,8 +22,20 @@ using namespace flashc::sm80;
 
 namespace {
 
+/// The kernel's one key loop, when it is in the kernel's entry block and can
+/// defer its P·V (what warp specialization needs).
+static scf::ForOp specializableLoop(flash::KernelOp kernel) {
+  SmallVector<scf::ForOp> loops;
+  kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+  if (loops.size() != 1 || loops.front()->getBlock() != &kernel.getBody().front() ||
+      !sm90::deferrableAccumulate(loops.front()))
+    return {};
+  return loops.front();
+}
+
 FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
-                                     bool overlapSoftmax) {
+                                     bool overlapSoftmax, bool warpSpecialize,
+                                     bool pingPong) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
@@ -56,6 +68,19 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
     if (config.sharedBytes() > kMaxSharedBytes)
       config.deferPV = false;
   }
+  // A producer warpgroup and up to three consumer warpgroups (the register
+  // file then gives each consumer thread at least 160 registers); otherwise,
+  // or when the rings do not fit, the kernel is built without it.
+  if (warpSpecialize && config.kvTensorMaps && config.br <= 192 && specializableLoop(kernel)) {
+    KernelConfig specialized = config;
+    specialized.warpSpecialized = true;
+    specialized.deferPV = true;
+    specialized.numWarps += 4;
+    specialized.numThreads += 128;
+    specialized.pingPong = pingPong && config.br >= 128;
+    if (specialized.sharedBytes() <= kMaxSharedBytes)
+      config = specialized;
+  }
   if (config.sharedBytes() > kMaxSharedBytes)
     return fail("the tiles need " + Twine(config.sharedBytes()) +
                 " bytes of shared memory, more than a block can have");
@@ -69,7 +94,7 @@ struct ConvertFlashToSM90Pass
   void runOnOperation() override {
     auto makeEmitter = [&](flash::KernelOp kernel,
                            gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
-      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy, overlapSoftmax);
+      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy, overlapSoftmax, warpSpecialize, pingPong);
       if (failed(config))
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);

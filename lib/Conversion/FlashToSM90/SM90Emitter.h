@@ -47,6 +47,9 @@ public:
   // DeferredAccumulate.cpp (config.deferPV)
   bool defersAccumulate(mlir::scf::ForOp loop, flash::MaskOp skipMask) override;
   void startDeferredCopies() override;
+  // WarpSpecialization.cpp (config.warpSpecialized)
+  mlir::LogicalResult enterKeyLoop(mlir::scf::ForOp loop,
+                                   const sm80::KVPipeline &state) override;
   llvm::SmallVector<mlir::Value> deferredState() override;
   void setDeferredState(mlir::ValueRange values) override;
   mlir::LogicalResult finishDeferredAccumulate(mlir::scf::ForOp loop,
@@ -57,13 +60,42 @@ private:
   /// Shared-space byte addresses (i64) of the Q tile of this thread's
   /// warpgroup, of the K and of the V buffer.
   mlir::Value queryAddress, keyAddress, valueAddress;
-  /// With deferPV: the second V buffer.
-  mlir::Value secondValueAddress;
+  /// Second buffers: V with deferPV, K and V when warp-specialized.
+  mlir::Value secondKeyAddress, secondValueAddress;
   /// With kvTensorMaps: the mbarriers the K and V copies complete on
   /// (32-bit shared addresses) and "this thread issues the copies".
   mlir::Value keyBarrier, valueBarrier, isCopyThread;
-  /// With deferPV: the barrier of the second V buffer.
-  mlir::Value secondValueBarrier;
+  mlir::Value secondKeyBarrier, secondValueBarrier;
+  /// Warp-specialized: the barriers consumers release each buffer on.
+  std::array<mlir::Value, 2> keyEmpty, valueEmpty;
+
+  /// One K or V buffer as seen for one key block: its shared address (i64),
+  /// the mbarrier its copy completes on, the one consumers release it on
+  /// (warp-specialized only) and the parity of the block's phase.
+  struct Slot {
+    mlir::Value address, full, empty, parity;
+  };
+  /// The K or V buffer of the block `ordinal` blocks after the loop's
+  /// first. Two buffers (V with deferPV; K and V when warp-specialized):
+  /// buffer o mod 2, phase o / 2 mod 2, so for o = -1 the parity is 1, which
+  /// a fresh barrier reports complete at once. One buffer: phase o mod 2.
+  Slot kvSlot(flash::KVOperand operand, mlir::Value ordinal);
+  /// Warp-specialized: every consumer thread arrives on `empty` once its
+  /// warpgroup's GEMMs no longer read the buffer.
+  void releaseSlot(mlir::Value empty);
+  /// One thread: arms `barrier` with the block's bytes and copies K or V
+  /// block `keyTile` of `op`'s (batch, kv head) into the panels at `address`.
+  void issueTensorCopy(flash::LoadKVOp op, mlir::Value keyTile, mlir::Value address,
+                       mlir::Value barrier);
+  /// Warp-specialized: the producer's loop over the key range (one thread).
+  void emitProducerLoop(const sm80::KVPipeline &state);
+  /// Ping-pong: this consumer warpgroup's index; waits until the previous
+  /// warpgroup has issued its GEMMs (named barrier 1 + w); lets the next one
+  /// go (not after the last block of the last warpgroup, so every barrier
+  /// ends complete).
+  mlir::Value consumerWarpgroup;
+  void waitForGemmTurn();
+  void passGemmTurn(mlir::Value iteration);
 
   /// The loop being lowered defers P·V (DeferredAccumulate.cpp): its fused
   /// accumulate and V load, and the packed P of the block whose P·V is
@@ -84,11 +116,6 @@ private:
   /// Key blocks from the loop's first to `keyTile` (i32; the loop has unit
   /// step).
   mlir::Value blockOrdinal(mlir::Value keyTile);
-  /// With deferPV: the V buffer (address, barrier, phase parity) of the
-  /// block `ordinal` blocks after the loop's first: buffer ordinal mod 2,
-  /// phase ordinal / 2 mod 2. For ordinal -1 the parity is 1, which a fresh
-  /// barrier reports complete at once.
-  std::tuple<mlir::Value, mlir::Value, mlir::Value> valueBuffer(mlir::Value ordinal);
 
   /// A 128-byte-swizzle matrix descriptor for the operand at `address` +
   /// `offset` bytes with leading/stride byte offsets `lbo`/`sbo`.
@@ -110,8 +137,9 @@ private:
   /// operands) tied through the wait, readable or reusable from here on when
   /// their group is no longer among the `pending` most recent.
   llvm::SmallVector<mlir::Value> waitGroup(int64_t pending, llvm::ArrayRef<mlir::Value> regs);
-  /// S = Q·K(current block)ᵀ, issued and committed: the scores in flight.
-  llvm::SmallVector<mlir::Value> issueQK();
+  /// S = Q·Kᵀ with the K block at shared address `keyBuffer` (i64), issued
+  /// and committed: the scores in flight.
+  llvm::SmallVector<mlir::Value> issueQK(mlir::Value keyBuffer);
   /// The A fragments of P·V: the Br x Bc probabilities `probs`, packed to
   /// 16-bit pairs.
   llvm::SmallVector<mlir::Value> packProbabilities(mlir::Value probs);

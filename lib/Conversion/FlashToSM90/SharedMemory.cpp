@@ -40,7 +40,9 @@ void SM90Emitter::emitSharedMemoryLayout() {
                      toI64(mul(warpgroup, i32(64 * 128))));
   keyAddress = add(aligned, i64(config.kSmemOffset()));
   valueAddress = add(aligned, i64(config.vSmemOffset()));
-  if (config.deferPV)
+  if (config.keyBuffers() == 2)
+    secondKeyAddress = add(keyAddress, i64(config.bc * config.tileRowBytes()));
+  if (config.valueBuffers() == 2)
     secondValueAddress = add(valueAddress, i64(config.valueBufferBytes()));
   if (config.kvTensorMaps)
     initializeBarriers(aligned);

@@ -31,22 +31,31 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
   Type i32Type = b.getI32Type();
   Value base = arith::TruncIOp::create(b, loc, i32Type,
                                        add(sharedBase, i64(config.barrierSmemOffset())));
-  keyBarrier = base;
-  valueBarrier = add(base, i32(8));
-  SmallVector<Value> barriers = {keyBarrier, valueBarrier};
-  if (config.deferPV) {
-    secondValueBarrier = add(base, i32(16));
-    barriers.push_back(secondValueBarrier);
-  }
+  // Full barriers (one arrival: the copy's expect_tx), K then V, then
+  // (warp-specialized) the empty ones (one arrival per consumer thread).
+  int64_t next = 0;
+  auto allocate = [&] { return add(base, i32(8 * next++)); };
+  keyBarrier = allocate();
+  if (config.keyBuffers() == 2)
+    secondKeyBarrier = allocate();
+  valueBarrier = allocate();
+  if (config.valueBuffers() == 2)
+    secondValueBarrier = allocate();
+  int64_t fullCount = next;
+  if (config.warpSpecialized)
+    for (auto *empty : {&keyEmpty, &valueEmpty})
+      for (Value &barrier : *empty)
+        barrier = allocate();
   isCopyThread = cmpI(arith::CmpIPredicate::eq, tid, i32(0));
   auto init = scf::IfOp::create(b, loc, isCopyThread, /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(init.thenBlock()->getTerminator());
-    for (Value barrier : barriers) {
+    for (int64_t i = 0; i < next; ++i) {
       AsmCall call;
-      call.addInput(barrier);
-      call.emit(b, loc, "mbarrier.init.shared::cta.b64 [$0], 1;");
+      call.addInput(add(base, i32(8 * i)));
+      call.addInput(i32(i < fullCount ? 1 : config.consumerThreads()));
+      call.emit(b, loc, "mbarrier.init.shared::cta.b64 [$0], $1;");
     }
     AsmCall().emit(b, loc, "fence.mbarrier_init.release.cluster;");
   }
@@ -56,16 +65,11 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
 void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
   if (!config.kvTensorMaps)
     return SM80Emitter::issueKVCopy(op, keyTile);
-  bool isKey = op.getOperand() == flash::KVOperand::Key;
-  Value barrier = isKey ? keyBarrier : valueBarrier;
-  Value address = isKey ? keyAddress : valueAddress;
-  if (!isKey && deferredOp)
-    std::tie(address, barrier, std::ignore) = valueBuffer(blockOrdinal(keyTile));
-  Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
-                                             isKey ? kTensorMap : vTensorMap);
-  Value destination = arith::TruncIOp::create(b, loc, b.getI32Type(), address);
-  Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
-  Value firstRow = mul(keyTile, i32(config.bc));
+  // Warp-specialized: the producer issues every copy (emitProducerLoop).
+  if (config.warpSpecialized)
+    return;
+  Slot slot = deferredOp ? kvSlot(op.getOperand(), blockOrdinal(keyTile))
+                         : kvSlot(op.getOperand(), i32(0));
   // No copy past the loop's last block: a CTA must not exit with one in
   // flight (the prologue's K(first) when the range is empty).
   Value issue = arith::AndIOp::create(
@@ -73,6 +77,17 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
   auto branch = scf::IfOp::create(b, loc, issue, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  issueTensorCopy(op, keyTile, slot.address, slot.full);
+}
+
+void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value address,
+                                  Value barrier) {
+  bool isKey = op.getOperand() == flash::KVOperand::Key;
+  Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
+                                             isKey ? kTensorMap : vTensorMap);
+  Value destination = arith::TruncIOp::create(b, loc, b.getI32Type(), address);
+  Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
+  Value firstRow = mul(keyTile, i32(config.bc));
   int64_t panelBytes = config.bc * 128;
   {
     AsmCall arm;
@@ -99,13 +114,30 @@ Value SM90Emitter::blockOrdinal(Value keyTile) {
   return arith::SubIOp::create(b, loc, keyTile, keyLoopBegin);
 }
 
-std::tuple<Value, Value, Value> SM90Emitter::valueBuffer(Value ordinal) {
+SM90Emitter::Slot SM90Emitter::kvSlot(flash::KVOperand operand, Value ordinal) {
+  bool isKey = operand == flash::KVOperand::Key;
+  Value address = isKey ? keyAddress : valueAddress;
+  Value full = isKey ? keyBarrier : valueBarrier;
+  if ((isKey ? config.keyBuffers() : config.valueBuffers()) == 1)
+    return {address, full, Value(), arith::AndIOp::create(b, loc, ordinal, i32(1))};
   Value second = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, ordinal, i32(1)),
                       i32(0));
-  Value parity =
+  Slot slot;
+  slot.address = select(second, isKey ? secondKeyAddress : secondValueAddress, address);
+  slot.full = select(second, isKey ? secondKeyBarrier : secondValueBarrier, full);
+  if (config.warpSpecialized) {
+    const std::array<Value, 2> &empty = isKey ? keyEmpty : valueEmpty;
+    slot.empty = select(second, empty[1], empty[0]);
+  }
+  slot.parity =
       arith::AndIOp::create(b, loc, arith::ShRSIOp::create(b, loc, ordinal, i32(1)), i32(1));
-  return {select(second, secondValueAddress, valueAddress),
-          select(second, secondValueBarrier, valueBarrier), parity};
+  return slot;
+}
+
+void SM90Emitter::releaseSlot(Value empty) {
+  AsmCall call;
+  call.addInput(empty);
+  call.emit(b, loc, "mbarrier.arrive.shared::cta.b64 _, [$0];");
 }
 
 void SM90Emitter::waitForPhase(Value barrier) {

@@ -89,13 +89,13 @@ SmallVector<Value> SM90Emitter::waitGroup(int64_t pending, ArrayRef<Value> regs)
   return wait.emit(b, loc, llvm::formatv("wgmma.wait_group.sync.aligned {0};", pending).str());
 }
 
-SmallVector<Value> SM90Emitter::issueQK() {
+SmallVector<Value> SM90Emitter::issueQK(Value keyBuffer) {
   fence({});
   SmallVector<Value> acc;
   for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
     int64_t panel = kStep / 4, column = (kStep % 4) * 32;
     Value a = descriptor(queryAddress, panel * config.br * 128 + column, 16, 1024);
-    Value k = descriptor(keyAddress, panel * config.bc * 128 + column, 16, 1024);
+    Value k = descriptor(keyBuffer, panel * config.bc * 128 + column, 16, 1024);
     acc = mmaAsync(config.bc, acc, a, {}, k, /*transposeB=*/false);
   }
   return commit(acc);
@@ -132,7 +132,12 @@ SmallVector<Value> SM90Emitter::issuePV(ArrayRef<Value> acc, ArrayRef<Value> pac
 LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
   if (failed(checkQKDot(op)))
     return failure();
-  SmallVector<Value> scores = issueQK();
+  Value keyBuffer = deferredOp
+                        ? kvSlot(flash::KVOperand::Key, blockOrdinal(pipeline->inductionVar)).address
+                        : keyAddress;
+  if (deferredOp)
+    waitForGemmTurn();
+  SmallVector<Value> scores = issueQK(keyBuffer);
   scores = deferredOp ? issuePendingPV(scores) : waitGroup(0, scores);
   defineAccumTile(op.getResult(), scores, config.bc, op.getScale().convertToFloat());
   return success();

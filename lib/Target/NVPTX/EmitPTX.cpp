@@ -92,6 +92,8 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     ConvertFlashToSM90Options sm90;
     sm90.kvCopy = options.kvCopy;
     sm90.overlapSoftmax = options.overlapSoftmax;
+    sm90.warpSpecialize = options.warpSpecialize;
+    sm90.pingPong = options.pingPong;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;

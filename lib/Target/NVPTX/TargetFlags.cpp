@@ -18,13 +18,23 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
                      cl::desc("wgmma kernel with TMA: issue P·V of key block j after Q·Kᵀ of "
                               "block j+1, so it runs under that block's softmax (default off)"),
                      cl::init(false), cl::cat(category)),
+      warpSpecialize("warp-specialize",
+                     cl::desc("wgmma kernel with TMA: a producer warpgroup issues the K/V "
+                              "copies, Br/64 consumer warpgroups overlap softmax and P·V "
+                              "(default off)"),
+                     cl::init(false), cl::cat(category)),
+      pingPong("ping-pong",
+               cl::desc("With --warp-specialize and Br >= 128: the consumer warpgroups take "
+                        "turns issuing their GEMMs (default on)"),
+               cl::init(true), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                   cl::init(0), cl::cat(category)) {}
 
 bool TargetFlags::given() const {
   return gemm.getNumOccurrences() || kvCopy.getNumOccurrences() ||
-         overlapSoftmax.getNumOccurrences() ||
+         overlapSoftmax.getNumOccurrences() || warpSpecialize.getNumOccurrences() ||
+         pingPong.getNumOccurrences() ||
          rowsPerWarp.getNumOccurrences();
 }
 
@@ -32,5 +42,7 @@ void TargetFlags::applyTo(TargetOptions &options) const {
   options.gemm = gemm;
   options.kvCopy = kvCopy;
   options.overlapSoftmax = overlapSoftmax;
+  options.warpSpecialize = warpSpecialize;
+  options.pingPong = pingPong;
   options.rowsPerWarp = rowsPerWarp;
 }

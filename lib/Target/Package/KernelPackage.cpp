@@ -160,7 +160,7 @@ std::string CompileCache::key(flash::KernelOp kernel, const nvptx::TargetOptions
   std::string text;
   llvm::raw_string_ostream os(text);
   os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
-     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|'
+     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << FLASHC_VERSION << '|' << buildIdentity();
   return kernel.getSymName().str() + "-" +

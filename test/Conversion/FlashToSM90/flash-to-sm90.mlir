@@ -41,8 +41,8 @@
 // TMA-LABEL: llvm.func @causal(
 // TMA-SAME: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}, %{{.*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant})
 // Thread 0 initializes the two mbarriers behind the tiles.
-// TMA: "mbarrier.init.shared::cta.b64 [$0], 1;"
-// TMA: "mbarrier.init.shared::cta.b64 [$0], 1;"
+// TMA: "mbarrier.init.shared::cta.b64 [$0], $1;"
+// TMA: "mbarrier.init.shared::cta.b64 [$0], $1;"
 // TMA: "fence.mbarrier_init.release.cluster;"
 // TMA: nvvm.barrier0
 // Q still by cp.async, waited for before the loop; K(first) by TMA.

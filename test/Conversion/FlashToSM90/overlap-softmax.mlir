@@ -8,7 +8,7 @@
 
 // CHECK: dynamic_shared_bytes = 33816 : i64
 // CHECK-LABEL: llvm.func @causal(
-// CHECK-COUNT-3: "mbarrier.init.shared::cta.b64 [$0], 1;"
+// CHECK-COUNT-3: "mbarrier.init.shared::cta.b64 [$0], $1;"
 // Before the loop: K(first) and V(first).
 // CHECK: scf.for
 // CHECK: "cp.async.bulk.tensor.4d
@@ -47,7 +47,7 @@
 
 // Off (the default): one V buffer, two barriers, every GEMM waited for at once.
 // PLAIN: dynamic_shared_bytes = 25616 : i64
-// PLAIN-COUNT-2: "mbarrier.init.shared::cta.b64 [$0], 1;"
+// PLAIN-COUNT-2: "mbarrier.init.shared::cta.b64 [$0], $1;"
 // PLAIN-NOT: "mbarrier.init
 // PLAIN-NOT: wgmma.wait_group.sync.aligned 1
 

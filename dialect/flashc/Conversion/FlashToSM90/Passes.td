@@ -41,6 +41,17 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       software-pipelined: P·V of block j is issued right after Q·Kᵀ of
       block j + 1 and completes while block j + 1's softmax runs
       (`wgmma.wait_group 1`), with V double-buffered.
+    - With `warp-specialize` the CTA gains a producer warpgroup: at the key
+      loop it drops to 24 registers (`setmaxnreg.dec`) and one of its
+      threads issues every K/V copy into two-slot rings with full and empty
+      mbarriers; the consumer warpgroups raise their registers
+      (`setmaxnreg.inc`), run the overlapped loop and release each slot by
+      arriving on its empty barrier. With two or three consumer warpgroups
+      they ping-pong (`ping-pong`, on by default): warpgroup w issues its
+      GEMMs after `bar.sync 1 + w`, then lets the next one go with
+      `bar.arrive`. Kernels whose key loop is not at the
+      top level or cannot defer P·V, and tiles whose rings do not fit, are
+      built without it.
 
     Supported: bf16/f16, D = 64, 96, 128, 256, Br a multiple of 64 (at most
     256), Bc a multiple of 16 up to 256. Requires sm_90a.
@@ -51,6 +62,13 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
     Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"false",
            "With kv-copy=tma: issue P·V of key block j after Q·Kᵀ of block "
            "j + 1 so it runs under block j + 1's softmax (two V buffers)">,
+    Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"false",
+           "With kv-copy=tma: a producer warpgroup (setmaxnreg 24) issues the "
+           "K/V copies into two-slot rings; the Br/64 consumer warpgroups "
+           "overlap softmax and P·V as with overlap-softmax">,
+    Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
+           "With warp-specialize and two or more consumer warpgroups: they "
+           "take turns issuing their GEMMs (named barriers)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

@@ -66,6 +66,10 @@ struct TargetOptions {
   std::string kvCopy = "tma";
   /// flash-to-sm90 with TMA: P·V of block j runs under block j+1's softmax.
   bool overlapSoftmax = false;
+  /// flash-to-sm90 with TMA: a producer warpgroup issues the K/V copies.
+  bool warpSpecialize = false;
+  /// With warpSpecialize and two or more consumer warpgroups: ping-pong.
+  bool pingPong = true;
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.

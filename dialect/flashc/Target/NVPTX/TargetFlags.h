@@ -20,6 +20,8 @@ struct TargetFlags {
   llvm::cl::opt<std::string> gemm;
   llvm::cl::opt<std::string> kvCopy;
   llvm::cl::opt<bool> overlapSoftmax;
+  llvm::cl::opt<bool> warpSpecialize;
+  llvm::cl::opt<bool> pingPong;
   llvm::cl::opt<int> rowsPerWarp;
 
   /// Whether the command line chose any of them (then no tuned config

@@ -1,0 +1,139 @@
+//===- WarpSpecialization.cpp - A producer warpgroup for K/V ---------------===//
+//
+// With config.warpSpecialized the CTA is Br/64 consumer warpgroups plus one
+// producer warpgroup (the last). Every thread runs the kernel's prologue (Q
+// copied and published, barriers initialized); at the key loop the CTA
+// splits:
+//
+//   producer:  setmaxnreg.dec 24; one thread loops over the key range:
+//                wait K slot empty, arm + TMA K(j); wait V slot empty,
+//                arm + TMA V(j); then the warpgroup exits.
+//   consumers: setmaxnreg.inc R; the deferred loop of DeferredAccumulate.cpp,
+//              which waits on the slots' full barriers and releases each
+//              slot (one arrival per consumer thread) once its GEMM is done:
+//              K(j) after S(j) is waited for, V(j) after P·V(j).
+//
+// K and V each have two slots; slot o mod 2 holds block ordinal o, and the
+// producer waits for the phase (o / 2 - 1) of its empty barrier, i.e. parity
+// (o / 2 mod 2) xor 1, which a fresh barrier reports complete for o < 2.
+// Nothing else is shared after the split, so the consumers need no CTA
+// barrier inside the loop.
+//
+// Ping-pong (two or three consumer warpgroups): warpgroup w issues Q·Kᵀ and
+// P·V only after warpgroup w - 1 has issued its own (bar.sync 1 + w, with
+// w - 1's bar.arrive), so the tensor cores take the warpgroups' GEMMs in
+// turn and one's softmax runs under the others' GEMMs.
+//
+// Registers: the kernel starts capped at 64K / threads (nvvm.maxnreg, which
+// setmaxnreg needs); the producer gives all but 24 back and the consumers
+// take up to 240 each.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InlineAsm.h"
+#include "SM90Emitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::sm90;
+
+namespace {
+constexpr int64_t kRegisterFile = 64 * 1024;
+constexpr int64_t kProducerRegisters = 24;
+constexpr int64_t kMaxConsumerRegisters = 240;
+} // namespace
+
+static void setMaxRegisters(OpBuilder &b, Location loc, StringRef direction, int64_t count) {
+  AsmCall().emit(b, loc,
+                 llvm::formatv("setmaxnreg.{0}.sync.aligned.u32 {1};", direction, count).str());
+}
+
+LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline &state) {
+  if (!config.warpSpecialized)
+    return success();
+  Block *current = b.getInsertionBlock();
+  if (current->getParentOp() != func.getOperation())
+    return error(loop, "a warp-specialized key loop must be at the kernel's top level");
+  int64_t entryRegisters = std::min<int64_t>(kRegisterFile / config.numThreads, 255) / 8 * 8;
+  int64_t consumerRegisters =
+      std::min(kMaxConsumerRegisters,
+               (kRegisterFile - kProducerRegisters * 128) / config.consumerThreads() / 8 * 8);
+  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegisters));
+
+  Region *body = current->getParent();
+  auto *producer = new Block(), *consumer = new Block();
+  body->push_back(producer);
+  body->push_back(consumer);
+  Value isProducer = cmpI(arith::CmpIPredicate::uge, tid, i32(config.consumerThreads()));
+  LLVM::CondBrOp::create(b, loc, isProducer, producer, ValueRange{}, consumer, ValueRange{});
+
+  b.setInsertionPointToStart(producer);
+  setMaxRegisters(b, loc, "dec", kProducerRegisters);
+  emitProducerLoop(state);
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+
+  b.setInsertionPointToStart(consumer);
+  setMaxRegisters(b, loc, "inc", consumerRegisters);
+  if (config.pingPong) {
+    // Warpgroup 0 goes first: the last one opens its barrier.
+    consumerWarpgroup = arith::DivUIOp::create(b, loc, tid, i32(128));
+    int64_t last = config.consumerThreads() / 128 - 1;
+    Value opens = arith::AndIOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::eq, consumerWarpgroup, i32(last)),
+        cmpI(arith::CmpIPredicate::slt, keyLoopBegin, keyLoopEnd));
+    auto branch = scf::IfOp::create(b, loc, opens, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(branch.thenBlock()->getTerminator());
+    AsmCall arrive;
+    arrive.addInput(i32(1));
+    arrive.emit(b, loc, "bar.arrive $0, 256;");
+  }
+  return success();
+}
+
+void SM90Emitter::waitForGemmTurn() {
+  if (!config.pingPong)
+    return;
+  AsmCall sync;
+  sync.addInput(add(consumerWarpgroup, i32(1)));
+  sync.emit(b, loc, "bar.sync $0, 256;");
+}
+
+void SM90Emitter::passGemmTurn(Value iteration) {
+  if (!config.pingPong)
+    return;
+  int64_t consumers = config.consumerThreads() / 128;
+  Value next = add(arith::RemUIOp::create(b, loc, add(consumerWarpgroup, i32(1)), i32(consumers)),
+                   i32(1));
+  Value lastTurn = arith::AndIOp::create(
+      b, loc, cmpI(arith::CmpIPredicate::eq, consumerWarpgroup, i32(consumers - 1)),
+      cmpI(arith::CmpIPredicate::eq, add(iteration, i32(1)), keyLoopEnd));
+  auto branch = scf::IfOp::create(
+      b, loc, arith::XOrIOp::create(b, loc, lastTurn, b.create<arith::ConstantIntOp>(loc, 1, 1)),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  AsmCall arrive;
+  arrive.addInput(next);
+  arrive.emit(b, loc, "bar.arrive $0, 256;");
+}
+
+void SM90Emitter::emitProducerLoop(const sm80::KVPipeline &state) {
+  auto elected = scf::IfOp::create(
+      b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(config.consumerThreads())),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(elected.thenBlock()->getTerminator());
+  auto loop = scf::ForOp::create(b, loc, keyLoopBegin, keyLoopEnd, i32(1));
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value block = loop.getInductionVar();
+  Value ordinal = blockOrdinal(block);
+  for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad}) {
+    Slot slot = kvSlot(load.getOperand(), ordinal);
+    waitForPhase(slot.empty, arith::XOrIOp::create(b, loc, slot.parity, i32(1)));
+    issueTensorCopy(load, block, slot.address, slot.full);
+  }
+}
