@@ -420,12 +420,24 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 } // namespace
 
 std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim,
-                                                  bool wgmma) {
+                                                  bool wgmma, bool warpSpecialized) {
   if (wgmma) {
-    // One warpgroup per CTA and several CTAs per SM, whose GEMMs and softmax
-    // interleave (H200, N = 4096: D = 128 64x64 531 TFLOP/s against 440 for
-    // 128x128; D = 64 64x128 439 against 403 for 64x64;
-    // bench/results/2026-11-29-h200-sm90/tile-probe.csv).
+    // Above D = 64, two consumer warpgroups and a producer (H200, N = 4096:
+    // D = 128 128x128 654 TFLOP/s against 592 for the best plain tile;
+    // D = 256 128x80 718 against 594; bench/results/2026-11-29-h200-ws).
+    // Reads of aux tensors in a mask or score mod need registers of their
+    // own: Bc = 96 (32 at D = 256) keeps them free of spills.
+    if (warpSpecialized && headDim > 64) {
+      bool readsTensors = !variant.tensors.empty();
+      if (headDim > 128)
+        return {128, readsTensors ? 32 : 80};
+      return {128, readsTensors ? 96 : 128};
+    }
+    // Otherwise one warpgroup per CTA and several CTAs per SM, whose GEMMs
+    // and softmax interleave (H200, N = 4096: D = 128 64x64 531 TFLOP/s
+    // against 440 for 128x128; D = 64 64x128 439 against 403 for 64x64;
+    // bench/results/2026-11-29-h200-sm90/tile-probe.csv); at D = 64 also
+    // ahead of the warp-specialized 128x128 (532 against 457).
     if (headDim <= 64)
       return {64, 128};
     return {64, 64};
@@ -511,7 +523,8 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       failed = true;
       continue;
     }
-    auto [br, bc] = defaultTile(variant, *headDim, options.wgmmaTiles);
+    auto [br, bc] =
+        defaultTile(variant, *headDim, options.wgmmaTiles, options.warpSpecializedTiles);
     builder.setInsertionPointToEnd(result->getBody());
     KernelEmitter(builder, variant, sourceMgr, fileName)
         .emit(options.blockRows ? options.blockRows : br,

@@ -146,6 +146,7 @@ int main(int argc, char **argv) {
 
     frontend::KernelOptions options;
     options.wgmmaTiles = *gemm == "wgmma";
+    options.warpSpecializedTiles = nvptx::usesWarpSpecializedTiles(target, *gemm);
     llvm::SmallVector<llvm::StringRef> tileItems;
     llvm::StringRef(tileSpec).split(tileItems, ',', -1, false);
     for (llvm::StringRef item : tileItems) {

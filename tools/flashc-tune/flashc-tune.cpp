@@ -260,8 +260,9 @@ int main(int argc, char **argv) {
   nvptx::TargetOptions defaultTarget;
   defaultTarget.chip = chip;
   std::string defaultGemm = llvm::cantFail(nvptx::selectGemm(defaultTarget));
-  auto [defaultBr, defaultBc] = frontend::defaultTile(*ast->lookup(selected), shape.headDim(),
-                                                      defaultGemm == "wgmma");
+  auto [defaultBr, defaultBc] =
+      frontend::defaultTile(*ast->lookup(selected), shape.headDim(), defaultGemm == "wgmma",
+                            nvptx::usesWarpSpecializedTiles(defaultTarget, defaultGemm));
   tuning::TileConfig defaultConfig{defaultBr, defaultBc, defaultGemm,
                                    defaultGemm == "wgmma" ? "tma" : "cp.async", 0};
   for (const tuning::TileConfig &config : space->enumerate())

@@ -244,6 +244,7 @@ int main(int argc, char **argv) {
 
   frontend::KernelOptions options;
   options.wgmmaTiles = *gemm == "wgmma";
+  options.warpSpecializedTiles = nvptx::usesWarpSpecializedTiles(target, *gemm);
   options.blockRows = tile->lookup("Br"); // 0: the default for the head dim
   options.blockCols = tile->lookup("Bc");
   if (sizes->count("D"))

@@ -21,6 +21,9 @@ struct KernelOptions {
   std::optional<int64_t> headDim;
   /// Default tiles for the wgmma (sm_90a) kernel instead of mma.sync's.
   bool wgmmaTiles = false;
+  /// With wgmmaTiles: tiles for the warp-specialized kernel (two consumer
+  /// warpgroups) where it is the faster one (D > 64).
+  bool warpSpecializedTiles = false;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;
@@ -40,9 +43,11 @@ emitFlashIR(mlir::MLIRContext &context, const Module &module,
 /// Bc = 64 up to D = 128 (Bc = 32 when a mask or score mod needs registers
 /// at D > 64, to stay free of spills; Bc = 64 with 16 rows per warp when it
 /// also reads aux tensors), Br = Bc = 64 above. With `wgmma`, the tile of
-/// the sm_90a kernel: 64x128 up to D = 64, 64x64 above (one warpgroup).
+/// the sm_90a kernel: 64x128 up to D = 64 (one warpgroup); above, 128x128
+/// (128x80 at D = 256) for the warp-specialized kernel (`warpSpecialized`),
+/// else 64x64.
 std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim,
-                                        bool wgmma = false);
+                                        bool wgmma = false, bool warpSpecialized = false);
 
 /// The head dim a variant compiles with under `options`, or nullopt when
 /// the source fixes one that contradicts `options.headDim`.

@@ -34,7 +34,7 @@ static scf::ForOp specializableLoop(flash::KernelOp kernel) {
 }
 
 FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
-                                     bool overlapSoftmax, bool warpSpecialize,
+                                     bool overlapSoftmax, StringRef warpSpecialize,
                                      bool pingPong) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
@@ -58,6 +58,8 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
   config.kvTensorMaps = kvCopy == "tma";
+  if (warpSpecialize != "auto" && warpSpecialize != "on" && warpSpecialize != "off")
+    return fail("warp-specialize must be auto, on or off, got '" + warpSpecialize + "'");
   // The second V buffer only where a key loop can use it, and only if the
   // tiles still fit.
   if (overlapSoftmax && config.kvTensorMaps) {
@@ -70,8 +72,12 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
   }
   // A producer warpgroup and up to three consumer warpgroups (the register
   // file then gives each consumer thread at least 160 registers); otherwise,
-  // or when the rings do not fit, the kernel is built without it.
-  if (warpSpecialize && config.kvTensorMaps && config.br <= 192 && specializableLoop(kernel)) {
+  // or when the rings do not fit, the kernel is built without it. auto: for
+  // two or more consumers, which then ping-pong (H200: D = 128 and 256 gain
+  // 10-25% over the best one-warpgroup tiles; one consumer, 64 rows, keeps
+  // several CTAs per SM without it; bench/results/2026-11-29-h200-ws).
+  bool specialize = warpSpecialize == "on" || (warpSpecialize == "auto" && config.br >= 128);
+  if (specialize && config.kvTensorMaps && config.br <= 192 && specializableLoop(kernel)) {
     KernelConfig specialized = config;
     specialized.warpSpecialized = true;
     specialized.deferPV = true;

@@ -77,6 +77,10 @@ llvm::Expected<std::string> nvptx::selectGemm(const TargetOptions &options) {
                                  "' (expected auto, mma.sync or wgmma)");
 }
 
+bool nvptx::usesWarpSpecializedTiles(const TargetOptions &options, llvm::StringRef gemm) {
+  return gemm == "wgmma" && options.kvCopy == "tma" && options.warpSpecialize != "off";
+}
+
 LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   prepareContext(module);
   if (!hasFlashKernels(module)) {

@@ -20,9 +20,9 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
                      cl::init(false), cl::cat(category)),
       warpSpecialize("warp-specialize",
                      cl::desc("wgmma kernel with TMA: a producer warpgroup issues the K/V "
-                              "copies, Br/64 consumer warpgroups overlap softmax and P·V "
-                              "(default off)"),
-                     cl::init(false), cl::cat(category)),
+                              "copies, Br/64 consumer warpgroups overlap softmax and P·V: "
+                              "auto (default: for Br >= 128), on or off"),
+                     cl::init("auto"), cl::cat(category)),
       pingPong("ping-pong",
                cl::desc("With --warp-specialize and Br >= 128: the consumer warpgroups take "
                         "turns issuing their GEMMs (default on)"),

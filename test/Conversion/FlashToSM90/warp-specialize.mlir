@@ -1,7 +1,7 @@
-// RUN: flashc-opt %s -flash-to-sm90=warp-specialize=true | FileCheck %s
-// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=true ping-pong=false' | FileCheck %s --check-prefix=NOPINGPONG
-// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=true kv-copy=cp.async' | FileCheck %s --check-prefix=NOTMA
-// RUN: flashc-opt %s -flash-to-sm90=warp-specialize=true -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flashc-opt %s -flash-to-sm90=warp-specialize=on | FileCheck %s
+// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on ping-pong=false' | FileCheck %s --check-prefix=NOPINGPONG
+// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on kv-copy=cp.async' | FileCheck %s --check-prefix=NOTMA
+// RUN: flashc-opt %s -flash-to-sm90=warp-specialize=on -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
 
 // Warp specialization: causal bf16, D = 64, 128 x 64 tiles. Two consumer
 // warpgroups and a producer warpgroup (384 threads); Q 16384 bytes, two K

@@ -41,7 +41,8 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       software-pipelined: P·V of block j is issued right after Q·Kᵀ of
       block j + 1 and completes while block j + 1's softmax runs
       (`wgmma.wait_group 1`), with V double-buffered.
-    - With `warp-specialize` the CTA gains a producer warpgroup: at the key
+    - With `warp-specialize` (`auto`, the default, means for tiles of two
+      or more warpgroups) the CTA gains a producer warpgroup: at the key
       loop it drops to 24 registers (`setmaxnreg.dec`) and one of its
       threads issues every K/V copy into two-slot rings with full and empty
       mbarriers; the consumer warpgroups raise their registers
@@ -62,10 +63,11 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
     Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"false",
            "With kv-copy=tma: issue P·V of key block j after Q·Kᵀ of block "
            "j + 1 so it runs under block j + 1's softmax (two V buffers)">,
-    Option<"warpSpecialize", "warp-specialize", "bool", /*default=*/"false",
+    Option<"warpSpecialize", "warp-specialize", "std::string", /*default=*/"\"auto\"",
            "With kv-copy=tma: a producer warpgroup (setmaxnreg 24) issues the "
            "K/V copies into two-slot rings; the Br/64 consumer warpgroups "
-           "overlap softmax and P·V as with overlap-softmax">,
+           "overlap softmax and P·V as with overlap-softmax. auto (the "
+           "default): when Br >= 128; on; off">,
     Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
            "With warp-specialize and two or more consumer warpgroups: they "
            "take turns issuing their GEMMs (named barriers)">,

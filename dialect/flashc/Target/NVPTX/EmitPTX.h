@@ -66,8 +66,9 @@ struct TargetOptions {
   std::string kvCopy = "tma";
   /// flash-to-sm90 with TMA: P·V of block j runs under block j+1's softmax.
   bool overlapSoftmax = false;
-  /// flash-to-sm90 with TMA: a producer warpgroup issues the K/V copies.
-  bool warpSpecialize = false;
+  /// flash-to-sm90 with TMA: a producer warpgroup issues the K/V copies;
+  /// "auto" (for tiles of two or more warpgroups), "on" or "off".
+  std::string warpSpecialize = "auto";
   /// With warpSpecialize and two or more consumer warpgroups: ping-pong.
   bool pingPong = true;
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
@@ -126,6 +127,11 @@ std::string chipFor(int major, int minor);
 /// The GEMM instruction family `options` selects ("mma.sync" or "wgmma"),
 /// or an error message for an unknown name or wgmma on a chip without it.
 llvm::Expected<std::string> selectGemm(const TargetOptions &options);
+
+/// Whether the default tiles should be those of the warp-specialized wgmma
+/// kernel (frontend::KernelOptions::warpSpecializedTiles): wgmma, K/V by
+/// TMA, warp specialization not off.
+bool usesWarpSpecializedTiles(const TargetOptions &options, llvm::StringRef gemm);
 
 mlir::LogicalResult lowerToGPU(mlir::ModuleOp module, const TargetOptions &options);
 mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, const TargetOptions &options);

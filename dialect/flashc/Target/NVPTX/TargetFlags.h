@@ -20,7 +20,7 @@ struct TargetFlags {
   llvm::cl::opt<std::string> gemm;
   llvm::cl::opt<std::string> kvCopy;
   llvm::cl::opt<bool> overlapSoftmax;
-  llvm::cl::opt<bool> warpSpecialize;
+  llvm::cl::opt<std::string> warpSpecialize;
   llvm::cl::opt<bool> pingPong;
   llvm::cl::opt<int> rowsPerWarp;
 
