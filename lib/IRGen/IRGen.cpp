@@ -420,14 +420,19 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 } // namespace
 
 std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim,
-                                                  bool wgmma, bool warpSpecialized) {
+                                                  bool wgmma, bool warpSpecialized,
+                                                  std::optional<int64_t> queryLength) {
   if (wgmma) {
     // Above D = 64, two consumer warpgroups and a producer (H200, N = 4096:
     // D = 128 128x128 654 TFLOP/s against 592 for the best plain tile;
     // D = 256 128x80 718 against 594; bench/results/2026-11-29-h200-ws).
     // Reads of aux tensors in a mask or score mod need registers of their
-    // own: Bc = 96 (32 at D = 256) keeps them free of spills.
-    if (warpSpecialized && headDim > 64) {
+    // own: Bc = 96 (32 at D = 256) keeps them free of spills. Up to D = 128,
+    // N <= 1024 stays with several 64-row CTAs per SM, whose prologues and
+    // epilogues overlap (D = 128, N = 512: 436 against 393 non-causal, 303
+    // against 241 causal; N = 1024 causal 399 against 368).
+    bool shortQueries = queryLength && *queryLength <= 1024 && headDim <= 128;
+    if (warpSpecialized && headDim > 64 && !shortQueries) {
       bool readsTensors = !variant.tensors.empty();
       if (headDim > 128)
         return {128, readsTensors ? 32 : 80};
@@ -524,7 +529,8 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       continue;
     }
     auto [br, bc] =
-        defaultTile(variant, *headDim, options.wgmmaTiles, options.warpSpecializedTiles);
+        defaultTile(variant, *headDim, options.wgmmaTiles, options.warpSpecializedTiles,
+                    options.queryLength);
     builder.setInsertionPointToEnd(result->getBody());
     KernelEmitter(builder, variant, sourceMgr, fileName)
         .emit(options.blockRows ? options.blockRows : br,

@@ -120,8 +120,11 @@ std::vector<TileConfig> SearchSpace::enumerate() const {
               configs.push_back({br, bc, kind, copy, 0, /*overlapSoftmax=*/false});
               continue;
             }
+            // Two or more warpgroups are warp-specialized (warp-specialize=auto),
+            // which always overlaps: the knob only changes 64-row tiles.
             for (bool overlap : overlapSoftmax)
-              configs.push_back({br, bc, kind, copy, 0, overlap});
+              if (br < 128 || !overlap || overlapSoftmax.size() == 1)
+                configs.push_back({br, bc, kind, copy, 0, br < 128 && overlap});
           }
         } else {
           for (int64_t rows : rowsPerWarp)

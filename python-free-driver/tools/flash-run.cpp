@@ -157,11 +157,15 @@ int main(int argc, char **argv) {
       (key == "Br" ? options.blockRows : options.blockCols) = value;
     }
     for (llvm::StringRef item : llvm::split(shapeSpec, ',')) {
-      int64_t headDim;
+      int64_t value;
       if (item.consume_front("D=")) {
-        if (item.getAsInteger(10, headDim) || headDim < 1)
+        if (item.getAsInteger(10, value) || value < 1)
           die(2, "--shape: D must be a positive integer");
-        options.headDim = headDim;
+        options.headDim = value;
+      } else if (item.consume_front("N=")) {
+        if (item.getAsInteger(10, value) || value < 1)
+          die(2, "--shape: N must be a positive integer");
+        options.queryLength = value;
       }
     }
 

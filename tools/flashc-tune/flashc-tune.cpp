@@ -262,7 +262,8 @@ int main(int argc, char **argv) {
   std::string defaultGemm = llvm::cantFail(nvptx::selectGemm(defaultTarget));
   auto [defaultBr, defaultBc] =
       frontend::defaultTile(*ast->lookup(selected), shape.headDim(), defaultGemm == "wgmma",
-                            nvptx::usesWarpSpecializedTiles(defaultTarget, defaultGemm));
+                            nvptx::usesWarpSpecializedTiles(defaultTarget, defaultGemm),
+                            shape.queryLen());
   tuning::TileConfig defaultConfig{defaultBr, defaultBc, defaultGemm,
                                    defaultGemm == "wgmma" ? "tma" : "cp.async", 0};
   for (const tuning::TileConfig &config : space->enumerate())

@@ -249,6 +249,8 @@ int main(int argc, char **argv) {
   options.blockCols = tile->lookup("Bc");
   if (sizes->count("D"))
     options.headDim = sizes->lookup("D");
+  if (sizes->count("N"))
+    options.queryLength = sizes->lookup("N");
 
   DialectRegistry registry;
   registerAllDialects(registry);

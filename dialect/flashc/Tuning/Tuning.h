@@ -62,7 +62,8 @@ struct SearchSpace {
   static llvm::Expected<SearchSpace> parse(llvm::ArrayRef<std::string> items);
   /// Every combination, without combinations that mean the same kernel
   /// (kv-copy and rows-per-warp apply to one GEMM kind each, overlap to
-  /// TMA).
+  /// 64-row tiles with TMA: larger ones are warp-specialized and always
+  /// overlap).
   std::vector<TileConfig> enumerate() const;
 };
 
