@@ -27,6 +27,21 @@ commit=${FLASHC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown
 flashc_csv=$OUT/flashc-fwd.csv
 peers_csv=$OUT/peers-fwd.csv
 
+# The peers first: a run cut by a time limit still has them beside the
+# flashc rows it reached.
+echo "peers: PyTorch SDPA (FA2, cuDNN) on the grid..." >&2
+python3 "$PEERS" --hdims "$HDIMS" --seqs "$SEQS" --peers sdpa-flash,sdpa-cudnn \
+  > "$peers_csv" 2> "$OUT/peers-fwd.log"
+# FlexAttention compiles per shape through torch.compile (tens of seconds
+# each): measured at FLEX_HDIMS x FLEX_SEQS only.
+FLEX_HDIMS=${FLEX_HDIMS:-128}
+FLEX_SEQS=${FLEX_SEQS:-1024,4096,16384}
+if [ -n "$FLEX_SEQS" ]; then
+  echo "peers: FlexAttention at D=$FLEX_HDIMS, N=$FLEX_SEQS..." >&2
+  python3 "$PEERS" --hdims "$FLEX_HDIMS" --seqs "$FLEX_SEQS" --peers flex 2>> "$OUT/peers-fwd.log" \
+    | tail -n +2 >> "$peers_csv"
+fi
+
 echo "gemm,causal,variant,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_err_o,rel_err_lse,status" > "$flashc_csv"
 total=$(( $(echo "$HDIMS" | tr ',' '\n' | wc -l) * $(echo "$SEQS" | tr ',' '\n' | wc -l) * 2 * $(echo $GEMMS | wc -w) ))
 n=0
@@ -45,19 +60,6 @@ for D in ${HDIMS//,/ }; do
     done
   done
 done
-
-echo "peers: PyTorch SDPA (FA2, cuDNN) on the grid..." >&2
-python3 "$PEERS" --hdims "$HDIMS" --seqs "$SEQS" --peers sdpa-flash,sdpa-cudnn \
-  > "$peers_csv" 2> "$OUT/peers-fwd.log"
-# FlexAttention compiles per shape through torch.compile (tens of seconds
-# each): measured at FLEX_HDIMS x FLEX_SEQS only.
-FLEX_HDIMS=${FLEX_HDIMS:-128}
-FLEX_SEQS=${FLEX_SEQS:-1024,4096,16384}
-if [ -n "$FLEX_SEQS" ]; then
-  echo "peers: FlexAttention at D=$FLEX_HDIMS, N=$FLEX_SEQS..." >&2
-  python3 "$PEERS" --hdims "$FLEX_HDIMS" --seqs "$FLEX_SEQS" --peers flex 2>> "$OUT/peers-fwd.log" \
-    | tail -n +2 >> "$peers_csv"
-fi
 
 table=$OUT/fwd-table.md
 {
