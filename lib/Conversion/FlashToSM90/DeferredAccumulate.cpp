@@ -107,8 +107,10 @@ LogicalResult SM90Emitter::acquireKV(Operation *user, const TileValue &tile) {
 SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
   TileValue &acc = tiles[deferredOp.getAcc()];
   Value iteration = pipeline->inductionVar;
+  // Results: the scores, the accumulators (in flight after P·V) and the A
+  // operands P·V reads, which the wait for it must tie.
   SmallVector<Type> types;
-  for (Value value : llvm::concat<const Value>(scores, acc.regs))
+  for (Value value : llvm::concat<const Value>(scores, acc.regs, pendingProbs))
     types.push_back(value.getType());
   // Uniform over the CTA: every warpgroup takes the same side.
   auto branch = scf::IfOp::create(b, loc, types,
@@ -120,20 +122,26 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
     Slot value = kvSlot(flash::KVOperand::Value,
                         arith::SubIOp::create(b, loc, blockOrdinal(iteration), i32(1)));
     waitForPhase(value.full, value.parity);
-    SmallVector<Value> accumulating = issuePV(acc.regs, pendingProbs, value.address);
+    SmallVector<Value> probs(pendingProbs);
+    SmallVector<Value> accumulating = issuePV(acc.regs, probs, value.address);
     passGemmTurn(iteration);
     SmallVector<Value> results = waitGroup(1, scores);
     results.append(accumulating);
+    results.append(probs);
     scf::YieldOp::create(b, loc, results);
 
     b.setInsertionPointToStart(branch.elseBlock());
     passGemmTurn(iteration);
     results = waitGroup(0, scores);
     results.append(acc.regs.begin(), acc.regs.end());
+    results.append(pendingProbs.begin(), pendingProbs.end());
     scf::YieldOp::create(b, loc, results);
   }
   ValueRange results = branch.getResults();
-  acc.regs.assign(results.begin() + scores.size(), results.end());
+  ValueRange accumulators = results.drop_front(scores.size()).take_front(acc.regs.size());
+  acc.regs.assign(accumulators.begin(), accumulators.end());
+  ValueRange probs = results.take_back(pendingProbs.size());
+  pendingProbs.assign(probs.begin(), probs.end());
   if (config.warpSpecialized) {
     // This warpgroup's Q·K(j)ᵀ is done: the producer may refill the slot
     // once every consumer says so.
@@ -199,8 +207,9 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     Value last = arith::SubIOp::create(b, loc, keyLoopEnd, i32(1));
     Slot value = kvSlot(flash::KVOperand::Value, blockOrdinal(last));
     waitForPhase(value.full, value.parity);
-    SmallVector<Value> tied = issuePV(acc.regs, pendingProbs, value.address);
-    tied.append(pendingProbs);
+    SmallVector<Value> probs(pendingProbs);
+    SmallVector<Value> tied = issuePV(acc.regs, probs, value.address);
+    tied.append(probs);
     tied = waitGroup(0, tied);
     tied.resize(acc.regs.size());
     scf::YieldOp::create(b, loc, tied);

@@ -58,6 +58,18 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
   config.kvTensorMaps = kvCopy == "tma";
+  // The TMA barriers count phases from the kernel's start, the loop from its
+  // first block: a second K/V loop would start at the wrong parity.
+  if (config.kvTensorMaps) {
+    int64_t kvLoops = 0;
+    kernel.walk([&](scf::ForOp loop) {
+      if (!loop.getBody()->getOps<flash::LoadKVOp>().empty())
+        ++kvLoops;
+    });
+    if (kvLoops > 1)
+      return fail("kv-copy=tma supports one loop over K/V blocks per kernel, found " +
+                  Twine(kvLoops) + " (use kv-copy=cp.async)");
+  }
   if (warpSpecialize != "auto" && warpSpecialize != "on" && warpSpecialize != "off")
     return fail("warp-specialize must be auto, on or off, got '" + warpSpecialize + "'");
   // The second V buffer only where a key loop can use it, and only if the

@@ -144,9 +144,12 @@ private:
   /// 16-bit pairs.
   llvm::SmallVector<mlir::Value> packProbabilities(mlir::Value probs);
   /// acc += P·V with the V block at shared address `valueBuffer` (i64),
-  /// issued and committed: the accumulators in flight.
+  /// issued and committed: the accumulators in flight. `packedProbs` is
+  /// replaced by the values the wgmmas read (after the fence): they must
+  /// stay untouched until the group is waited for, so a deferred wait ties
+  /// exactly those.
   llvm::SmallVector<mlir::Value> issuePV(llvm::ArrayRef<mlir::Value> acc,
-                                         llvm::ArrayRef<mlir::Value> packedProbs,
+                                         llvm::SmallVectorImpl<mlir::Value> &packedProbs,
                                          mlir::Value valueBuffer);
   /// Deferred: after Q·K(j)ᵀ is issued, P·V(j - 1) is issued (not in the
   /// loop's first iteration), then the scores are waited for; returns them.

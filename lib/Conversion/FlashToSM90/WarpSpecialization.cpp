@@ -58,6 +58,10 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline 
   Block *current = b.getInsertionBlock();
   if (current->getParentOp() != func.getOperation())
     return error(loop, "a warp-specialized key loop must be at the kernel's top level");
+  // Everything shared by all threads (Q above all) must be done before the
+  // producer leaves.
+  if (queryLoad && !queryAcquired)
+    return error(loop, "a warp-specialized kernel must load Q before its key loop");
   int64_t entryRegisters = std::min<int64_t>(kRegisterFile / config.numThreads, 255) / 8 * 8;
   int64_t consumerRegisters =
       std::min(kMaxConsumerRegisters,

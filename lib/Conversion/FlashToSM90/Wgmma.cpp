@@ -114,8 +114,8 @@ SmallVector<Value> SM90Emitter::packProbabilities(Value probs) {
   return packed;
 }
 
-SmallVector<Value> SM90Emitter::issuePV(ArrayRef<Value> acc, ArrayRef<Value> packedProbs,
-                                        Value valueBuffer) {
+SmallVector<Value> SM90Emitter::issuePV(ArrayRef<Value> acc,
+                                        SmallVectorImpl<Value> &packedProbs, Value valueBuffer) {
   SmallVector<Value> operands(acc);
   operands.append(packedProbs.begin(), packedProbs.end());
   operands = fence(operands);
@@ -126,6 +126,7 @@ SmallVector<Value> SM90Emitter::issuePV(ArrayRef<Value> acc, ArrayRef<Value> pac
     regs = mmaAsync(config.headDim, regs, Value(), probs.slice(4 * kStep, 4), v,
                     /*transposeB=*/true);
   }
+  packedProbs.assign(probs.begin(), probs.end());
   return commit(regs);
 }
 
@@ -150,7 +151,11 @@ LogicalResult SM90Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
   FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
   if (failed(scaled))
     return failure();
-  SmallVector<Value> regs = issuePV(*scaled, packProbabilities(probs), valueAddress);
-  defineAccumTile(op->getResult(0), waitGroup(0, regs), config.headDim);
+  SmallVector<Value> packed = packProbabilities(probs);
+  SmallVector<Value> regs = issuePV(*scaled, packed, valueAddress);
+  regs.append(packed);
+  regs = waitGroup(0, regs);
+  regs.resize(scaled->size());
+  defineAccumTile(op->getResult(0), regs, config.headDim);
   return success();
 }

@@ -31,3 +31,22 @@ flash.kernel @big attributes {config = #flash.tile<br = 256, bc = 256, head_dim 
 ^bb0(%b: index, %h: index, %qt: index):
   flash.return
 }
+
+// -----
+
+// The TMA barriers' phases run from the kernel's start: one K/V loop only.
+// expected-error @below {{flash-to-sm90: kv-copy=tma supports one loop over K/V blocks per kernel, found 2 (use kv-copy=cp.async)}}
+flash.kernel @two_loops attributes {config = #flash.tile<br = 64, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {
+^bb0(%b: index, %h: index, %qt: index):
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %0 = flash.kv_head %h
+  scf.for %i = %c0 to %c4 step %c1 {
+    %1 = flash.load_kv key %b, %0, %i : tensor<64x64xbf16>
+  }
+  scf.for %i = %c0 to %c4 step %c1 {
+    %1 = flash.load_kv key %b, %0, %i : tensor<64x64xbf16>
+  }
+  flash.return
+}
