@@ -30,6 +30,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -169,6 +170,9 @@ std::string assemble(const std::string &ptxas, Candidate &c) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(category);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "flashc-tune: flashc " FLASHC_VERSION " (LLVM " LLVM_VERSION_STRING ")\n";
+  });
   cl::ParseCommandLineOptions(argc, argv,
                               "flashc-tune: autotune the tile configuration of a .flash "
                               "variant on the GPU\n");
