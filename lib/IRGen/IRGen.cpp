@@ -419,6 +419,22 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 
 } // namespace
 
+/// Whether the set of keys a mask admits may be a union of pieces (`||`,
+/// `!`, a boolean `select`), so that whole key blocks inside the visible
+/// range can be empty. The warp-specialized kernel computes such blocks
+/// instead of skipping them, so these masks keep the one-warpgroup tile.
+static bool mayLeaveHoles(const Expr *expr) {
+  if (!expr)
+    return false;
+  if ((expr->kind == ExprKind::Binary && expr->binaryOp == BinaryOp::Or) ||
+      (expr->kind == ExprKind::Unary && expr->unaryOp == UnaryOp::Not) ||
+      (expr->kind == ExprKind::Call && expr->builtin == Builtin::Select &&
+       expr->type == ScalarType::Bool))
+    return true;
+  return llvm::any_of(expr->operands,
+                      [](const std::unique_ptr<Expr> &operand) { return mayLeaveHoles(operand.get()); });
+}
+
 std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim,
                                                   bool wgmma, bool warpSpecialized,
                                                   std::optional<int64_t> queryLength) {
@@ -432,7 +448,7 @@ std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_
     // epilogues overlap (D = 128, N = 512: 436 against 393 non-causal, 303
     // against 241 causal; N = 1024 causal 399 against 368).
     bool shortQueries = queryLength && *queryLength <= 1024 && headDim <= 128;
-    if (warpSpecialized && headDim > 64 && !shortQueries) {
+    if (warpSpecialized && headDim > 64 && !shortQueries && !mayLeaveHoles(variant.mask.get())) {
       bool readsTensors = !variant.tensors.empty();
       if (headDim > 128)
         return {128, readsTensors ? 32 : 80};

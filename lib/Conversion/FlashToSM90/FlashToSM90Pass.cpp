@@ -89,15 +89,27 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
   // 10-25% over the best one-warpgroup tiles; one consumer, 64 rows, keeps
   // several CTAs per SM without it; bench/results/2026-11-29-h200-ws).
   bool specialize = warpSpecialize == "on" || (warpSpecialize == "auto" && config.br >= 128);
-  if (specialize && config.kvTensorMaps && config.br <= 192 && specializableLoop(kernel)) {
+  if (specialize) {
     KernelConfig specialized = config;
     specialized.warpSpecialized = true;
     specialized.deferPV = true;
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = pingPong && config.br >= 128;
-    if (specialized.sharedBytes() <= kMaxSharedBytes)
+    StringRef why;
+    if (!config.kvTensorMaps)
+      why = "it needs kv-copy=tma";
+    else if (config.br > 192)
+      why = "Br is above 192 (at most three consumer warpgroups)";
+    else if (!specializableLoop(kernel))
+      why = "the key loop is not one top-level loop of the plain recurrence with classified "
+            "masks whose keys come in one piece";
+    else if (specialized.sharedBytes() > kMaxSharedBytes)
+      why = "its K/V rings do not fit in shared memory";
+    if (why.empty())
       config = specialized;
+    else if (warpSpecialize == "on")
+      kernel.emitWarning() << "flash-to-sm90: not warp-specialized: " << why;
   }
   if (config.sharedBytes() > kMaxSharedBytes)
     return fail("the tiles need " + Twine(config.sharedBytes()) +

@@ -108,6 +108,20 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // MLIR prints only errors when no handler is registered; the lowering's
+  // warnings (a requested warp specialization that cannot apply) must reach
+  // the user too. Errors go on to the caller's handlers.
+  ScopedDiagnosticHandler warnings(module.getContext(), [](Diagnostic &diagnostic) {
+    if (diagnostic.getSeverity() != DiagnosticSeverity::Warning)
+      return failure();
+    if (auto file = diagnostic.getLocation()->findInstanceOf<FileLineColLoc>())
+      llvm::errs() << file.getFilename().getValue() << ':' << file.getLine() << ':'
+                   << file.getColumn();
+    else
+      llvm::errs() << diagnostic.getLocation();
+    llvm::errs() << ": warning: " << diagnostic << "\n";
+    return success();
+  });
   return pm.run(module);
 }
 
