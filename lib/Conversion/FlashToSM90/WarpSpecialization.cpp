@@ -116,12 +116,11 @@ void SM90Emitter::passGemmTurn(Value iteration) {
   int64_t consumers = config.consumerThreads() / 128;
   Value next = add(arith::RemUIOp::create(b, loc, add(consumerWarpgroup, i32(1)), i32(consumers)),
                    i32(1));
-  Value lastTurn = arith::AndIOp::create(
-      b, loc, cmpI(arith::CmpIPredicate::eq, consumerWarpgroup, i32(consumers - 1)),
-      cmpI(arith::CmpIPredicate::eq, add(iteration, i32(1)), keyLoopEnd));
-  auto branch = scf::IfOp::create(
-      b, loc, arith::XOrIOp::create(b, loc, lastTurn, b.create<arith::ConstantIntOp>(loc, 1, 1)),
-      /*withElseRegion=*/false);
+  // Every turn is passed on except the last warpgroup's last one.
+  Value passes = arith::OrIOp::create(
+      b, loc, cmpI(arith::CmpIPredicate::ne, consumerWarpgroup, i32(consumers - 1)),
+      cmpI(arith::CmpIPredicate::ne, add(iteration, i32(1)), keyLoopEnd));
+  auto branch = scf::IfOp::create(b, loc, passes, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
   AsmCall arrive;
