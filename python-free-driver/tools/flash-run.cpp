@@ -28,7 +28,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -106,9 +105,7 @@ interp::ProblemShape parseShape(llvm::StringRef spec, llvm::StringRef option,
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "flash-run: flashc " FLASHC_VERSION " (LLVM " LLVM_VERSION_STRING ")\n";
-  });
+  nvptx::setVersionPrinter("flash-run");
   cl::ParseCommandLineOptions(argc, argv,
                               "flash-run: compile a .flash variant, run it on the GPU, "
                               "validate against the CPU interpreter and time it\n");

@@ -23,6 +23,7 @@
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
 #include "flashc/Interpreter/Inputs.h"
+#include "flashc/Target/NVPTX/TargetFlags.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Tuning.h"
 
@@ -30,7 +31,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -170,9 +170,7 @@ std::string assemble(const std::string &ptxas, Candidate &c) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "flashc-tune: flashc " FLASHC_VERSION " (LLVM " LLVM_VERSION_STRING ")\n";
-  });
+  nvptx::setVersionPrinter("flashc-tune");
   cl::ParseCommandLineOptions(argc, argv,
                               "flashc-tune: autotune the tile configuration of a .flash "
                               "variant on the GPU\n");

@@ -28,7 +28,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -205,9 +204,7 @@ int runOnCpu(ModuleOp module, const frontend::Module &ast,
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(flashcCategory);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "flashc: flashc " FLASHC_VERSION " (LLVM " LLVM_VERSION_STRING ")\n";
-  });
+  nvptx::setVersionPrinter("flashc");
   cl::ParseCommandLineOptions(
       argc, argv,
       "flashc: compile attention variants written in the .flash language\n\n"

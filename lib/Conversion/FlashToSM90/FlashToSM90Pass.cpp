@@ -22,15 +22,11 @@ using namespace flashc::sm80;
 
 namespace {
 
-/// The kernel's one key loop, when it is in the kernel's entry block and can
-/// defer its P·V (what warp specialization needs).
-static scf::ForOp specializableLoop(flash::KernelOp kernel) {
-  SmallVector<scf::ForOp> loops;
-  kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
-  if (loops.size() != 1 || loops.front()->getBlock() != &kernel.getBody().front() ||
-      !sm90::deferrableAccumulate(loops.front()))
-    return {};
-  return loops.front();
+/// Whether `loops` (all of the kernel's) are one loop in the kernel's entry
+/// block that can defer its P·V (what warp specialization needs).
+static bool specializable(flash::KernelOp kernel, ArrayRef<scf::ForOp> loops) {
+  return loops.size() == 1 && loops.front()->getBlock() == &kernel.getBody().front() &&
+         sm90::deferrableAccumulate(loops.front());
 }
 
 FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
@@ -58,13 +54,13 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
   config.kvTensorMaps = kvCopy == "tma";
+  SmallVector<scf::ForOp> loops;
+  kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its
   // first block: a second K/V loop would start at the wrong parity.
   if (config.kvTensorMaps) {
-    int64_t kvLoops = 0;
-    kernel.walk([&](scf::ForOp loop) {
-      if (!loop.getBody()->getOps<flash::LoadKVOp>().empty())
-        ++kvLoops;
+    int64_t kvLoops = llvm::count_if(loops, [](scf::ForOp loop) {
+      return !loop.getBody()->getOps<flash::LoadKVOp>().empty();
     });
     if (kvLoops > 1)
       return fail("kv-copy=tma supports one loop over K/V blocks per kernel, found " +
@@ -75,9 +71,8 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
   // The second V buffer only where a key loop can use it, and only if the
   // tiles still fit.
   if (overlapSoftmax && config.kvTensorMaps) {
-    kernel.walk([&](scf::ForOp loop) {
-      if (sm90::deferrableAccumulate(loop))
-        config.deferPV = true;
+    config.deferPV = llvm::any_of(loops, [](scf::ForOp loop) {
+      return bool(sm90::deferrableAccumulate(loop));
     });
     if (config.sharedBytes() > kMaxSharedBytes)
       config.deferPV = false;
@@ -101,7 +96,7 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
       why = "it needs kv-copy=tma";
     else if (config.br > 192)
       why = "Br is above 192 (at most three consumer warpgroups)";
-    else if (!specializableLoop(kernel))
+    else if (!specializable(kernel, loops))
       why = "the key loop is not one top-level loop of the plain recurrence with classified "
             "masks whose keys come in one piece";
     else if (specialized.sharedBytes() > kMaxSharedBytes)

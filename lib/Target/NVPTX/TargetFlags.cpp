@@ -2,6 +2,8 @@
 
 #include "flashc/Target/NVPTX/TargetFlags.h"
 
+#include "llvm/Config/llvm-config.h"
+
 using namespace flashc::nvptx;
 namespace cl = llvm::cl;
 
@@ -45,4 +47,10 @@ void TargetFlags::applyTo(TargetOptions &options) const {
   options.warpSpecialize = warpSpecialize;
   options.pingPong = pingPong;
   options.rowsPerWarp = rowsPerWarp;
+}
+
+void flashc::nvptx::setVersionPrinter(llvm::StringRef tool) {
+  cl::SetVersionPrinter([name = tool.str()](llvm::raw_ostream &os) {
+    os << name << ": flashc " FLASHC_VERSION " (LLVM " LLVM_VERSION_STRING ")\n";
+  });
 }

@@ -1,8 +1,10 @@
 //===- TargetFlags.h - The GPU target's command-line flags ------*- C++ -*-===//
 //
-// --gemm, --kv-copy and --rows-per-warp, declared once for every tool that
-// compiles kernels (flashc, flash-run). A tool owns one TargetFlags object
-// (a global, so its options register with the command line before parsing).
+// --gemm, --kv-copy, --overlap-softmax, --warp-specialize, --ping-pong and
+// --rows-per-warp, declared once for every tool that compiles kernels
+// (flashc, flash-run). A tool owns one TargetFlags object (a global, so its
+// options register with the command line before parsing). Also the
+// --version text every flashc tool prints.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_TARGET_NVPTX_TARGETFLAGS_H
@@ -30,6 +32,9 @@ struct TargetFlags {
   /// Copies them into `options`.
   void applyTo(TargetOptions &options) const;
 };
+
+/// Makes --version print "<tool>: flashc <version> (LLVM <version>)".
+void setVersionPrinter(llvm::StringRef tool);
 
 } // namespace flashc::nvptx
 
