@@ -57,6 +57,15 @@ run examples/full.flash --shape B=2,H=4,N=1000,D=256 --warp-specialize=on --tile
 run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --warp-specialize=on --tile Br=192,Bc=64
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=128 --warp-specialize=on --tile Br=64,Bc=64
 run examples/full.flash --shape B=1,H=2,N=17,D=64 --warp-specialize=on --tile Br=128,Bc=64
+# The persistent grid (the default above) with more tiles than CTAs, so each
+# CTA runs several and the rings' phases carry over; and the one-tile-per-CTA
+# warp-specialized grid it replaced.
+run examples/causal.flash --shape B=4,H=16,N=300,D=128
+run examples/sliding_window.flash --shape B=8,H=16,N=256,D=128 --layout bshd
+run examples/gqa.flash --shape B=4,H=16,HKV=4,N=300,M=520,D=128
+run examples/full.flash --shape B=4,H=16,N=300,D=256
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --persistent=false
+run examples/full.flash --shape B=1,H=2,N=333,D=256 --persistent=false
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1
 # Nothing ran: no GPU here. Exit 3 so ctest reports the check as skipped.

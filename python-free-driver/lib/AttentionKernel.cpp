@@ -2,6 +2,8 @@
 
 #include "flashrun/AttentionKernel.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 
 using flashrt::Error;
@@ -25,6 +27,16 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
       kernelFunction(module.function(kernelPackage.kernelName)) {
   if (kernelPackage.dynamicSharedBytes > 48 * 1024)
     kernelFunction.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
+  if (kernelPackage.persistent) {
+    int perSM = kernelFunction.maxActiveBlocksPerMultiprocessor(
+        static_cast<int>(kernelPackage.threadsPerBlock),
+        static_cast<size_t>(kernelPackage.dynamicSharedBytes));
+    if (perSM < 1)
+      throw Error(ErrorKind::LaunchError, "kernel '" + kernelPackage.kernelName +
+                                              "' does not fit on one multiprocessor of " +
+                                              context.device().name());
+    residentCtas = static_cast<int64_t>(perSM) * context.device().multiprocessorCount();
+  }
 }
 
 void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const TensorRef &k,
@@ -53,6 +65,10 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
     invalid("sequence lengths must fit in 32 bits");
   if (sizes.heads > 65535 || sizes.batch > 65535)
     invalid("H and B must be at most 65535 (grid y and z)");
+  int64_t tiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
+  if (pkg.persistent && tiles * sizes.heads * sizes.batch > INT32_MAX)
+    invalid("kernel '" + pkg.kernelName + "' numbers its query tiles in 32 bits: " +
+            std::to_string(tiles) + " x H x B is too many");
   // cp.async copies 16 bytes: 8 bf16/f16 elements.
   auto checkInput = [](const char *name, const TensorRef &t) {
     if (t.devicePtr % 16 != 0)
@@ -105,26 +121,31 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   for (uint64_t tensor : tensors)
     args.add(tensor);
   if (kernelPackage.kvTensorMaps) {
-    // TMA boxes: one 64-column panel of block_cols rows of one (batch, kv head).
-    auto tensorMap = [&](const TensorRef &t) {
+    // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
+    auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows) {
       flashrt::TiledTensorMapSpec spec;
       spec.elementType = kernelPackage.elementType;
       spec.address = t.devicePtr;
-      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim),
-                   static_cast<uint64_t>(sizes.keyLen), static_cast<uint64_t>(sizes.kvHeads),
-                   static_cast<uint64_t>(sizes.batch)};
+      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim), static_cast<uint64_t>(length),
+                   static_cast<uint64_t>(heads), static_cast<uint64_t>(sizes.batch)};
       spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
                           static_cast<uint64_t>(t.headStride) * 2,
                           static_cast<uint64_t>(t.batchStride) * 2};
-      spec.box = {64, static_cast<uint32_t>(kernelPackage.blockCols), 1, 1};
+      spec.box = {64, static_cast<uint32_t>(rows), 1, 1};
       return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
     };
-    args.add(tensorMap(k)).add(tensorMap(v));
+    if (kernelPackage.persistent)
+      args.add(tensorMap(q, sizes.queryLen, sizes.heads, kernelPackage.blockRows));
+    args.add(tensorMap(k, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols))
+        .add(tensorMap(v, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols));
   }
   int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
-  kernelFunction.launch(flashrt::Dim3(static_cast<unsigned>(tiles),
-                                      static_cast<unsigned>(sizes.heads),
-                                      static_cast<unsigned>(sizes.batch)),
+  flashrt::Dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(sizes.heads),
+                     static_cast<unsigned>(sizes.batch));
+  if (kernelPackage.persistent)
+    grid = flashrt::Dim3(
+        static_cast<unsigned>(std::min(tiles * sizes.heads * sizes.batch, residentCtas)));
+  kernelFunction.launch(grid,
                         flashrt::Dim3(static_cast<unsigned>(kernelPackage.threadsPerBlock)),
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
 }

@@ -107,6 +107,8 @@ Driver::Driver(const std::string &libraryPath)
   resolve(h, path, "cuModuleUnload", api.cuModuleUnload);
   resolve(h, path, "cuModuleGetFunction", api.cuModuleGetFunction);
   resolve(h, path, "cuFuncSetAttribute", api.cuFuncSetAttribute);
+  resolve(h, path, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+          api.cuOccupancyMaxActiveBlocksPerMultiprocessor);
   resolve(h, path, "cuLaunchKernel", api.cuLaunchKernel);
   resolve(h, path, "cuMemAlloc_v2", api.cuMemAlloc_v2);
   resolve(h, path, "cuMemFree_v2", api.cuMemFree_v2);

@@ -127,6 +127,16 @@ void Function::setMaxDynamicSharedMemory(size_t bytes) {
                     " bytes of dynamic shared memory)");
 }
 
+int Function::maxActiveBlocksPerMultiprocessor(int threads, size_t dynamicSharedBytes) const {
+  int blocks = 0;
+  driver->check(driver->api().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &blocks, function, threads, dynamicSharedBytes),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor", ErrorKind::DriverError,
+                "(kernel '" + kernelName + "', " + std::to_string(threads) + " threads, " +
+                    std::to_string(dynamicSharedBytes) + " bytes of shared memory)");
+  return blocks;
+}
+
 void Function::launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes,
                       Stream &stream, void **args) const {
   // Built only on failure: launches sit in timing loops.

@@ -66,7 +66,7 @@ std::string KernelPackage::serialize() const {
      << "block-cols " << blockCols << '\n'
      << "threads " << threadsPerBlock << '\n'
      << "dynamic-shared-bytes " << dynamicSharedBytes << '\n'
-     << "grid ceil(N/block-rows) H B\n";
+     << (persistent ? "grid persistent\n" : "grid ceil(N/block-rows) H B\n");
   list("static-sizes", staticSizes);
   list("dim-classes", dimClasses);
   for (const PackageParam &param : params)
@@ -130,7 +130,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       expect(1);
       package.dynamicSharedBytes = toInt(args[0], line);
     } else if (key == "grid") {
-      if (args != std::vector<std::string>{"ceil(N/block-rows)", "H", "B"})
+      if (args == std::vector<std::string>{"persistent"})
+        package.persistent = true;
+      else if (args != std::vector<std::string>{"ceil(N/block-rows)", "H", "B"})
         fail(line, "unknown grid rule");
     } else if (key == "static-sizes" || key == "dim-classes") {
       expect(6);
@@ -168,6 +170,8 @@ KernelPackage KernelPackage::parse(std::string_view text) {
   if (package.kernelName.empty() || package.blockRows <= 0 || package.threadsPerBlock <= 0 ||
       package.headDim <= 0 || package.staticSizes.size() != 6 || package.dimClasses.size() != 6)
     fail(line, "kernel, head-dim, block-rows, threads, static-sizes and dim-classes are required");
+  if (package.persistent && !package.kvTensorMaps)
+    fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;
 }
 

@@ -147,8 +147,8 @@ LogicalResult SM80Emitter::emit() {
   for (size_t i = 0; i < kernel.getTensors().size(); ++i)
     argTypes.push_back(globalPtr);
   auto genericPtr = LLVM::LLVMPointerType::get(ctx);
-  if (config.kvTensorMaps)
-    argTypes.append(2, genericPtr);
+  int64_t tensorMaps = config.kvTensorMaps ? (config.persistent ? 3 : 2) : 0;
+  argTypes.append(tensorMaps, genericPtr);
 
   // An llvm.func rather than a gpu.func: convert-gpu-to-nvvm would turn
   // llvm.intr.sqrt/fabs/copysign into libdevice calls.
@@ -171,7 +171,7 @@ LogicalResult SM80Emitter::emit() {
   if (config.kvTensorMaps) {
     // A CUtensorMap (128 bytes, 64-byte aligned) by value, left in the
     // parameter space: TMA reads it through its generic address.
-    for (unsigned i = argTypes.size() - 2; i < argTypes.size(); ++i) {
+    for (unsigned i = argTypes.size() - tensorMaps; i < argTypes.size(); ++i) {
       func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
                       TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
       func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
@@ -201,31 +201,39 @@ LogicalResult SM80Emitter::emit() {
     auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
   if (config.kvTensorMaps) {
+    if (config.persistent)
+      qTensorMap = entry.getArgument(arg++);
     kTensorMap = entry.getArgument(arg++);
     vTensorMap = entry.getArgument(arg++);
   }
 
-  // Grid (ceil(N / Br), H, B). With a mask (causal, windows) the cost of a
-  // query tile varies; the last tiles, the heaviest under a causal mask, get
-  // the first CTAs (blockIdx.x = 0 runs tile ceil(N/Br) - 1) so that the
-  // long ones do not start last. Only the CTA-to-tile mapping changes.
-  Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
-  bool hasMask = false;
-  kernel.walk([&](flash::MaskOp) { hasMask = true; });
-  if (hasMask)
-    queryTile = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, i32Type), i32(1)),
-        queryTile);
-  scalars.map(kernel.getQueryTile(), queryTile);
-  scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
-  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   tid = NVVM::ThreadIdXOp::create(b, loc, i32Type);
   lane = arith::AndIOp::create(b, loc, tid, i32(31));
   warp = arith::ShRUIOp::create(b, loc, tid, i32(5));
   groupId = arith::ShRUIOp::create(b, loc, lane, i32(2));
   threadInGroup = arith::AndIOp::create(b, loc, lane, i32(3));
   emitSharedMemoryLayout();
+  return emitKernelBody();
+}
 
+bool SM80Emitter::visitsLongestFirst() {
+  return kernel.walk([](flash::MaskOp) { return WalkResult::interrupt(); }).wasInterrupted();
+}
+
+LogicalResult SM80Emitter::emitKernelBody() {
+  // Grid (ceil(N / Br), H, B). With a mask (causal, windows) the cost of a
+  // query tile varies; the last tiles, the heaviest under a causal mask, get
+  // the first CTAs (blockIdx.x = 0 runs tile ceil(N/Br) - 1) so that the
+  // long ones do not start last. Only the CTA-to-tile mapping changes.
+  Type i32Type = b.getI32Type();
+  Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  if (visitsLongestFirst())
+    queryTile = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, i32Type), i32(1)),
+        queryTile);
+  scalars.map(kernel.getQueryTile(), queryTile);
+  scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
+  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   if (failed(lowerBlock(kernel.getEntryBlock())))
     return failure();
   LLVM::ReturnOp::create(b, loc, ValueRange{});
@@ -332,7 +340,7 @@ FailureOr<TileValue> SM80Emitter::unflatten(Operation *user, Type type, ValueRan
 /// are all -inf the recurrence leaves (m, l, A) unchanged (m' = m; α = 1, or
 /// α = 0 with l = 0 and A = 0 while m = -inf; P = 0), so skipping the block
 /// is exact.
-static flash::MaskOp findSkippableMask(scf::ForOp loop) {
+flash::MaskOp sm80::findSkippableMask(scf::ForOp loop) {
   Block *body = loop.getBody();
   flash::OnlineSoftmaxOp softmax;
   for (flash::OnlineSoftmaxOp op : body->getOps<flash::OnlineSoftmaxOp>()) {

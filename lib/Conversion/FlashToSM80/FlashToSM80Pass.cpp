@@ -145,7 +145,10 @@ DictionaryAttr sm80::launchInfo(Builder &b, flash::KernelOp kernel, const Kernel
       b.getNamedAttr("element_type", TypeAttr::get(config.elementType)),
       b.getNamedAttr("gemm", b.getStringAttr(gemm)),
       b.getNamedAttr("kv_tensor_maps", b.getBoolAttr(config.kvTensorMaps)),
-      b.getNamedAttr("grid", b.getStringAttr("(ceil(N/block_rows), H, B)")),
+      b.getNamedAttr("persistent", b.getBoolAttr(config.persistent)),
+      b.getNamedAttr("grid", b.getStringAttr(config.persistent
+                                                 ? "(min(ceil(N/block_rows) * H * B, resident CTAs), 1, 1)"
+                                                 : "(ceil(N/block_rows), H, B)")),
       b.getNamedAttr("params", b.getArrayAttr(paramNames)),
       b.getNamedAttr("param_types", b.getArrayAttr(paramTypes)),
       b.getNamedAttr("tensors", b.getArrayAttr(tensorNames)),

@@ -167,16 +167,20 @@ LogicalResult SM80Emitter::lowerLoadQ(flash::LoadQOp op) {
     return error(op, "query tile must be Br x D of the kernel's element type");
   if (queryLoad)
     return error(op, "one flash.load_q per kernel is supported");
-  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
-        queryTile = lookupScalar(op.getQueryTile());
-  Value headOffset = add(mul(toI64(batch), qStrides[0]), mul(toI64(head), qStrides[1]));
-  issueTileCopy(qPtr, headOffset, qStrides[2], queryTile, config.br, queryLen, smemQ);
+  issueQueryCopy(op);
   TileValue tile;
   tile.kind = TileValue::Kind::Query;
   tile.source = op;
   tiles[op.getResult()] = tile;
   queryLoad = op;
   return success();
+}
+
+void SM80Emitter::issueQueryCopy(flash::LoadQOp op) {
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile());
+  Value headOffset = add(mul(toI64(batch), qStrides[0]), mul(toI64(head), qStrides[1]));
+  issueTileCopy(qPtr, headOffset, qStrides[2], queryTile, config.br, queryLen, smemQ);
 }
 
 void SM80Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {

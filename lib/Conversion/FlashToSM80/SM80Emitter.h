@@ -63,7 +63,7 @@ struct KernelConfig {
   /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
   /// land while P·V(j) reads V(j).
   bool deferPV = false;
-  /// sm90 with deferPV: the last warpgroup is a producer (24 registers via
+  /// sm90 with deferPV: the last warpgroup is a producer (32 registers via
   /// setmaxnreg) that issues every K/V copy into two-slot rings guarded by
   /// full/empty mbarriers; the Br/64 warpgroups before it compute, with the
   /// registers the producer gave up.
@@ -72,6 +72,12 @@ struct KernelConfig {
   /// issuing their GEMMs (named barriers), so one's softmax runs under the
   /// others' GEMMs.
   bool pingPong = false;
+  /// Warp-specialized: a persistent grid. Each CTA loops over query tiles
+  /// (a static snake over the tile order, longest first under a mask); the
+  /// producer also loads each tile's Q by TMA (a third tensor map) into a
+  /// buffer with its own full/empty barriers, so it fetches the next tile's
+  /// Q and K/V while the consumers finish the current one.
+  bool persistent = false;
 
   /// sm80: shared-memory rows are padded by 16 bytes so that the 8 row
   /// addresses of an ldmatrix fall into 8 distinct groups of 4 banks.
@@ -91,7 +97,7 @@ struct KernelConfig {
   int64_t barrierCount() const {
     if (!kvTensorMaps)
       return 0;
-    return (keyBuffers() + valueBuffers()) * (warpSpecialized ? 2 : 1);
+    return (keyBuffers() + valueBuffers()) * (warpSpecialized ? 2 : 1) + (persistent ? 2 : 0);
   }
   int64_t valueBufferBytes() const { return bc * tileRowBytes(); }
   int64_t sharedBytes() const {
@@ -133,6 +139,12 @@ public:
   /// Emits the kernel (an llvm.func with nvvm.kernel inside `gpuModule`);
   /// reports errors on the kernel op.
   mlir::LogicalResult emit();
+  /// After the prologue (arguments, thread coordinates, shared memory):
+  /// maps (b, h, qt) to this CTA's tile, lowers the kernel body and returns.
+  virtual mlir::LogicalResult emitKernelBody();
+  /// Whether query tiles are visited last first: under a mask (causal,
+  /// windows) the last tiles see the most keys.
+  bool visitsLongestFirst();
 
   mlir::LLVM::LLVMFuncOp getFunc() { return func; }
 
@@ -150,8 +162,8 @@ public:
   // Kernel arguments.
   mlir::Value qPtr, kPtr, vPtr, oPtr, lsePtr;
   /// With kvTensorMaps: the CUtensorMaps of K and V (grid-constant byval
-  /// parameters, generic pointers).
-  mlir::Value kTensorMap, vTensorMap;
+  /// parameters, generic pointers); persistent: of Q too.
+  mlir::Value qTensorMap, kTensorMap, vTensorMap;
   mlir::Value qStrides[3], kStrides[3], vStrides[3], oStrides[3]; // i64
   mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
   llvm::StringMap<mlir::Value> params, auxPointers;
@@ -287,7 +299,9 @@ public:
   mlir::Value keyLoopBegin, keyLoopEnd;
   /// Waits for the Q copy and, with q-in-registers, loads its fragments.
   /// `pendingGroups` cp.async groups committed after Q may stay in flight.
-  void acquireQuery(int64_t pendingGroups);
+  virtual void acquireQuery(int64_t pendingGroups);
+  /// Starts the copy of the Q tile of `op` into shared memory.
+  virtual void issueQueryCopy(flash::LoadQOp op);
   /// Makes a K or V block usable by the GEMMs (see KVPipeline).
   virtual mlir::LogicalResult acquireKV(mlir::Operation *user, const TileValue &tile);
   /// Checks that `user` may use the K/V block `tile` (loaded by this loop,
@@ -388,6 +402,11 @@ public:
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
 };
+
+/// The mask that lets a whole key block of `loop` be skipped (or the loop
+/// narrowed) when no element of the block survives it; null when the loop is
+/// not the plain recurrence that makes skipping exact.
+flash::MaskOp findSkippableMask(mlir::scf::ForOp loop);
 
 /// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
 /// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).

@@ -199,6 +199,10 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
 }
 
 LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange results) {
+  // Persistent: every Q·Kᵀ of this tile is done, the producer may load the
+  // next tile's Q.
+  if (config.persistent)
+    releaseSlot(queryEmpty);
   pendingProbs.assign(results.begin(), results.end());
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   Value accResult;

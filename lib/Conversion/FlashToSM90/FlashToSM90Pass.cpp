@@ -31,7 +31,7 @@ static bool specializable(flash::KernelOp kernel, ArrayRef<scf::ForOp> loops) {
 
 FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
                                      bool overlapSoftmax, StringRef warpSpecialize,
-                                     bool pingPong) {
+                                     bool pingPong, bool persistent) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
@@ -91,6 +91,7 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = pingPong && config.br >= 128;
+    specialized.persistent = persistent;
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
@@ -119,7 +120,7 @@ struct ConvertFlashToSM90Pass
   void runOnOperation() override {
     auto makeEmitter = [&](flash::KernelOp kernel,
                            gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
-      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy, overlapSoftmax, warpSpecialize, pingPong);
+      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy, overlapSoftmax, warpSpecialize, pingPong, persistent);
       if (failed(config))
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);

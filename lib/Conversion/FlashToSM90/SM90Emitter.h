@@ -60,14 +60,14 @@ private:
   /// Shared-space byte addresses (i64) of the Q tile of this thread's
   /// warpgroup, of the K and of the V buffer.
   mlir::Value queryAddress, keyAddress, valueAddress;
-  /// Second buffers: V with deferPV, K and V when warp-specialized.
-  mlir::Value secondKeyAddress, secondValueAddress;
+  /// Second buffers (V with deferPV; K and V when warp-specialized) follow
+  /// the first: kvSlot offsets the address and the barriers.
   /// With kvTensorMaps: the mbarriers the K and V copies complete on
   /// (32-bit shared addresses) and "this thread issues the copies".
   mlir::Value keyBarrier, valueBarrier, isCopyThread;
-  mlir::Value secondKeyBarrier, secondValueBarrier;
-  /// Warp-specialized: the barriers consumers release each buffer on.
-  std::array<mlir::Value, 2> keyEmpty, valueEmpty;
+  /// Warp-specialized: the barriers consumers release the first K and V
+  /// buffers on.
+  mlir::Value keyEmpty, valueEmpty;
 
   /// One K or V buffer as seen for one key block: its shared address (i64),
   /// the mbarrier its copy completes on, the one consumers release it on
@@ -87,8 +87,39 @@ private:
   /// block `keyTile` of `op`'s (batch, kv head) into the panels at `address`.
   void issueTensorCopy(flash::LoadKVOp op, mlir::Value keyTile, mlir::Value address,
                        mlir::Value barrier);
+  /// One thread: arms `barrier` with the bytes of a rows x D box and copies
+  /// rows firstRow.. of (batch, head) of the tensor `map` describes into the
+  /// panels at `address` (i64 shared address).
+  void issueBoxCopy(mlir::Value map, mlir::Value firstRow, mlir::Value head, mlir::Value batch,
+                    int64_t rows, mlir::Value address, mlir::Value barrier);
   /// Warp-specialized: the producer's loop over the key range (one thread).
   void emitProducerLoop(const sm80::KVPipeline &state);
+  /// The loop of emitProducerLoop, in the thread that issues the copies.
+  void emitKeyBlockCopies(const sm80::KVPipeline &state);
+  /// Branches the CTA into the producer warpgroup (setmaxnreg.dec, then
+  /// `producer` emits its work, then it returns) and the consumers
+  /// (setmaxnreg.inc); returns with the insertion point in the consumers'
+  /// block.
+  void splitWarpgroups(llvm::function_ref<void()> producer);
+
+  // PersistentGrid.cpp (config.persistent)
+  mlir::LogicalResult emitKernelBody() override;
+  void issueQueryCopy(flash::LoadQOp op) override;
+  void acquireQuery(int64_t pendingGroups) override;
+  /// Loops over this CTA's query tiles: maps (b, h, qt) to each and runs
+  /// `work`, which returns the tile's key-block count. Carries the ordinal
+  /// of the tile's first key block (ordinalBase) and the tile's index among
+  /// this CTA's (tileIteration).
+  mlir::LogicalResult forEachTile(llvm::function_ref<mlir::FailureOr<mlir::Value>()> work);
+  /// The producer's part of one tile: the scalars before the key loop, Q by
+  /// TMA, the key range and its K/V copies; returns the block count.
+  mlir::FailureOr<mlir::Value> emitProducerTile(mlir::scf::ForOp keyLoop);
+  /// Persistent: the key-block ordinal the current tile starts at (every
+  /// tile continues the K/V rings' phases) and the tile's index among this
+  /// CTA's (the Q barriers' phase); null otherwise.
+  mlir::Value ordinalBase, tileIteration;
+  /// Persistent: the CTA's Q tile (i64 shared address) and its barriers.
+  mlir::Value queryTileAddress, queryFull, queryEmpty;
   /// Ping-pong: this consumer warpgroup's index; waits until the previous
   /// warpgroup has issued its GEMMs (named barrier 1 + w); lets the next one
   /// go (not after the last block of the last warpgroup, so every barrier
@@ -104,9 +135,33 @@ private:
   flash::LoadKVOp deferredValueLoad;
   llvm::SmallVector<mlir::Value> pendingProbs;
 
-  /// Thread 0 initializes both mbarriers (one arrival per phase); the CTA
+  /// Thread 0 initializes every mbarrier (one arrival per phase for the
+  /// full ones, one per consumer thread for the empty ones); the CTA
   /// synchronizes before anyone waits on them.
   void initializeBarriers(mlir::Value sharedBase);
+  /// Sets the barrier members from the 1024-aligned shared base (i64);
+  /// returns how many barriers there are and, in `fullCount`, how many of
+  /// them come first with one arrival per phase.
+  int64_t assignBarriers(mlir::Value sharedBase, int64_t *fullCount = nullptr);
+  /// Sets the shared addresses and barrier members from the base.
+  void assignSharedAddresses(mlir::Value aligned);
+  /// The 1024-aligned shared base (i64).
+  mlir::Value sharedBase;
+  /// For its lifetime, the shared addresses and barriers are recomputed from
+  /// an opaque copy of the base at the insertion point: LLVM cannot hoist
+  /// them, so a loop in the producer's 32 registers does not hold a dozen
+  /// of them across its iterations. The kernel-level values come back after.
+  class RematerializedAddresses {
+  public:
+    explicit RematerializedAddresses(SM90Emitter &emitter);
+    ~RematerializedAddresses();
+
+  private:
+    SM90Emitter &emitter;
+    std::tuple<mlir::Value, mlir::Value, mlir::Value, mlir::Value, mlir::Value, mlir::Value,
+               mlir::Value, mlir::Value, mlir::Value, mlir::Value>
+        saved;
+  };
   /// Waits until the phase of `barrier` for the current key block is
   /// complete (parity: key blocks since the loop's first, mod 2).
   void waitForPhase(mlir::Value barrier);

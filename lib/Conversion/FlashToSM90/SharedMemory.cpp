@@ -35,17 +35,38 @@ void SM90Emitter::emitSharedMemoryLayout() {
   smemK = gepBytes(base, i32(config.kSmemOffset()));
   smemV = gepBytes(base, i32(config.vSmemOffset()));
 
-  Value warpgroup = arith::ShRUIOp::create(b, loc, warp, i32(2));
-  queryAddress = add(add(aligned, i64(config.qSmemOffset())),
-                     toI64(mul(warpgroup, i32(64 * 128))));
-  keyAddress = add(aligned, i64(config.kSmemOffset()));
-  valueAddress = add(aligned, i64(config.vSmemOffset()));
-  if (config.keyBuffers() == 2)
-    secondKeyAddress = add(keyAddress, i64(config.bc * config.tileRowBytes()));
-  if (config.valueBuffers() == 2)
-    secondValueAddress = add(valueAddress, i64(config.valueBufferBytes()));
+  sharedBase = aligned;
+  assignSharedAddresses(aligned);
   if (config.kvTensorMaps)
     initializeBarriers(aligned);
+}
+
+void SM90Emitter::assignSharedAddresses(Value aligned) {
+  Value warpgroup = arith::ShRUIOp::create(b, loc, warp, i32(2));
+  queryTileAddress = add(aligned, i64(config.qSmemOffset()));
+  queryAddress = add(queryTileAddress, toI64(mul(warpgroup, i32(64 * 128))));
+  keyAddress = add(aligned, i64(config.kSmemOffset()));
+  valueAddress = add(aligned, i64(config.vSmemOffset()));
+  if (config.kvTensorMaps)
+    assignBarriers(aligned);
+}
+
+SM90Emitter::RematerializedAddresses::RematerializedAddresses(SM90Emitter &emitter)
+    : emitter(emitter),
+      saved{emitter.queryTileAddress, emitter.queryAddress, emitter.keyAddress,
+            emitter.valueAddress,     emitter.keyBarrier,   emitter.valueBarrier,
+            emitter.keyEmpty,         emitter.valueEmpty,   emitter.queryFull,
+            emitter.queryEmpty} {
+  AsmCall copy;
+  copy.addOutputs(emitter.b.getI64Type(), 1);
+  copy.addInput(emitter.sharedBase);
+  emitter.assignSharedAddresses(copy.emit(emitter.b, emitter.loc, "mov.b64 $0, $1;").front());
+}
+
+SM90Emitter::RematerializedAddresses::~RematerializedAddresses() {
+  std::tie(emitter.queryTileAddress, emitter.queryAddress, emitter.keyAddress,
+           emitter.valueAddress, emitter.keyBarrier, emitter.valueBarrier, emitter.keyEmpty,
+           emitter.valueEmpty, emitter.queryFull, emitter.queryEmpty) = saved;
 }
 
 Value SM90Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {

@@ -27,31 +27,46 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::sm90;
 
-void SM90Emitter::initializeBarriers(Value sharedBase) {
-  Type i32Type = b.getI32Type();
-  Value base = arith::TruncIOp::create(b, loc, i32Type,
+int64_t SM90Emitter::assignBarriers(Value sharedBase, int64_t *fullCount) {
+  Value base = arith::TruncIOp::create(b, loc, b.getI32Type(),
                                        add(sharedBase, i64(config.barrierSmemOffset())));
   // Full barriers (one arrival: the copy's expect_tx), K then V, then
   // (warp-specialized) the empty ones (one arrival per consumer thread).
   int64_t next = 0;
   auto allocate = [&] { return add(base, i32(8 * next++)); };
+  // A second buffer's barrier follows its first one (kvSlot).
   keyBarrier = allocate();
   if (config.keyBuffers() == 2)
-    secondKeyBarrier = allocate();
+    allocate();
   valueBarrier = allocate();
   if (config.valueBuffers() == 2)
-    secondValueBarrier = allocate();
-  int64_t fullCount = next;
-  if (config.warpSpecialized)
-    for (auto *empty : {&keyEmpty, &valueEmpty})
-      for (Value &barrier : *empty)
-        barrier = allocate();
+    allocate();
+  if (config.persistent)
+    queryFull = allocate();
+  if (fullCount)
+    *fullCount = next;
+  if (config.warpSpecialized) {
+    keyEmpty = allocate();
+    allocate();
+    valueEmpty = allocate();
+    allocate();
+  }
+  if (config.persistent)
+    queryEmpty = allocate();
+  return next;
+}
+
+void SM90Emitter::initializeBarriers(Value sharedBase) {
+  int64_t fullCount = 0;
+  int64_t count = assignBarriers(sharedBase, &fullCount);
+  Value base = arith::TruncIOp::create(b, loc, b.getI32Type(),
+                                       add(sharedBase, i64(config.barrierSmemOffset())));
   isCopyThread = cmpI(arith::CmpIPredicate::eq, tid, i32(0));
   auto init = scf::IfOp::create(b, loc, isCopyThread, /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(init.thenBlock()->getTerminator());
-    for (int64_t i = 0; i < next; ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       AsmCall call;
       call.addInput(add(base, i32(8 * i)));
       call.addInput(i32(i < fullCount ? 1 : config.consumerThreads()));
@@ -83,12 +98,16 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
 void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value address,
                                   Value barrier) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
-  Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
-                                             isKey ? kTensorMap : vTensorMap);
+  issueBoxCopy(isKey ? kTensorMap : vTensorMap, mul(keyTile, i32(config.bc)),
+               lookupScalar(op.getKvHead()), lookupScalar(op.getBatch()), config.bc, address,
+               barrier);
+}
+
+void SM90Emitter::issueBoxCopy(Value map, Value firstRow, Value head, Value batch, int64_t rows,
+                               Value address, Value barrier) {
+  Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), map);
   Value destination = arith::TruncIOp::create(b, loc, b.getI32Type(), address);
-  Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
-  Value firstRow = mul(keyTile, i32(config.bc));
-  int64_t panelBytes = config.bc * 128;
+  int64_t panelBytes = rows * 128;
   {
     AsmCall arm;
     arm.addInput(barrier);
@@ -101,7 +120,7 @@ void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value addre
     AsmCall copy;
     copy.addInput(add(destination, i32(panel * panelBytes)));
     copy.addInput(tensorMap);
-    for (Value coordinate : {i32(panel * 64), firstRow, kvHead, batch})
+    for (Value coordinate : {i32(panel * 64), firstRow, head, batch})
       copy.addInput(coordinate);
     copy.addInput(barrier);
     copy.emit(b, loc,
@@ -111,7 +130,8 @@ void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value addre
 }
 
 Value SM90Emitter::blockOrdinal(Value keyTile) {
-  return arith::SubIOp::create(b, loc, keyTile, keyLoopBegin);
+  Value ordinal = arith::SubIOp::create(b, loc, keyTile, keyLoopBegin);
+  return ordinalBase ? add(ordinal, ordinalBase) : ordinal;
 }
 
 SM90Emitter::Slot SM90Emitter::kvSlot(flash::KVOperand operand, Value ordinal) {
@@ -120,15 +140,17 @@ SM90Emitter::Slot SM90Emitter::kvSlot(flash::KVOperand operand, Value ordinal) {
   Value full = isKey ? keyBarrier : valueBarrier;
   if ((isKey ? config.keyBuffers() : config.valueBuffers()) == 1)
     return {address, full, Value(), arith::AndIOp::create(b, loc, ordinal, i32(1))};
-  Value second = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, ordinal, i32(1)),
-                      i32(0));
+  // Offsets from the first buffer and barrier (the second of each pair
+  // follows it) rather than a choice between two: fewer values live across
+  // the loops, which matters in the producer's 32 registers.
+  Value second = arith::AndIOp::create(b, loc, ordinal, i32(1));
+  Value barrierStep = mul(second, i32(8));
+  int64_t bufferBytes = isKey ? config.bc * config.tileRowBytes() : config.valueBufferBytes();
   Slot slot;
-  slot.address = select(second, isKey ? secondKeyAddress : secondValueAddress, address);
-  slot.full = select(second, isKey ? secondKeyBarrier : secondValueBarrier, full);
-  if (config.warpSpecialized) {
-    const std::array<Value, 2> &empty = isKey ? keyEmpty : valueEmpty;
-    slot.empty = select(second, empty[1], empty[0]);
-  }
+  slot.address = add(address, toI64(mul(second, i32(bufferBytes))));
+  slot.full = add(full, barrierStep);
+  if (config.warpSpecialized)
+    slot.empty = add(isKey ? keyEmpty : valueEmpty, barrierStep);
   slot.parity =
       arith::AndIOp::create(b, loc, arith::ShRSIOp::create(b, loc, ordinal, i32(1)), i32(1));
   return slot;

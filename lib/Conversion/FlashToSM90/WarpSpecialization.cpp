@@ -5,7 +5,7 @@
 // copied and published, barriers initialized); at the key loop the CTA
 // splits:
 //
-//   producer:  setmaxnreg.dec 24; one thread loops over the key range:
+//   producer:  setmaxnreg.dec 32; one thread loops over the key range:
 //                wait K slot empty, arm + TMA K(j); wait V slot empty,
 //                arm + TMA V(j); then the warpgroup exits.
 //   consumers: setmaxnreg.inc R; the deferred loop of DeferredAccumulate.cpp,
@@ -25,9 +25,11 @@
 // turn and one's softmax runs under the others' GEMMs.
 //
 // Registers: the kernel starts capped at 64K / threads (nvvm.maxnreg, which
-// setmaxnreg needs); the producer gives all but 24 back and the consumers
+// setmaxnreg needs); the producer gives all but 32 back and the consumers
 // take up to 240 each (with one consumer warpgroup the cap is already 248,
-// and the consumers keep it).
+// and the consumers keep it). 32 rather than 24 costs the consumers nothing
+// (two get 240, three 160 either way) and keeps the persistent producer's
+// tile loop free of spills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +45,7 @@ using namespace flashc::sm90;
 
 namespace {
 constexpr int64_t kRegisterFile = 64 * 1024;
-constexpr int64_t kProducerRegisters = 24;
+constexpr int64_t kProducerRegisters = 32;
 constexpr int64_t kMaxConsumerRegisters = 240;
 } // namespace
 
@@ -55,36 +57,16 @@ static void setMaxRegisters(OpBuilder &b, Location loc, StringRef direction, int
 LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline &state) {
   if (!config.warpSpecialized)
     return success();
-  Block *current = b.getInsertionBlock();
-  if (current->getParentOp() != func.getOperation())
-    return error(loop, "a warp-specialized key loop must be at the kernel's top level");
-  // Everything shared by all threads (Q above all) must be done before the
-  // producer leaves.
   if (queryLoad && !queryAcquired)
     return error(loop, "a warp-specialized kernel must load Q before its key loop");
-  int64_t entryRegisters = std::min<int64_t>(kRegisterFile / config.numThreads, 255) / 8 * 8;
-  int64_t consumerRegisters =
-      std::min(kMaxConsumerRegisters,
-               (kRegisterFile - kProducerRegisters * 128) / config.consumerThreads() / 8 * 8);
-  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegisters));
-
-  Region *body = current->getParent();
-  auto *producer = new Block(), *consumer = new Block();
-  body->push_back(producer);
-  body->push_back(consumer);
-  Value isProducer = cmpI(arith::CmpIPredicate::uge, tid, i32(config.consumerThreads()));
-  LLVM::CondBrOp::create(b, loc, isProducer, producer, ValueRange{}, consumer, ValueRange{});
-
-  b.setInsertionPointToStart(producer);
-  setMaxRegisters(b, loc, "dec", kProducerRegisters);
-  emitProducerLoop(state);
-  LLVM::ReturnOp::create(b, loc, ValueRange{});
-
-  b.setInsertionPointToStart(consumer);
-  // .inc may only raise the count: one consumer warpgroup already starts
-  // with more than the cap.
-  if (consumerRegisters > entryRegisters)
-    setMaxRegisters(b, loc, "inc", consumerRegisters);
+  // Persistent: the CTA split before its loop over tiles (PersistentGrid.cpp).
+  if (!config.persistent) {
+    // Everything shared by all threads (Q above all) must be done before
+    // the producer leaves.
+    if (b.getInsertionBlock()->getParentOp() != func.getOperation())
+      return error(loop, "a warp-specialized key loop must be at the kernel's top level");
+    splitWarpgroups([&] { emitProducerLoop(state); });
+  }
   if (config.pingPong) {
     // Warpgroup 0 goes first: the last one opens its barrier.
     consumerWarpgroup = arith::DivUIOp::create(b, loc, tid, i32(128));
@@ -100,6 +82,32 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline 
     arrive.emit(b, loc, "bar.arrive $0, 256;");
   }
   return success();
+}
+
+void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
+  int64_t entryRegisters = std::min<int64_t>(kRegisterFile / config.numThreads, 255) / 8 * 8;
+  int64_t consumerRegisters =
+      std::min(kMaxConsumerRegisters,
+               (kRegisterFile - kProducerRegisters * 128) / config.consumerThreads() / 8 * 8);
+  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegisters));
+
+  Region *body = b.getInsertionBlock()->getParent();
+  auto *producer = new Block(), *consumer = new Block();
+  body->push_back(producer);
+  body->push_back(consumer);
+  Value isProducer = cmpI(arith::CmpIPredicate::uge, tid, i32(config.consumerThreads()));
+  LLVM::CondBrOp::create(b, loc, isProducer, producer, ValueRange{}, consumer, ValueRange{});
+
+  b.setInsertionPointToStart(producer);
+  setMaxRegisters(b, loc, "dec", kProducerRegisters);
+  producerWork();
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+
+  b.setInsertionPointToStart(consumer);
+  // .inc may only raise the count: one consumer warpgroup already starts
+  // with more than the cap.
+  if (consumerRegisters > entryRegisters)
+    setMaxRegisters(b, loc, "inc", consumerRegisters);
 }
 
 void SM90Emitter::waitForGemmTurn() {
@@ -134,8 +142,14 @@ void SM90Emitter::emitProducerLoop(const sm80::KVPipeline &state) {
       /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(elected.thenBlock()->getTerminator());
+  emitKeyBlockCopies(state);
+}
+
+void SM90Emitter::emitKeyBlockCopies(const sm80::KVPipeline &state) {
+  OpBuilder::InsertionGuard guard(b);
   auto loop = scf::ForOp::create(b, loc, keyLoopBegin, keyLoopEnd, i32(1));
   b.setInsertionPoint(loop.getBody()->getTerminator());
+  RematerializedAddresses addresses(*this);
   Value block = loop.getInductionVar();
   Value ordinal = blockOrdinal(block);
   for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad}) {

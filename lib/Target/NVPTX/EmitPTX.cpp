@@ -98,6 +98,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.overlapSoftmax = options.overlapSoftmax;
     sm90.warpSpecialize = options.warpSpecialize;
     sm90.pingPong = options.pingPong;
+    sm90.persistent = options.persistent;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;
@@ -181,6 +182,8 @@ FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) 
         info.tensors.push_back(cast<StringAttr>(name).str());
     if (auto maps = dict.getAs<BoolAttr>("kv_tensor_maps"))
       info.kvTensorMaps = maps.getValue();
+    if (auto persistent = dict.getAs<BoolAttr>("persistent"))
+      info.persistent = persistent.getValue();
     result.push_back(std::move(info));
   }
   return result;

@@ -29,6 +29,10 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
                cl::desc("With --warp-specialize and Br >= 128: the consumer warpgroups take "
                         "turns issuing their GEMMs (default on)"),
                cl::init(true), cl::cat(category)),
+      persistent("persistent",
+                 cl::desc("Warp-specialized kernels: a persistent grid, one CTA per SM slot "
+                          "looping over query tiles (default on)"),
+                 cl::init(true), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                   cl::init(0), cl::cat(category)) {}
@@ -36,7 +40,7 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
 bool TargetFlags::given() const {
   return gemm.getNumOccurrences() || kvCopy.getNumOccurrences() ||
          overlapSoftmax.getNumOccurrences() || warpSpecialize.getNumOccurrences() ||
-         pingPong.getNumOccurrences() ||
+         pingPong.getNumOccurrences() || persistent.getNumOccurrences() ||
          rowsPerWarp.getNumOccurrences();
 }
 
@@ -46,6 +50,7 @@ void TargetFlags::applyTo(TargetOptions &options) const {
   options.overlapSoftmax = overlapSoftmax;
   options.warpSpecialize = warpSpecialize;
   options.pingPong = pingPong;
+  options.persistent = persistent;
   options.rowsPerWarp = rowsPerWarp;
 }
 

@@ -88,6 +88,7 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.threadsPerBlock = info.threadsPerBlock;
       package.dynamicSharedBytes = info.dynamicSharedBytes;
       package.kvTensorMaps = info.kvTensorMaps;
+      package.persistent = info.persistent;
     }
     if (package.threadsPerBlock == 0)
       return kernel.emitError("the GPU lowering reported no launch rule for this kernel");
@@ -160,7 +161,7 @@ std::string CompileCache::key(flash::KernelOp kernel, const nvptx::TargetOptions
   std::string text;
   llvm::raw_string_ostream os(text);
   os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
-     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << '|'
+     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << FLASHC_VERSION << '|' << buildIdentity();
   return kernel.getSymName().str() + "-" +

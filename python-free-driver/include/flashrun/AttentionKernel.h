@@ -44,7 +44,8 @@ struct TensorRef {
 class AttentionKernel {
 public:
   /// JIT-loads the package's PTX and raises the kernel's dynamic shared
-  /// memory limit when it needs more than 48 KiB.
+  /// memory limit when it needs more than 48 KiB; for a persistent grid,
+  /// asks the occupancy calculator how many CTAs the GPU holds at once.
   AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package);
 
   const flashrt::KernelPackage &package() const { return kernelPackage; }
@@ -69,6 +70,8 @@ private:
   flashrt::KernelPackage kernelPackage;
   flashrt::Module module;
   flashrt::Function kernelFunction;
+  /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
+  int64_t residentCtas = 0;
 };
 
 } // namespace flashrun

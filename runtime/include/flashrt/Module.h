@@ -38,6 +38,10 @@ public:
   /// Allows launches with up to `bytes` of dynamic shared memory; needed
   /// above 48 KiB, up to Device::maxSharedMemoryPerBlockOptin().
   void setMaxDynamicSharedMemory(size_t bytes);
+  /// How many blocks of `threads` threads with `dynamicSharedBytes` of
+  /// dynamic shared memory fit on one multiprocessor at once (the driver's
+  /// occupancy calculator; 0 when one does not fit).
+  int maxActiveBlocksPerMultiprocessor(int threads, size_t dynamicSharedBytes) const;
 
   /// Launches on `stream`. `args` holds one pointer per kernel parameter.
   /// Throws InvalidArgument for a zero dimension and LaunchError when the

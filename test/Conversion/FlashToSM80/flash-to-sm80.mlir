@@ -91,7 +91,7 @@ flash.kernel @causal attributes {config = #flash.tile<br = 64, bc = 64, head_dim
 
 // CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {softcap = {
 // CHECK-SAME: block_rows = 128 : i64, dynamic_shared_bytes = 69632 : i64
-// CHECK-SAME: element_type = f16, {{.*}}num_warps = 8 : i64, param_types = [f32], params = ["cap"], rows_per_warp = 16 : i64, tensors = ["bias"], threads_per_block = 256 : i64
+// CHECK-SAME: element_type = f16, {{.*}}num_warps = 8 : i64, param_types = [f32], params = ["cap"], persistent = false, rows_per_warp = 16 : i64, tensors = ["bias"], threads_per_block = 256 : i64
 // The parameters, then one pointer per aux tensor.
 // CHECK-LABEL: llvm.func @softcap(
 // CHECK-SAME: %{{.*}}: i32, %[[CAP:.*]]: f32, %[[BIAS:.*]]: !llvm.ptr<1> {llvm.noalias, llvm.readonly})

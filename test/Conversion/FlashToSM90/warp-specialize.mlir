@@ -1,7 +1,7 @@
-// RUN: flashc-opt %s -flash-to-sm90=warp-specialize=on | FileCheck %s
-// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on ping-pong=false' | FileCheck %s --check-prefix=NOPINGPONG
-// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on kv-copy=cp.async' | FileCheck %s --check-prefix=NOTMA
-// RUN: flashc-opt %s -flash-to-sm90=warp-specialize=on -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on persistent=false' | FileCheck %s
+// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on persistent=false ping-pong=false' | FileCheck %s --check-prefix=NOPINGPONG
+// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on persistent=false kv-copy=cp.async' | FileCheck %s --check-prefix=NOTMA
+// RUN: flashc-opt %s '-flash-to-sm90=warp-specialize=on persistent=false' -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
 
 // Warp specialization: causal bf16, D = 64, 128 x 64 tiles. Two consumer
 // warpgroups and a producer warpgroup (384 threads); Q 16384 bytes, two K
@@ -20,10 +20,10 @@
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.barrier0
 // CHECK: llvm.cond_br %{{.*}}, ^[[PRODUCER:.*]], ^[[CONSUMER:.*]]
-// The producer: 24 registers; one thread waits for each slot to be empty
+// The producer: 32 registers; one thread waits for each slot to be empty
 // (parity flipped), arms its full barrier and copies K, then V.
 // CHECK: ^[[PRODUCER]]:
-// CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 24;"
+// CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 32;"
 // CHECK: scf.if
 // CHECK: scf.for
 // CHECK: arith.xori
@@ -76,7 +76,7 @@
 // NOTMA-NOT: setmaxnreg
 
 // PTX: .maxnreg 168
-// PTX: setmaxnreg.dec.sync.aligned.u32 24;
+// PTX: setmaxnreg.dec.sync.aligned.u32 32;
 // PTX: setmaxnreg.inc.sync.aligned.u32 240;
 // PTX: wgmma.wait_group.sync.aligned 1;
   flash.kernel @causal attributes {config = #flash.tile<br = 128, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {

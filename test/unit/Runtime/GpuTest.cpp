@@ -132,6 +132,13 @@ TEST_F(GpuTest, DynamicSharedMemoryAboveTheDefaultNeedsOptIn) {
   }
 
   scale.setMaxDynamicSharedMemory(bytes);
+  // The occupancy calculator (persistent grids size themselves with it):
+  // 64 KiB blocks fit fewer times per multiprocessor than blocks without.
+  int withShared = scale.maxActiveBlocksPerMultiprocessor(128, bytes);
+  EXPECT_GE(withShared, 1);
+  EXPECT_LE(size_t(withShared) * bytes,
+            size_t(context->device().attribute(/*MAX_SHARED_MEMORY_PER_MULTIPROCESSOR=*/81)));
+  EXPECT_LT(withShared, scale.maxActiveBlocksPerMultiprocessor(128, 0));
   scale.launch(Dim3(3), Dim3(128), bytes, stream, args);
   stream.synchronize();
   std::vector<float> out = download(dout, n);

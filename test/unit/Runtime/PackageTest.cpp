@@ -80,6 +80,23 @@ TEST(Package, RecordsTensorMapParameters) {
   expectParseError(withArgument, "kv-tensor-maps");
 }
 
+TEST(Package, RecordsThePersistentGrid) {
+  flashrt::KernelPackage package = samplePackage();
+  package.kvTensorMaps = true;
+  package.persistent = true;
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\ngrid persistent\n"), std::string::npos) << text;
+  EXPECT_TRUE(flashrt::KernelPackage::parse(text).persistent);
+  EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).persistent);
+  // Its Q comes by TMA: a persistent package without tensor maps is wrong.
+  std::string noMaps = text;
+  noMaps.erase(noMaps.find("kv-tensor-maps\n"), 15);
+  expectParseError(noMaps, "a persistent grid needs kv-tensor-maps");
+  std::string unknown = text;
+  unknown.replace(unknown.find("grid persistent"), 15, "grid dynamic");
+  expectParseError(unknown, "unknown grid rule");
+}
+
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");

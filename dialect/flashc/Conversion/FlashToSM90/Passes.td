@@ -43,14 +43,19 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       (`wgmma.wait_group 1`), with V double-buffered.
     - With `warp-specialize` (`auto`, the default, means for tiles of two
       or more warpgroups) the CTA gains a producer warpgroup: at the key
-      loop it drops to 24 registers (`setmaxnreg.dec`) and one of its
+      loop it drops to 32 registers (`setmaxnreg.dec`) and one of its
       threads issues every K/V copy into two-slot rings with full and empty
       mbarriers; the consumer warpgroups raise their registers
       (`setmaxnreg.inc`), run the overlapped loop and release each slot by
       arriving on its empty barrier. With two or three consumer warpgroups
       they ping-pong (`ping-pong`, on by default): warpgroup w issues its
       GEMMs after `bar.sync 1 + w`, then lets the next one go with
-      `bar.arrive`. Kernels whose key loop is not at the
+      `bar.arrive`. With `persistent` (on by default) the grid is one CTA
+      per SM slot: the CTA splits once and loops over query tiles, Q comes
+      by TMA too (a third tensor map, before k's) into a buffer with its own
+      full/empty barriers, and the producer fetches the next tile's Q and
+      K/V while the consumers finish the current one (the launch rule says
+      `persistent`). Kernels whose key loop is not at the
       top level or cannot defer P·V, and tiles whose rings do not fit, are
       built without it.
 
@@ -64,13 +69,17 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "With kv-copy=tma: issue P·V of key block j after Q·Kᵀ of block "
            "j + 1 so it runs under block j + 1's softmax (two V buffers)">,
     Option<"warpSpecialize", "warp-specialize", "std::string", /*default=*/"\"auto\"",
-           "With kv-copy=tma: a producer warpgroup (setmaxnreg 24) issues the "
+           "With kv-copy=tma: a producer warpgroup (setmaxnreg 32) issues the "
            "K/V copies into two-slot rings; the Br/64 consumer warpgroups "
            "overlap softmax and P·V as with overlap-softmax. auto (the "
            "default): when Br >= 128; on; off">,
     Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
            "With warp-specialize and two or more consumer warpgroups: they "
            "take turns issuing their GEMMs (named barriers)">,
+    Option<"persistent", "persistent", "bool", /*default=*/"true",
+           "With warp-specialize: a persistent grid; each CTA loops over "
+           "query tiles and the producer loads the next tile's Q (TMA) and "
+           "K/V while the consumers finish the last">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

@@ -26,12 +26,16 @@
 //   then   with kv_tensor_maps (the wgmma kernel with TMA): the CUtensorMaps
 //          of k and v by value (128 bytes, grid constant): bf16/f16, rank 4,
 //          dims {D, M, HKV, B}, byte strides {row, head, batch}, box
-//          {64, block_cols, 1, 1}, 128-byte swizzle, zero fill
+//          {64, block_cols, 1, 1}, 128-byte swizzle, zero fill; a
+//          persistent kernel takes q's before them (dims {D, N, H, B}, box
+//          {64, block_rows, 1, 1})
 // LSE is dense [B, H, N] f32. K/V head of query head h: h / (H / HKV).
 //
 // Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1)
 // (threads_per_block = 32 · block_rows / rows_per_warp; a kernel with a mask
-// maps CTA x to query tile grid.x - 1 - x),
+// maps CTA x to query tile grid.x - 1 - x); persistent kernels: grid
+// (min(ceil(N / block_rows) · H · B, CTAs resident at once), 1, 1), each CTA
+// looping over tiles,
 // dynamic shared memory dynamic_shared_bytes (call cuFuncSetAttribute(
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
 // Requirements: q, k, v 16-byte aligned and their batch/head/row strides
@@ -71,6 +75,9 @@ struct TargetOptions {
   std::string warpSpecialize = "auto";
   /// With warpSpecialize and two or more consumer warpgroups: ping-pong.
   bool pingPong = true;
+  /// Warp-specialized kernels: a persistent grid (one CTA per SM slot, each
+  /// looping over query tiles, Q by TMA).
+  bool persistent = true;
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.
@@ -101,6 +108,9 @@ struct KernelLaunchInfo {
   std::vector<std::string> tensors;    // aux tensor names, ABI order
   /// The kernel takes CUtensorMaps of k and v after the aux tensors (TMA).
   bool kvTensorMaps = false;
+  /// A persistent grid (min(tiles, CTAs resident at once), 1, 1); the kernel
+  /// then takes q's CUtensorMap before k's.
+  bool persistent = false;
 };
 
 struct CompiledPTX {

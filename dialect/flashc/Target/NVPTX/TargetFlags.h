@@ -24,6 +24,7 @@ struct TargetFlags {
   llvm::cl::opt<bool> overlapSoftmax;
   llvm::cl::opt<std::string> warpSpecialize;
   llvm::cl::opt<bool> pingPong;
+  llvm::cl::opt<bool> persistent;
   llvm::cl::opt<int> rowsPerWarp;
 
   /// Whether the command line chose any of them (then no tuned config
