@@ -19,6 +19,11 @@ HDIMS=${HDIMS:-64,128,256}
 SEQS=${SEQS:-512,1024,2048,4096,8192,16384}
 ITERS=${ITERS:-30}
 GEMMS=${GEMMS:-wgmma mma.sync}
+# EXTRA: one more flashc configuration, "label:flags" (flags comma-separated,
+# the wgmma kernel), timed at the head dims in EXTRA_HDIMS only; e.g.
+# EXTRA="wgmma/grid:--persistent=false" EXTRA_HDIMS=128,256.
+EXTRA=${EXTRA:-}
+EXTRA_HDIMS=${EXTRA_HDIMS:-$HDIMS}
 mkdir -p "$OUT"
 stamp=$(date -u +%Y-%m-%d)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
@@ -44,18 +49,23 @@ fi
 
 echo "gemm,causal,variant,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_err_o,rel_err_lse,status" > "$flashc_csv"
 total=$(( $(echo "$HDIMS" | tr ',' '\n' | wc -l) * $(echo "$SEQS" | tr ',' '\n' | wc -l) * 2 * $(echo $GEMMS | wc -w) ))
+[ -n "$EXTRA" ] && total=$(( total + $(echo "$EXTRA_HDIMS" | tr ',' '\n' | wc -l) * $(echo "$SEQS" | tr ',' '\n' | wc -l) * 2 ))
 n=0
 for D in ${HDIMS//,/ }; do
   H=$((2048 / D))
   for N in ${SEQS//,/ }; do
     B=$((16384 / N)); [ $B -lt 1 ] && B=1
     for causal in 0 1; do
-      for gemm in $GEMMS; do
+      configs=$GEMMS
+      [ -n "$EXTRA" ] && [[ ",$EXTRA_HDIMS," == *",$D,"* ]] && configs="$configs $EXTRA"
+      for config in $configs; do
         n=$((n + 1))
+        label=${config%%:*}; extra=; [[ $config == *:* ]] && extra=${config#*:}
+        gemm=${label%%/*}
         if [ $causal -eq 1 ]; then file=examples/causal.flash; flag=--causal; else file=examples/full.flash; flag=; fi
-        echo "[$n/$total] flashc $gemm D=$D N=$N causal=$causal" >&2
-        row=$("$FLASH_RUN" "$file" --shape "B=$B,H=$H,N=$N,D=$D" --gemm "$gemm" --csv --iters "$ITERS" $flag 2>&1 | tail -1)
-        echo "$gemm,$causal,$row" >> "$flashc_csv"
+        echo "[$n/$total] flashc $label D=$D N=$N causal=$causal" >&2
+        row=$(timeout "${ROW_TIMEOUT:-120}" "$FLASH_RUN" "$file" --shape "B=$B,H=$H,N=$N,D=$D" --gemm "$gemm" ${extra//,/ } --csv --iters "$ITERS" $flag 2>&1 | tail -1)
+        echo "$label,$causal,$row" >> "$flashc_csv"
       done
     done
   done

@@ -14,7 +14,11 @@ FLAGS=${FLAGS:-}
 passed=0; failed=0; skipped=0
 run() {
   local out
-  out=$("$FLASH_RUN" "$@" --gemm "$gemm" $FLAGS --iters 0 2>&1); local rc=$?
+  # A kernel that hangs (a barrier phase that never completes) fails its
+  # case instead of stalling the whole check.
+  out=$(timeout "${CASE_TIMEOUT:-60}" "$FLASH_RUN" "$@" --gemm "$gemm" $FLAGS --iters 0 2>&1); local rc=$?
+  [ $rc -eq 124 ] && out="$out
+timed out after ${CASE_TIMEOUT:-60} s"
   if [ $rc -eq 0 ]; then passed=$((passed+1)); echo "ok    $gemm $*";
   elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $gemm $* (no GPU)";
   else failed=$((failed+1)); echo "FAIL  $gemm $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
@@ -57,14 +61,20 @@ run examples/full.flash --shape B=2,H=4,N=1000,D=256 --warp-specialize=on --tile
 run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --warp-specialize=on --tile Br=192,Bc=64
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=128 --warp-specialize=on --tile Br=64,Bc=64
 run examples/full.flash --shape B=1,H=2,N=17,D=64 --warp-specialize=on --tile Br=128,Bc=64
-# The persistent grid (the default above) with more tiles than CTAs, so each
-# CTA runs several and the rings' phases carry over; and the one-tile-per-CTA
+# The persistent grid (the default above D = 64 once N > 1024 or unknown)
+# for every example; then more tiles than CTAs, so each CTA runs several
+# and the rings' phases carry over; and the one-tile-per-CTA
 # warp-specialized grid it replaced.
-run examples/causal.flash --shape B=4,H=16,N=300,D=128
-run examples/sliding_window.flash --shape B=8,H=16,N=256,D=128 --layout bshd
-run examples/gqa.flash --shape B=4,H=16,HKV=4,N=300,M=520,D=128
+for f in examples/*.flash; do
+  extra=""
+  [[ $f == *gqa.flash ]] && extra=",H=8,HKV=2,M=1600"
+  run "$f" --shape "B=2,H=4,N=1500,D=128$extra"
+done
+run examples/causal.flash --shape B=4,H=16,N=300,D=128 --tile Br=128,Bc=128
+run examples/sliding_window.flash --shape B=8,H=16,N=256,D=128 --tile Br=128,Bc=128 --layout bshd
+run examples/gqa.flash --shape B=4,H=16,HKV=4,N=300,M=520,D=128 --tile Br=128,Bc=128
 run examples/full.flash --shape B=4,H=16,N=300,D=256
-run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --persistent=false
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --tile Br=128,Bc=128 --persistent=false
 run examples/full.flash --shape B=1,H=2,N=333,D=256 --persistent=false
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1

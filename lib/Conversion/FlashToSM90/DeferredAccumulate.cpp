@@ -227,6 +227,10 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     tied.append(probs);
     tied = waitGroup(0, tied);
     tied.resize(acc.regs.size());
+    // The last V slot goes back too: a persistent producer refills it for
+    // the next tile.
+    if (config.warpSpecialized)
+      releaseSlot(value.empty);
     scf::YieldOp::create(b, loc, tied);
     b.setInsertionPointToStart(branch.elseBlock());
     scf::YieldOp::create(b, loc, acc.regs);
