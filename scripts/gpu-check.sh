@@ -67,8 +67,8 @@ run examples/full.flash --shape B=1,H=2,N=17,D=64 --warp-specialize=on --tile Br
 # warp-specialized grid it replaced.
 for f in examples/*.flash; do
   extra=""
-  [[ $f == *gqa.flash ]] && extra=",H=8,HKV=2,M=1600"
-  run "$f" --shape "B=2,H=4,N=1500,D=128$extra"
+  [[ $f == *gqa.flash ]] && extra=",H=4,HKV=2,M=1200"
+  run "$f" --shape "B=1,H=2,N=1100,D=128$extra"
 done
 run examples/causal.flash --shape B=4,H=16,N=300,D=128 --tile Br=128,Bc=128
 run examples/sliding_window.flash --shape B=8,H=16,N=256,D=128 --tile Br=128,Bc=128 --layout bshd
