@@ -450,8 +450,12 @@ std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_
     bool shortQueries = queryLength && *queryLength <= 1024 && headDim <= 128;
     if (warpSpecialized && headDim > 64 && !shortQueries && !mayLeaveHoles(variant.mask.get())) {
       bool readsTensors = !variant.tensors.empty();
+      // D = 256 with N <= 1024: Bc = 64, the widest tile whose consumers
+      // still fit the persistent grid's tile loop in 240 registers; the
+      // grid's overlap of one tile's epilogue with the next tile's loads
+      // matters most for short queries.
       if (headDim > 128)
-        return {128, readsTensors ? 32 : 80};
+        return {128, readsTensors ? 32 : (queryLength && *queryLength <= 1024 ? 64 : 80)};
       return {128, readsTensors ? 96 : 128};
     }
     // Otherwise one warpgroup per CTA and several CTAs per SM, whose GEMMs

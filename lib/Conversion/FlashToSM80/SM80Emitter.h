@@ -63,7 +63,7 @@ struct KernelConfig {
   /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
   /// land while P·V(j) reads V(j).
   bool deferPV = false;
-  /// sm90 with deferPV: the last warpgroup is a producer (32 registers via
+  /// sm90 with deferPV: the last warpgroup is a producer (24 or 40 registers via
   /// setmaxnreg) that issues every K/V copy into two-slot rings guarded by
   /// full/empty mbarriers; the Br/64 warpgroups before it compute, with the
   /// registers the producer gave up.

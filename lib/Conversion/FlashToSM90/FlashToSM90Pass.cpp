@@ -91,7 +91,9 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = pingPong && config.br >= 128;
-    specialized.persistent = persistent;
+    // At D = 256 the consumers of a persistent grid spill above Bc = 64
+    // (their 128 accumulator registers leave no room for the tile loop).
+    specialized.persistent = persistent && (config.headDim <= 128 || config.bc <= 64);
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";

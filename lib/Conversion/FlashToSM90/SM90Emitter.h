@@ -101,6 +101,8 @@ private:
   /// (setmaxnreg.inc); returns with the insertion point in the consumers'
   /// block.
   void splitWarpgroups(llvm::function_ref<void()> producer);
+  /// The registers the producer warpgroup keeps (setmaxnreg.dec).
+  int64_t producerRegisters() const;
 
   // PersistentGrid.cpp (config.persistent)
   mlir::LogicalResult emitKernelBody() override;
@@ -149,7 +151,7 @@ private:
   mlir::Value sharedBase;
   /// For its lifetime, the shared addresses and barriers are recomputed from
   /// an opaque copy of the base at the insertion point: LLVM cannot hoist
-  /// them, so a loop in the producer's 32 registers does not hold a dozen
+  /// them, so a loop in the producer's few registers does not hold a dozen
   /// of them across its iterations. The kernel-level values come back after.
   class RematerializedAddresses {
   public:

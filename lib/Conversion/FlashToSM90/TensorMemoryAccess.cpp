@@ -142,7 +142,7 @@ SM90Emitter::Slot SM90Emitter::kvSlot(flash::KVOperand operand, Value ordinal) {
     return {address, full, Value(), arith::AndIOp::create(b, loc, ordinal, i32(1))};
   // Offsets from the first buffer and barrier (the second of each pair
   // follows it) rather than a choice between two: fewer values live across
-  // the loops, which matters in the producer's 32 registers.
+  // the loops, which matters in the producer's few registers.
   Value second = arith::AndIOp::create(b, loc, ordinal, i32(1));
   Value barrierStep = mul(second, i32(8));
   int64_t bufferBytes = isKey ? config.bc * config.tileRowBytes() : config.valueBufferBytes();

@@ -5,7 +5,7 @@
 // copied and published, barriers initialized); at the key loop the CTA
 // splits:
 //
-//   producer:  setmaxnreg.dec 32; one thread loops over the key range:
+//   producer:  setmaxnreg.dec 24 (40); one thread loops over the key range:
 //                wait K slot empty, arm + TMA K(j); wait V slot empty,
 //                arm + TMA V(j); then the warpgroup exits.
 //   consumers: setmaxnreg.inc R; the deferred loop of DeferredAccumulate.cpp,
@@ -25,11 +25,12 @@
 // turn and one's softmax runs under the others' GEMMs.
 //
 // Registers: the kernel starts capped at 64K / threads (nvvm.maxnreg, which
-// setmaxnreg needs); the producer gives all but 32 back and the consumers
-// take up to 240 each (with one consumer warpgroup the cap is already 248,
-// and the consumers keep it). 32 rather than 24 costs the consumers nothing
-// (two get 240, three 160 either way) and keeps the persistent producer's
-// tile loop free of spills.
+// setmaxnreg needs) and launches with cap x threads registers; the producer
+// gives all but 24 back (40 for a persistent grid's tile loop up to D = 128)
+// and the consumers take what that frees, at most 240 each (240 after 24,
+// 232 after 40; with one consumer warpgroup the cap is already 248 and the
+// consumers keep it). setmaxnreg.inc draws on the registers the CTA was
+// launched with, not the whole file: asking for more blocks for ever.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,7 +46,10 @@ using namespace flashc::sm90;
 
 namespace {
 constexpr int64_t kRegisterFile = 64 * 1024;
-constexpr int64_t kProducerRegisters = 32;
+// The producer's registers: 24 for one tile's K/V loop; the persistent
+// producer's tile loop (decode, Q copy, key-range scan) needs more.
+constexpr int64_t kProducerRegisters = 24;
+constexpr int64_t kPersistentProducerRegisters = 40;
 constexpr int64_t kMaxConsumerRegisters = 240;
 } // namespace
 
@@ -84,11 +88,22 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline 
   return success();
 }
 
+int64_t SM90Emitter::producerRegisters() const {
+  // At D = 256 the consumers need all 240 (their accumulator alone is 128).
+  if (!config.persistent || config.headDim > 128)
+    return kProducerRegisters;
+  return kPersistentProducerRegisters;
+}
+
 void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
   int64_t entryRegisters = std::min<int64_t>(kRegisterFile / config.numThreads, 255) / 8 * 8;
-  int64_t consumerRegisters =
-      std::min(kMaxConsumerRegisters,
-               (kRegisterFile - kProducerRegisters * 128) / config.consumerThreads() / 8 * 8);
+  // setmaxnreg.inc takes registers from what the CTA was launched with
+  // (entry cap x threads), not from the whole register file: asking for
+  // more than the producer gave back blocks the consumers for ever.
+  int64_t consumerRegisters = std::min(
+      kMaxConsumerRegisters,
+      (entryRegisters * config.numThreads - producerRegisters() * 128) /
+          config.consumerThreads() / 8 * 8);
   func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegisters));
 
   Region *body = b.getInsertionBlock()->getParent();
@@ -99,7 +114,7 @@ void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
   LLVM::CondBrOp::create(b, loc, isProducer, producer, ValueRange{}, consumer, ValueRange{});
 
   b.setInsertionPointToStart(producer);
-  setMaxRegisters(b, loc, "dec", kProducerRegisters);
+  setMaxRegisters(b, loc, "dec", producerRegisters());
   producerWork();
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 

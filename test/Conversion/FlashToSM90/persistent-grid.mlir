@@ -22,7 +22,7 @@
 // per tile it waits until Q is released, copies Q (128 rows x 128 bytes),
 // scans the visible key range and fills the K/V rings.
 // CHECK: ^[[PRODUCER]]:
-// CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 32;"
+// CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 40;"
 // CHECK: nvvm.read.ptx.sreg.nctaid.x
 // CHECK: nvvm.read.ptx.sreg.ctaid.x
 // CHECK: scf.for
@@ -46,7 +46,7 @@
 // loop, release Q once every Q·Kᵀ is done (before the last P·V), store. No
 // CTA barrier and no copy of their own.
 // CHECK: ^[[CONSUMER]]:
-// CHECK-NEXT: "setmaxnreg.inc.sync.aligned.u32 240;"
+// CHECK-NEXT: "setmaxnreg.inc.sync.aligned.u32 232;"
 // CHECK: scf.for
 // CHECK: scf.if
 // CHECK: scf.for
@@ -73,9 +73,9 @@
 // OFF: nvvm.cp.async.wait.group 0
 
 // PTX: .maxnreg 168
-// PTX: setmaxnreg.dec.sync.aligned.u32 32;
+// PTX: setmaxnreg.dec.sync.aligned.u32 40;
 // PTX: cp.async.bulk.tensor.4d
-// PTX: setmaxnreg.inc.sync.aligned.u32 240;
+// PTX: setmaxnreg.inc.sync.aligned.u32 232;
 // PTX: wgmma.wait_group.sync.aligned 1;
   flash.kernel @causal attributes {config = #flash.tile<br = 128, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {
   ^bb0(%b: index, %h: index, %qt: index):

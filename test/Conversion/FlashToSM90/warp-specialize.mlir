@@ -20,10 +20,10 @@
 // CHECK: nvvm.cp.async.wait.group 0
 // CHECK: nvvm.barrier0
 // CHECK: llvm.cond_br %{{.*}}, ^[[PRODUCER:.*]], ^[[CONSUMER:.*]]
-// The producer: 32 registers; one thread waits for each slot to be empty
+// The producer: 24 registers; one thread waits for each slot to be empty
 // (parity flipped), arms its full barrier and copies K, then V.
 // CHECK: ^[[PRODUCER]]:
-// CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 32;"
+// CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 24;"
 // CHECK: scf.if
 // CHECK: scf.for
 // CHECK: arith.xori
@@ -76,7 +76,7 @@
 // NOTMA-NOT: setmaxnreg
 
 // PTX: .maxnreg 168
-// PTX: setmaxnreg.dec.sync.aligned.u32 32;
+// PTX: setmaxnreg.dec.sync.aligned.u32 24;
 // PTX: setmaxnreg.inc.sync.aligned.u32 240;
 // PTX: wgmma.wait_group.sync.aligned 1;
   flash.kernel @causal attributes {config = #flash.tile<br = 128, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {

@@ -43,7 +43,7 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       (`wgmma.wait_group 1`), with V double-buffered.
     - With `warp-specialize` (`auto`, the default, means for tiles of two
       or more warpgroups) the CTA gains a producer warpgroup: at the key
-      loop it drops to 32 registers (`setmaxnreg.dec`) and one of its
+      loop it drops to 24 registers (40 in a persistent grid up to D = 128) (`setmaxnreg.dec`) and one of its
       threads issues every K/V copy into two-slot rings with full and empty
       mbarriers; the consumer warpgroups raise their registers
       (`setmaxnreg.inc`), run the overlapped loop and release each slot by
@@ -69,7 +69,7 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "With kv-copy=tma: issue P·V of key block j after Q·Kᵀ of block "
            "j + 1 so it runs under block j + 1's softmax (two V buffers)">,
     Option<"warpSpecialize", "warp-specialize", "std::string", /*default=*/"\"auto\"",
-           "With kv-copy=tma: a producer warpgroup (setmaxnreg 32) issues the "
+           "With kv-copy=tma: a producer warpgroup (setmaxnreg 24 or 40) issues the "
            "K/V copies into two-slot rings; the Br/64 consumer warpgroups "
            "overlap softmax and P·V as with overlap-softmax. auto (the "
            "default): when Br >= 128; on; off">,
