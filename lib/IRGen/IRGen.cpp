@@ -444,10 +444,13 @@ std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_
     // D = 256 128x80 718 against 594; bench/results/2026-11-29-h200-ws).
     // Reads of aux tensors in a mask or score mod need registers of their
     // own: Bc = 96 (32 at D = 256) keeps them free of spills. Up to D = 128,
-    // N <= 1024 stays with several 64-row CTAs per SM, whose prologues and
-    // epilogues overlap (D = 128, N = 512: 436 against 393 non-causal, 303
-    // against 241 causal; N = 1024 causal 399 against 368).
-    bool shortQueries = queryLength && *queryLength <= 1024 && headDim <= 128;
+    // short masked queries (N <= 512) stay with several 64-row CTAs per SM,
+    // whose prologues and epilogues overlap; elsewhere the persistent grid
+    // overlaps them (H200, D = 128, same run: N = 512 non-causal 455 against
+    // 436, causal 287 against 303; N = 1024 559 / 410 against 519 / 400;
+    // bench/results/2026-11-29-h200-persistent).
+    bool shortQueries =
+        queryLength && *queryLength <= 512 && variant.mask && headDim <= 128;
     if (warpSpecialized && headDim > 64 && !shortQueries && !mayLeaveHoles(variant.mask.get())) {
       bool readsTensors = !variant.tensors.empty();
       // D = 256 with N <= 1024: Bc = 64, the widest tile whose consumers

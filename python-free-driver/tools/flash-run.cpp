@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
 
     nvptx::TargetOptions target;
     target.chip = !archOption.empty() ? archOption.getValue() : nvptx::chipFor(cc.major, cc.minor);
-    targetFlags.applyTo(target);
+    targetFlags.applyTo(target, std::nullopt); // the grid waits for N (below)
     llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
     if (!gemm)
       die(2, "--gemm: " + llvm::toString(gemm.takeError()));
@@ -169,6 +169,7 @@ int main(int argc, char **argv) {
         options.queryLength = value;
       }
     }
+    target.persistent = targetFlags.persistentGrid(options.queryLength);
 
     DialectRegistry registry;
     registerAllDialects(registry);

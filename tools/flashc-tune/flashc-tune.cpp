@@ -302,6 +302,7 @@ int main(int argc, char **argv) {
     frontend::KernelOptions options = keyOptions;
     nvptx::TargetOptions target;
     target.chip = chip;
+    target.persistent = nvptx::persistentGridPays(shape.queryLen());
     c.config.applyTo(options, target);
     std::string diagnostics;
     {

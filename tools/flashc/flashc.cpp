@@ -238,7 +238,8 @@ int main(int argc, char **argv) {
     return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
   nvptx::TargetOptions target;
   target.chip = arch;
-  targetFlags.applyTo(target);
+  targetFlags.applyTo(target, sizes->count("N") ? std::optional<int64_t>(sizes->lookup("N"))
+                                                : std::nullopt);
   llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
   if (!gemm)
     return usageError("--gemm: " + llvm::toString(gemm.takeError()));

@@ -47,9 +47,9 @@ emitFlashIR(mlir::MLIRContext &context, const Module &module,
 /// at D > 64, to stay free of spills; Bc = 64 with 16 rows per warp when it
 /// also reads aux tensors), Br = Bc = 64 above. With `wgmma`, the tile of
 /// the sm_90a kernel: 64x128 up to D = 64 (one warpgroup); above, 128x128
-/// (128x80 at D = 256) for the warp-specialized kernel (`warpSpecialized`;
-/// up to D = 128 only when `queryLength` is unknown or above 1024), else
-/// 64x64.
+/// (128x80 at D = 256, 128x64 there when `queryLength` <= 1024) for the
+/// warp-specialized kernel (`warpSpecialized`; up to D = 128 not for masked
+/// variants with `queryLength` <= 512), else 64x64.
 std::pair<int64_t, int64_t> defaultTile(const Variant &variant, int64_t headDim,
                                         bool wgmma = false, bool warpSpecialized = false,
                                         std::optional<int64_t> queryLength = std::nullopt);

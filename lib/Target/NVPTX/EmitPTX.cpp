@@ -81,6 +81,10 @@ bool nvptx::usesWarpSpecializedTiles(const TargetOptions &options, llvm::StringR
   return gemm == "wgmma" && options.kvCopy == "tma" && options.warpSpecialize != "off";
 }
 
+bool nvptx::persistentGridPays(std::optional<int64_t> queryLength) {
+  return queryLength && *queryLength <= 8192;
+}
+
 LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   prepareContext(module);
   if (!hasFlashKernels(module)) {

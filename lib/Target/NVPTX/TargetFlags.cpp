@@ -31,7 +31,7 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
                cl::init(true), cl::cat(category)),
       persistent("persistent",
                  cl::desc("Warp-specialized kernels: a persistent grid, one CTA per SM slot "
-                          "looping over query tiles (default on)"),
+                          "looping over query tiles (default: when --shape gives N <= 8192)"),
                  cl::init(true), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
@@ -44,13 +44,17 @@ bool TargetFlags::given() const {
          rowsPerWarp.getNumOccurrences();
 }
 
-void TargetFlags::applyTo(TargetOptions &options) const {
+bool TargetFlags::persistentGrid(std::optional<int64_t> queryLength) const {
+  return persistent.getNumOccurrences() ? persistent : persistentGridPays(queryLength);
+}
+
+void TargetFlags::applyTo(TargetOptions &options, std::optional<int64_t> queryLength) const {
   options.gemm = gemm;
   options.kvCopy = kvCopy;
   options.overlapSoftmax = overlapSoftmax;
   options.warpSpecialize = warpSpecialize;
   options.pingPong = pingPong;
-  options.persistent = persistent;
+  options.persistent = persistentGrid(queryLength);
   options.rowsPerWarp = rowsPerWarp;
 }
 

@@ -30,8 +30,11 @@ struct TargetFlags {
   /// Whether the command line chose any of them (then no tuned config
   /// replaces them).
   bool given() const;
-  /// Copies them into `options`.
-  void applyTo(TargetOptions &options) const;
+  /// Copies them into `options`; without --persistent the grid is
+  /// persistent when `queryLength` is known and persistentGridPays says so.
+  void applyTo(TargetOptions &options, std::optional<int64_t> queryLength) const;
+  /// --persistent if given, else persistentGridPays(queryLength).
+  bool persistentGrid(std::optional<int64_t> queryLength) const;
 };
 
 /// Makes --version print "<tool>: flashc <version> (LLVM <version>)".
