@@ -32,6 +32,8 @@ std::string TileConfig::str() const {
     text += " " + kvCopy;
     if (kvCopy == "tma" && overlapSoftmax)
       text += " overlap";
+    if (persistent)
+      text += *persistent ? " persistent" : " per-tile";
   } else if (rowsPerWarp)
     text += " rpw=" + std::to_string(rowsPerWarp);
   return text;
@@ -44,12 +46,14 @@ void TileConfig::applyTo(frontend::KernelOptions &kernel, nvptx::TargetOptions &
   target.kvCopy = kvCopy;
   target.rowsPerWarp = rowsPerWarp;
   target.overlapSoftmax = overlapSoftmax;
+  if (persistent)
+    target.persistent = *persistent;
 }
 
 bool TileConfig::operator==(const TileConfig &other) const {
   return blockRows == other.blockRows && blockCols == other.blockCols &&
          gemm == other.gemm && kvCopy == other.kvCopy && rowsPerWarp == other.rowsPerWarp &&
-         overlapSoftmax == other.overlapSoftmax;
+         overlapSoftmax == other.overlapSoftmax && persistent == other.persistent;
 }
 
 llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items) {
@@ -100,8 +104,15 @@ llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items
       space.overlapSoftmax.clear();
       for (const std::string &value : switches)
         space.overlapSoftmax.push_back(value == "on");
+    } else if (key == "persistent") {
+      std::vector<std::string> switches;
+      error = words(switches, {"on", "off"});
+      space.persistent.clear();
+      for (const std::string &value : switches)
+        space.persistent.push_back(value == "on");
     } else
-      return fail("unknown knob '" + key + "' (knobs: Br, Bc, gemm, kv, overlap, rpw)");
+      return fail("unknown knob '" + key +
+                  "' (knobs: Br, Bc, gemm, kv, overlap, persistent, rpw)");
     if (error)
       return std::move(error);
   }
@@ -121,10 +132,15 @@ std::vector<TileConfig> SearchSpace::enumerate() const {
               continue;
             }
             // Two or more warpgroups are warp-specialized (warp-specialize=auto),
-            // which always overlaps: the knob only changes 64-row tiles.
+            // which always overlaps: the knob only changes 64-row tiles;
+            // the grid is a knob of those larger tiles only.
+            if (br >= 128) {
+              for (bool grid : persistent)
+                configs.push_back({br, bc, kind, copy, 0, /*overlapSoftmax=*/false, grid});
+              continue;
+            }
             for (bool overlap : overlapSoftmax)
-              if (br < 128 || !overlap || overlapSoftmax.size() == 1)
-                configs.push_back({br, bc, kind, copy, 0, br < 128 && overlap});
+              configs.push_back({br, bc, kind, copy, 0, overlap});
           }
         } else {
           for (int64_t rows : rowsPerWarp)
@@ -196,7 +212,9 @@ static json::Object toJson(const TuningEntry &entry) {
                               {"gemm", c.gemm},
                               {"kv_copy", c.kvCopy},
                               {"rows_per_warp", c.rowsPerWarp},
-                              {"overlap_softmax", c.overlapSoftmax}}},
+                              {"overlap_softmax", c.overlapSoftmax},
+                              {"persistent", c.persistent ? json::Value(*c.persistent)
+                                                          : json::Value(nullptr)}}},
       {"tflops", entry.tflops},
   };
 }
@@ -221,7 +239,8 @@ static std::optional<TuningEntry> fromJson(const json::Value &value) {
   if (!configMap.map("Br", c.blockRows) || !configMap.map("Bc", c.blockCols) ||
       !configMap.map("gemm", c.gemm) || !configMap.map("kv_copy", c.kvCopy) ||
       !configMap.map("rows_per_warp", c.rowsPerWarp) ||
-      !configMap.mapOptional("overlap_softmax", c.overlapSoftmax))
+      !configMap.mapOptional("overlap_softmax", c.overlapSoftmax) ||
+      !configMap.mapOptional("persistent", c.persistent))
     return std::nullopt;
   if (c.blockRows <= 0 || c.blockCols <= 0 || (c.gemm != "wgmma" && c.gemm != "mma.sync") ||
       (c.kvCopy != "tma" && c.kvCopy != "cp.async"))

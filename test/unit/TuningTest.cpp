@@ -22,10 +22,11 @@ TEST(SearchSpaceTest, EnumeratesTheProductWithoutSynonyms) {
       {"Br=64,128", "Bc=32,64,128", "gemm=wgmma,mma.sync", "kv=tma,cp.async", "rpw=16,32"});
   ASSERT_TRUE(bool(space)) << llvm::toString(space.takeError());
   std::vector<TileConfig> configs = space->enumerate();
-  // wgmma: 3 x (TMA with and without overlap, cp.async) at Br = 64, 3 x (TMA,
-  // cp.async) at Br = 128 (warp-specialized: overlap is not a knob there);
-  // mma.sync: 2 x 3 x 2 rows-per-warp.
-  EXPECT_EQ(configs.size(), 27u);
+  // wgmma: 3 x (TMA with and without overlap, cp.async) at Br = 64, 3 x (TMA
+  // persistent or one CTA per tile, cp.async) at Br = 128 (warp-specialized:
+  // overlap is not a knob there, the grid is); mma.sync: 2 x 3 x 2
+  // rows-per-warp.
+  EXPECT_EQ(configs.size(), 30u);
   for (const TileConfig &config : configs) {
     if (config.gemm == "wgmma")
       EXPECT_EQ(config.rowsPerWarp, 0) << config.str();
@@ -33,7 +34,16 @@ TEST(SearchSpaceTest, EnumeratesTheProductWithoutSynonyms) {
       EXPECT_EQ(config.kvCopy, "cp.async") << config.str();
     if (config.kvCopy != "tma" || config.blockRows >= 128)
       EXPECT_FALSE(config.overlapSoftmax) << config.str();
+    // Only warp-specialized tiles name their grid.
+    EXPECT_EQ(config.persistent.has_value(),
+              config.gemm == "wgmma" && config.kvCopy == "tma" && config.blockRows >= 128)
+        << config.str();
   }
+  auto named = [&](llvm::StringRef text) {
+    return llvm::count_if(configs, [&](const TileConfig &c) { return c.str() == text; });
+  };
+  EXPECT_EQ(named("Br=128 Bc=64 wgmma tma persistent"), 1);
+  EXPECT_EQ(named("Br=128 Bc=64 wgmma tma per-tile"), 1);
   EXPECT_EQ(configs[0].str(), "Br=64 Bc=32 wgmma tma");
   EXPECT_EQ(configs[1].str(), "Br=64 Bc=32 wgmma tma overlap");
   EXPECT_EQ(configs[2].str(), "Br=64 Bc=32 wgmma cp.async");
@@ -43,17 +53,21 @@ TEST(SearchSpaceTest, EnumeratesTheProductWithoutSynonyms) {
 TEST(SearchSpaceTest, DefaultsAndBadItems) {
   llvm::Expected<SearchSpace> defaults = SearchSpace::parse({});
   ASSERT_TRUE(bool(defaults));
-  EXPECT_EQ(defaults->enumerate().size(), 9u);
+  EXPECT_EQ(defaults->enumerate().size(), 12u);
   llvm::Expected<SearchSpace> overlapOnly = SearchSpace::parse({"overlap=off"});
   ASSERT_TRUE(bool(overlapOnly));
-  EXPECT_EQ(overlapOnly->enumerate().size(), 6u);
+  EXPECT_EQ(overlapOnly->enumerate().size(), 9u);
+  llvm::Expected<SearchSpace> onePerTile = SearchSpace::parse({"overlap=off", "persistent=off"});
+  ASSERT_TRUE(bool(onePerTile));
+  EXPECT_EQ(onePerTile->enumerate().size(), 6u);
   auto error = [](std::vector<std::string> items) {
     llvm::Expected<SearchSpace> space = SearchSpace::parse(items);
     return space ? std::string() : llvm::toString(space.takeError());
   };
   EXPECT_EQ(error({"Br=64,x"}), "--space: 'Br=64,x': 'x' is not a non-negative integer");
   EXPECT_EQ(error({"stages=2,3"}),
-            "--space: 'stages=2,3': unknown knob 'stages' (knobs: Br, Bc, gemm, kv, overlap, rpw)");
+            "--space: 'stages=2,3': unknown knob 'stages' (knobs: Br, Bc, gemm, kv, overlap, "
+            "persistent, rpw)");
   EXPECT_EQ(error({"overlap=maybe"}),
             "--space: 'overlap=maybe': 'maybe' is not one of on, off");
   EXPECT_EQ(error({"gemm=mfma"}),
@@ -106,6 +120,33 @@ TEST_F(TuningCacheTest, RecordsAndFindsTheWinnerForItsKeyOnly) {
   TuningKey otherBucket = entry("NVIDIA H200", 0).key;
   otherBucket.shapeBucket = "N<=1024,M<=1024";
   EXPECT_FALSE(cache.lookup(otherBucket, warnings));
+  EXPECT_EQ(warnings, "");
+}
+
+TEST_F(TuningCacheTest, TheGridOfAWinnerRoundTrips) {
+  TuningCache cache(path);
+  std::string warnings;
+  TuningEntry perTile = entry("NVIDIA H200", 128);
+  perTile.config.persistent = false;
+  TuningEntry unnamed = entry("NVIDIA H100", 128);
+  ASSERT_FALSE(bool(cache.record(perTile, warnings)));
+  ASSERT_FALSE(bool(cache.record(unnamed, warnings)));
+  std::optional<TuningEntry> found = cache.lookup(perTile.key, warnings);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->config.persistent, std::optional<bool>(false));
+  EXPECT_EQ(found->config.str(), "Br=128 Bc=64 wgmma tma per-tile");
+  // Compiling with it overrides the tools' rule; an unnamed grid keeps it.
+  flashc::frontend::KernelOptions kernel;
+  flashc::nvptx::TargetOptions target;
+  target.persistent = true;
+  found->config.applyTo(kernel, target);
+  EXPECT_FALSE(target.persistent);
+  found = cache.lookup(unnamed.key, warnings);
+  ASSERT_TRUE(found);
+  EXPECT_FALSE(found->config.persistent.has_value());
+  target.persistent = true;
+  found->config.applyTo(kernel, target);
+  EXPECT_TRUE(target.persistent);
   EXPECT_EQ(warnings, "");
 }
 

@@ -2,7 +2,7 @@
 //
 //   flashc-tune causal.flash --shape B=4,H=16,N=4096,D=128 [--causal]
 //       [--space Br=64,128 Bc=32,64,128 gemm=wgmma,mma.sync kv=tma,cp.async overlap=on,off
-//                rpw=16,32]
+//                persistent=on,off rpw=16,32]
 //       [--budget 60s]
 //
 // Enumerates the configurations of the space (plus the default one),
@@ -64,8 +64,9 @@ cl::opt<std::string> checkShapeSpec(
     cl::cat(category));
 cl::list<std::string> spaceItems(
     "space", cl::desc("Knob=values lists: Br=64,128 Bc=32,64,128 gemm=wgmma,mma.sync "
-                      "kv=tma,cp.async overlap=on,off rpw=16,32 (default: Br=64,128 Bc=32,64,128 "
-                      "gemm=wgmma kv=tma overlap=on,off)"),
+                      "kv=tma,cp.async overlap=on,off persistent=on,off rpw=16,32 (default: "
+                      "Br=64,128 Bc=32,64,128 gemm=wgmma kv=tma overlap=on,off persistent=on,off; "
+                      "overlap applies to Br = 64, persistent to Br >= 128)"),
     cl::cat(category));
 cl::opt<std::string> dtype("dtype", cl::desc("Element type: must be the variant's (bf16, f16)"),
                            cl::cat(category));
@@ -268,6 +269,9 @@ int main(int argc, char **argv) {
                             shape.queryLen());
   tuning::TileConfig defaultConfig{defaultBr, defaultBc, defaultGemm,
                                    defaultGemm == "wgmma" ? "tma" : "cp.async", 0};
+  // Warp-specialized default tiles name their grid, as the space's do.
+  if (defaultGemm == "wgmma" && defaultBr >= 128)
+    defaultConfig.persistent = nvptx::persistentGridPays(shape.queryLen());
   for (const tuning::TileConfig &config : space->enumerate())
     candidates.push_back({config});
   auto isDefault = [&](const Candidate &c) { return c.config == defaultConfig; };
@@ -409,7 +413,7 @@ int main(int argc, char **argv) {
   llvm::outs() << selected << "  " << shape.str() << "  " << elementName << "  " << gpuName
                << " (" << chip << ")  " << (causalFlops ? "causal count" : "full count")
                << "\n";
-  llvm::outs() << llvm::format("%4s  %-30s %9s %9s %5s %7s  %s\n", "rank", "config", "TFLOP/s",
+  llvm::outs() << llvm::format("%4s  %-34s %9s %9s %5s %7s  %s\n", "rank", "config", "TFLOP/s",
                                "ms", "regs", "smem", "notes");
   int rank = 0;
   Candidate *winner = nullptr, *defaultCandidate = nullptr;
@@ -420,7 +424,7 @@ int main(int argc, char **argv) {
     if (c->tflops > 0) {
       if (!winner)
         winner = c;
-      llvm::outs() << llvm::format("%4d  %-30s %9.1f %9.4f %5s %7lld  %s\n", ++rank,
+      llvm::outs() << llvm::format("%4d  %-34s %9.1f %9.4f %5s %7lld  %s\n", ++rank,
                                    c->config.str().c_str(), c->tflops, c->ms, regs.c_str(),
                                    static_cast<long long>(c->sharedBytes),
                                    c->isDefault ? "default" : "");
@@ -432,7 +436,7 @@ int main(int argc, char **argv) {
     std::string reason = c->reason.empty() ? "compiled; not timed (no GPU)" : c->reason;
     std::replace(reason.begin(), reason.end(), '\n', ' ');
     std::string regs = c->registers >= 0 ? std::to_string(c->registers) : "-";
-    llvm::outs() << llvm::format("%4s  %-30s %9s %9s %5s %7lld  %s%s\n", "-",
+    llvm::outs() << llvm::format("%4s  %-34s %9s %9s %5s %7lld  %s%s\n", "-",
                                  c->config.str().c_str(), "-", "-", regs.c_str(),
                                  static_cast<long long>(c->sharedBytes),
                                  c->isDefault ? "default; " : "", reason.c_str());

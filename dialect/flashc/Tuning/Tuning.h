@@ -2,8 +2,9 @@
 //
 // The knobs flashc-tune searches: the tile (Br, Bc), the GEMM kind (wgmma
 // or mma.sync), how the wgmma kernel moves K/V (TMA or cp.async), whether
-// it overlaps the softmax with the previous block's P·V (TMA only) and the
-// rows per warp of the mma.sync kernel. Warps follow from Br (one warpgroup
+// it overlaps the softmax with the previous block's P·V (TMA only), whether
+// its warp-specialized tiles run on a persistent grid, and the rows per warp
+// of the mma.sync kernel. Warps follow from Br (one warpgroup
 // per 64 rows on wgmma, Br / rows-per-warp on mma.sync) and the copy
 // pipeline has a fixed depth, so neither is a separate knob.
 //
@@ -36,9 +37,13 @@ struct TileConfig {
   std::string kvCopy = "tma";   // wgmma: "tma" or "cp.async"
   int64_t rowsPerWarp = 0;      // mma.sync: 16, 32 or 0 (auto)
   bool overlapSoftmax = false;  // wgmma with TMA
+  /// wgmma with TMA, Br >= 128 (warp-specialized): a persistent grid or one
+  /// CTA per tile; unset: the tools' rule (nvptx::persistentGridPays).
+  std::optional<bool> persistent;
 
   /// "Br=64 Bc=128 wgmma tma" / "Br=64 Bc=64 wgmma tma overlap" /
-  /// "Br=128 Bc=64 mma.sync rpw=32".
+  /// "Br=128 Bc=128 wgmma tma persistent" / "Br=128 Bc=128 wgmma tma
+  /// per-tile" / "Br=128 Bc=64 mma.sync rpw=32".
   std::string str() const;
   /// Compiles with this configuration: the tile into `kernel`, the GEMM
   /// kind, K/V copy and rows per warp into `target`.
@@ -54,16 +59,17 @@ struct SearchSpace {
   std::vector<std::string> kvCopy = {"tma"};
   std::vector<int64_t> rowsPerWarp = {0};
   std::vector<bool> overlapSoftmax = {false, true};
+  std::vector<bool> persistent = {true, false};
 
   /// Parses "Br=64,128 Bc=32,64 gemm=wgmma,mma.sync kv=tma,cp.async
-  /// overlap=on,off rpw=16,32"
+  /// overlap=on,off persistent=on,off rpw=16,32"
   /// (any subset, in any order; the rest keeps its default). Errors name
   /// the item.
   static llvm::Expected<SearchSpace> parse(llvm::ArrayRef<std::string> items);
   /// Every combination, without combinations that mean the same kernel
   /// (kv-copy and rows-per-warp apply to one GEMM kind each, overlap to
   /// 64-row tiles with TMA: larger ones are warp-specialized and always
-  /// overlap).
+  /// overlap; persistent to those larger ones only).
   std::vector<TileConfig> enumerate() const;
 };
 
