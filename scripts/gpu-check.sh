@@ -61,8 +61,8 @@ run examples/full.flash --shape B=2,H=4,N=1000,D=256 --warp-specialize=on --tile
 run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --warp-specialize=on --tile Br=192,Bc=64
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=128 --warp-specialize=on --tile Br=64,Bc=64
 run examples/full.flash --shape B=1,H=2,N=17,D=64 --warp-specialize=on --tile Br=128,Bc=64
-# The persistent grid (the default above D = 64 once N > 1024 or unknown)
-# for every example; then more tiles than CTAs, so each CTA runs several
+# The persistent grid (the default of the warp-specialized tiles when N <=
+# 8192, here 128x128 at N = 1100) for every example; then more tiles than CTAs, so each CTA runs several
 # and the rings' phases carry over; and the one-tile-per-CTA
 # warp-specialized grid it replaced.
 for f in examples/*.flash; do

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashc/Conversion/FlashToSM90/Passes.h"
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/Harness/GpuHarness.h"
 #include "flashc/IRGen/IRGen.h"
@@ -271,7 +272,8 @@ int main(int argc, char **argv) {
                                    defaultGemm == "wgmma" ? "tma" : "cp.async", 0};
   // Warp-specialized default tiles name their grid, as the space's do.
   if (defaultGemm == "wgmma" && defaultBr >= 128)
-    defaultConfig.persistent = nvptx::persistentGridPays(shape.queryLen());
+    defaultConfig.persistent = nvptx::persistentGridPays(shape.queryLen()) &&
+                               persistentGridFits(shape.headDim(), defaultBc);
   for (const tuning::TileConfig &config : space->enumerate())
     candidates.push_back({config});
   auto isDefault = [&](const Candidate &c) { return c.config == defaultConfig; };
@@ -339,6 +341,15 @@ int main(int argc, char **argv) {
     }
     if (!c.package) {
       c.reason = "compile: " + (diagnostics.empty() ? std::string("failed") : diagnostics);
+      ++done;
+      continue;
+    }
+    // The compiler keeps some tiles off the persistent grid (D = 256 above
+    // Bc = 64): such a candidate is its per-tile twin, not worth timing
+    // again, and must not be recorded under the wrong name.
+    if (c.config.persistent && *c.config.persistent && !c.package->persistent) {
+      c.reason = "the compiler keeps this tile off the persistent grid (the per-tile "
+                 "candidate is the same kernel)";
       ++done;
       continue;
     }

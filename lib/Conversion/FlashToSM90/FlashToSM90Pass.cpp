@@ -91,9 +91,7 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = pingPong && config.br >= 128;
-    // At D = 256 the consumers of a persistent grid spill above Bc = 64
-    // (their 128 accumulator registers leave no room for the tile loop).
-    specialized.persistent = persistent && (config.headDim <= 128 || config.bc <= 64);
+    specialized.persistent = persistent && persistentGridFits(config.headDim, config.bc);
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";

@@ -3,7 +3,8 @@
 // With config.warpSpecialized the CTA is Br/64 consumer warpgroups plus one
 // producer warpgroup (the last). Every thread runs the kernel's prologue (Q
 // copied and published, barriers initialized); at the key loop the CTA
-// splits:
+// splits (on a persistent grid it splits once, before its loop over tiles,
+// and the producer loops over every tile's key range: PersistentGrid.cpp):
 //
 //   producer:  setmaxnreg.dec 24 (40); one thread loops over the key range:
 //                wait K slot empty, arm + TMA K(j); wait V slot empty,

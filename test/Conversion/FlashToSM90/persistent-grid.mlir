@@ -2,7 +2,8 @@
 // RUN: flashc-opt %s -flash-to-sm90=persistent=false | FileCheck %s --check-prefix=OFF
 // RUN: flashc-opt %s -flash-to-sm90 -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
 
-// The persistent grid (the default for warp-specialized kernels): causal
+// The persistent grid (this pass's default for warp-specialized kernels;
+// the tools ask for it when they know N <= 8192): causal
 // bf16, D = 64, 128 x 64 tiles. Each CTA loops over query tiles; Q comes by
 // TMA (a third tensor map) into a buffer with a full and an empty barrier.
 

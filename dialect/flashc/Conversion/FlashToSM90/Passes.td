@@ -43,19 +43,22 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       (`wgmma.wait_group 1`), with V double-buffered.
     - With `warp-specialize` (`auto`, the default, means for tiles of two
       or more warpgroups) the CTA gains a producer warpgroup: at the key
-      loop it drops to 24 registers (40 in a persistent grid up to D = 128) (`setmaxnreg.dec`) and one of its
-      threads issues every K/V copy into two-slot rings with full and empty
+      loop it drops to 24 registers (40 in a persistent grid up to D = 128;
+      `setmaxnreg.dec`) and one of its threads issues every K/V copy into two-slot rings with full and empty
       mbarriers; the consumer warpgroups raise their registers
       (`setmaxnreg.inc`), run the overlapped loop and release each slot by
       arriving on its empty barrier. With two or three consumer warpgroups
       they ping-pong (`ping-pong`, on by default): warpgroup w issues its
       GEMMs after `bar.sync 1 + w`, then lets the next one go with
-      `bar.arrive`. With `persistent` (on by default) the grid is one CTA
-      per SM slot: the CTA splits once and loops over query tiles, Q comes
-      by TMA too (a third tensor map, before k's) into a buffer with its own
+      `bar.arrive`. With `persistent` (on by default in this pass; the
+      tools flashc, flash-run and flashc-tune set it only when they know
+      N <= 8192, where it was measured faster) the grid is one CTA per SM
+      slot: the CTA splits once and loops over query tiles, Q comes by TMA
+      too (a third tensor map, before k's) into a buffer with its own
       full/empty barriers, and the producer fetches the next tile's Q and
       K/V while the consumers finish the current one (the launch rule says
-      `persistent`). Kernels whose key loop is not at the
+      `persistent`). At D = 256 only tiles up to Bc = 64 are persistent.
+      Kernels whose key loop is not at the
       top level or cannot defer P·V, and tiles whose rings do not fit, are
       built without it.
 
@@ -79,7 +82,8 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
     Option<"persistent", "persistent", "bool", /*default=*/"true",
            "With warp-specialize: a persistent grid; each CTA loops over "
            "query tiles and the producer loads the next tile's Q (TMA) and "
-           "K/V while the consumers finish the last">,
+           "K/V while the consumers finish the last (the tools decide it "
+           "from N: nvptx::persistentGridPays)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
