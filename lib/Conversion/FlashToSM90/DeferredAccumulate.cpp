@@ -156,7 +156,7 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
   if (config.warpSpecialized) {
     // This warpgroup's Q·K(j)ᵀ is done: the producer may refill the slot
     // once every consumer says so.
-    releaseSlot(kvSlot(flash::KVOperand::Key, blockOrdinal(iteration)).empty);
+    arriveOn(kvSlot(flash::KVOperand::Key, blockOrdinal(iteration)).empty);
   } else {
     // Every warp is done with K(j): K(j+1) may replace it.
     NVVM::Barrier0Op::create(b, loc);
@@ -182,7 +182,7 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
         b, loc, cmpI(arith::CmpIPredicate::ne, iteration, keyLoopBegin), /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(afterFirst.thenBlock()->getTerminator());
-    releaseSlot(kvSlot(flash::KVOperand::Value,
+    arriveOn(kvSlot(flash::KVOperand::Value,
                        arith::SubIOp::create(b, loc, blockOrdinal(iteration), i32(1)))
                     .empty);
   } else {
@@ -202,7 +202,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
   // Persistent: every Q·Kᵀ of this tile is done, the producer may load the
   // next tile's Q.
   if (config.persistent)
-    releaseSlot(queryEmpty);
+    arriveOn(queryEmpty);
   pendingProbs.assign(results.begin(), results.end());
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   Value accResult;
@@ -230,7 +230,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     // The last V slot goes back too: a persistent producer refills it for
     // the next tile.
     if (config.warpSpecialized)
-      releaseSlot(value.empty);
+      arriveOn(value.empty);
     scf::YieldOp::create(b, loc, tied);
     b.setInsertionPointToStart(branch.elseBlock());
     scf::YieldOp::create(b, loc, acc.regs);

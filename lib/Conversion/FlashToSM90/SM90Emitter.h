@@ -80,9 +80,10 @@ private:
   /// buffer o mod 2, phase o / 2 mod 2, so for o = -1 the parity is 1, which
   /// a fresh barrier reports complete at once. One buffer: phase o mod 2.
   Slot kvSlot(flash::KVOperand operand, mlir::Value ordinal);
-  /// Warp-specialized: every consumer thread arrives on `empty` once its
-  /// warpgroup's GEMMs no longer read the buffer.
-  void releaseSlot(mlir::Value empty);
+  /// This thread arrives once on the mbarrier `barrier`: every consumer
+  /// thread releases a slot (or Q) with it once its warpgroup's GEMMs no
+  /// longer read the buffer; a skipped block completes V's phase with it.
+  void arriveOn(mlir::Value barrier);
   /// One thread: arms `barrier` with the block's bytes and copies K or V
   /// block `keyTile` of `op`'s (batch, kv head) into the panels at `address`.
   void issueTensorCopy(flash::LoadKVOp op, mlir::Value keyTile, mlir::Value address,
@@ -129,6 +130,8 @@ private:
   mlir::Value consumerWarpgroup;
   void waitForGemmTurn();
   void passGemmTurn(mlir::Value iteration);
+  /// bar.arrive on named barrier `id` (i32) of the two ping-pong warpgroups.
+  void arriveAtTurnBarrier(mlir::Value id);
 
   /// The loop being lowered defers P·V (DeferredAccumulate.cpp): its fused
   /// accumulate and V load, and the packed P of the block whose P·V is

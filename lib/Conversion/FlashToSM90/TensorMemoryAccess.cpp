@@ -59,8 +59,7 @@ int64_t SM90Emitter::assignBarriers(Value sharedBase, int64_t *fullCount) {
 void SM90Emitter::initializeBarriers(Value sharedBase) {
   int64_t fullCount = 0;
   int64_t count = assignBarriers(sharedBase, &fullCount);
-  Value base = arith::TruncIOp::create(b, loc, b.getI32Type(),
-                                       add(sharedBase, i64(config.barrierSmemOffset())));
+  Value base = keyBarrier; // the first of them
   isCopyThread = cmpI(arith::CmpIPredicate::eq, tid, i32(0));
   auto init = scf::IfOp::create(b, loc, isCopyThread, /*withElseRegion=*/false);
   {
@@ -156,9 +155,9 @@ SM90Emitter::Slot SM90Emitter::kvSlot(flash::KVOperand operand, Value ordinal) {
   return slot;
 }
 
-void SM90Emitter::releaseSlot(Value empty) {
+void SM90Emitter::arriveOn(Value barrier) {
   AsmCall call;
-  call.addInput(empty);
+  call.addInput(barrier);
   call.emit(b, loc, "mbarrier.arrive.shared::cta.b64 _, [$0];");
 }
 
@@ -197,9 +196,7 @@ void SM90Emitter::skipKVBlock(Value next, Value upper) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(arrive.thenBlock()->getTerminator());
-    AsmCall call;
-    call.addInput(valueBarrier);
-    call.emit(b, loc, "mbarrier.arrive.shared::cta.b64 _, [$0];");
+    arriveOn(valueBarrier);
   }
   NVVM::Barrier0Op::create(b, loc);
   auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, upper),

@@ -82,9 +82,7 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline 
     auto branch = scf::IfOp::create(b, loc, opens, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(branch.thenBlock()->getTerminator());
-    AsmCall arrive;
-    arrive.addInput(i32(1));
-    arrive.emit(b, loc, "bar.arrive $0, 256;");
+    arriveAtTurnBarrier(i32(1));
   }
   return success();
 }
@@ -147,8 +145,12 @@ void SM90Emitter::passGemmTurn(Value iteration) {
   auto branch = scf::IfOp::create(b, loc, passes, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  arriveAtTurnBarrier(next);
+}
+
+void SM90Emitter::arriveAtTurnBarrier(Value id) {
   AsmCall arrive;
-  arrive.addInput(next);
+  arrive.addInput(id);
   arrive.emit(b, loc, "bar.arrive $0, 256;");
 }
 
