@@ -395,7 +395,7 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
   if (variant.mask) {
     auto mask = flash::MaskOp::create(builder, loc(variant.mask->loc), scoreTile, s,
                                       b, h, qt, kt, /*all_visible=*/Value(),
-                                      /*any_visible=*/Value());
+                                      /*any_visible=*/Value(), /*rows_visible=*/ValueRange());
     emitRegion(mask, *variant.mask, /*withScore=*/false);
     s = mask.getResult();
   }

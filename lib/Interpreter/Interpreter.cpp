@@ -426,23 +426,36 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
       .Case([&](flash::MaskOp mask) {
         // Tiles flash-classify-tiles proved full or empty take the same
         // shortcut as on the GPU, so a wrong proof fails the reference check.
-        if (mask.isClassified()) {
-          if (scalar(mask.getAnyVisible()) == 0) {
-            ++outputs.tiles.empty;
-            Tile result = tile(mask.getScores());
-            std::fill(result.data.begin(), result.data.end(), kNegInf);
-            setTile(mask.getResult(), std::move(result));
-            return success();
-          }
-          if (scalar(mask.getAllVisible()) != 0) {
-            ++outputs.tiles.full;
-            get(mask.getResult()).tile = get(mask.getScores()).tile;
-            return success();
-          }
+        if (mask.isClassified() && scalar(mask.getAnyVisible()) == 0) {
+          ++outputs.tiles.empty;
+          Tile result = tile(mask.getScores());
+          std::fill(result.data.begin(), result.data.end(), kNegInf);
+          setTile(mask.getResult(), std::move(result));
+          return success();
         }
-        ++outputs.tiles.partial;
-        return execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
-                                 mask.getQueryTile(), mask.getKeyTile(), /*isMask=*/true);
+        if (mask.isClassified() && scalar(mask.getAllVisible()) != 0) {
+          ++outputs.tiles.full;
+          get(mask.getResult()).tile = get(mask.getScores()).tile;
+        } else {
+          ++outputs.tiles.partial;
+          if (failed(execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
+                                       mask.getQueryTile(), mask.getKeyTile(), /*isMask=*/true)))
+            return failure();
+        }
+        // Row bands proved empty: -inf without looking, as the warpgroup
+        // that owns them on the GPU skips the block.
+        ValueRange bands = mask.getRowsVisible();
+        if (llvm::all_of(bands, [&](Value visible) { return scalar(visible) != 0; }))
+          return success();
+        Tile result = tile(mask.getResult());
+        int64_t bandRows = result.rows / static_cast<int64_t>(bands.size());
+        for (auto [band, visible] : llvm::enumerate(bands))
+          if (scalar(visible) == 0)
+            for (int64_t r = band * bandRows; r < (band + 1) * bandRows; ++r)
+              for (int64_t c = 0; c < result.cols; ++c)
+                result(r, c) = kNegInf;
+        setTile(mask.getResult(), std::move(result));
+        return success();
       })
       .Case([&](flash::MaskKeyBoundsOp bounds) {
         Tile s = tile(bounds.getScores());

@@ -1,5 +1,6 @@
 // RUN: flashc-opt %s -split-input-file -flash-classify-tiles | FileCheck %s
 // RUN: flashc-opt %s -split-input-file -flash-classify-tiles -flash-classify-tiles | FileCheck %s --check-prefix=TWICE
+// RUN: flashc-opt %s -split-input-file -flash-classify-tiles=group-rows=8 | FileCheck %s --check-prefix=BANDS
 
 // Causal: j <= i over i in [qt*16, qt*16+15], j in [kt*8, kt*8+7]. All
 // visible iff max j <= min i; some visible iff min j <= max i.
@@ -21,6 +22,17 @@
 // CHECK:       %[[ALL:.+]] = arith.xori %[[NONE]], %true : i1
 // CHECK:       flash.mask %{{.+}} at (%b, %h, %qt, %[[KTILE]]) classified(%[[ALL]], %[[ANY]])
 // TWICE-COUNT-1: classified(
+// With bands of 8 rows the region is analysed twice more, for rows
+// [qt*16, qt*16+7] and [qt*16+8, qt*16+15]: any visible iff min j <= max i
+// of the band.
+// BANDS-LABEL: flash.kernel @causal
+// BANDS:       %[[I0:.+]] = arith.muli %{{.+}}, %c16_i64 : i64
+// BANDS:       %[[B0HI:.+]] = arith.addi %[[I0]], %c7_i64{{.*}} : i64
+// BANDS:       %[[B0:.+]] = arith.cmpi sle, %{{.+}}, %{{.+}} : i64
+// BANDS:       %[[B1LO:.+]] = arith.addi %[[I0]], %c8_i64{{.*}} : i64
+// BANDS:       %[[B1HI:.+]] = arith.addi %[[B1LO]], %c7_i64{{.*}} : i64
+// BANDS:       %[[B1:.+]] = arith.cmpi sle, %{{.+}}, %{{.+}} : i64
+// BANDS:       flash.mask %{{.+}} classified(%{{.+}}, %{{.+}}) row_groups(%[[B0]], %[[B1]])
 flash.kernel @causal attributes {config = #flash.tile<br = 16, bc = 8, head_dim = 16>,
     element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
     dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {

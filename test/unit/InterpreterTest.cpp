@@ -445,6 +445,42 @@ TEST(ClassifyTiles, CausalTilesAreCountedExactly) {
   EXPECT_EQ(out.tiles.partial, 2 * 4);
 }
 
+TEST(ClassifyTiles, RowBandsAreProvedAndObeyed) {
+  // Br = 128 splits into two bands of 64 rows (the pipeline's group-rows).
+  // Causal with Bc = 64: the diagonal tile's last key block is empty for
+  // band 0 only. The bands agree with the reference...
+  Case c;
+  c.source = variant("mask = j <= i");
+  c.sizes = {1, 1, 1, 256, 256, 16};
+  c.br = 128;
+  c.bc = 64;
+  c.reference = [&](const AttentionInputs &) {
+    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  };
+  check(c);
+  // ...and the interpreter obeys them as the GPU does: a band wrongly
+  // proved empty hides every key from its rows (LSE -inf), which the
+  // reference check would catch.
+  CompiledKernel compiled = compile(c.source, 128, 64, 16, /*optimize=*/true);
+  size_t banded = 0;
+  compiled.kernel.walk([&](flash::MaskOp mask) {
+    ASSERT_EQ(mask.getRowsVisible().size(), 2u);
+    mlir::OpBuilder builder(mask);
+    mlir::Value never = mlir::arith::ConstantIntOp::create(builder, mask.getLoc(), 0, 1);
+    mask.getRowsVisibleMutable().slice(0, 1).assign(never);
+    ++banded;
+  });
+  ASSERT_EQ(banded, 1u);
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(c.sizes), 1);
+  AttentionOutputs out;
+  std::string error;
+  ASSERT_TRUE(mlir::succeeded(interp::runKernel(compiled.kernel, inputs, out, error))) << error;
+  // Row 0 (band 0 of tile 0) sees key 0 alone; with its band "empty" it
+  // sees none. Row 64 (band 1) is untouched.
+  EXPECT_TRUE(std::isinf(out.lse[0]) && out.lse[0] < 0) << out.lse[0];
+  EXPECT_TRUE(std::isfinite(out.lse[64])) << out.lse[64];
+}
+
 TEST(ClassifyTiles, WrapAroundIsNotProvedEmpty) {
   // j * 2^32 wraps to 0 in 32-bit arithmetic, so every key is visible. An
   // analysis that ignored wrap-around would prove blocks kt >= 1 empty.

@@ -115,11 +115,11 @@ LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   return success();
 }
 
-FailureOr<SmallVector<Operation *>> SM80Emitter::anyVisibleSlice(flash::MaskOp mask,
-                                                                  scf::ForOp loop) {
+FailureOr<SmallVector<Operation *>> SM80Emitter::factSlice(ArrayRef<Value> facts,
+                                                            scf::ForOp loop) {
   Block *body = loop.getBody();
   llvm::SetVector<Operation *> slice;
-  SmallVector<Value> worklist = {mask.getAnyVisible()};
+  SmallVector<Value> worklist(facts);
   while (!worklist.empty()) {
     Value value = worklist.pop_back_val();
     if (value == loop.getInductionVar())
@@ -143,35 +143,40 @@ FailureOr<SmallVector<Operation *>> SM80Emitter::anyVisibleSlice(flash::MaskOp m
   return ordered;
 }
 
-Value SM80Emitter::lowerAnyVisible(flash::MaskOp mask, ArrayRef<Operation *> slice) {
+LogicalResult SM80Emitter::lowerSlice(ArrayRef<Operation *> slice) {
   Location outer = loc;
   for (Operation *op : slice) {
     loc = op->getLoc();
     if (failed(lowerScalarOp(op)))
-      return {};
+      return failure();
   }
   loc = outer;
-  return lookupScalar(mask.getAnyVisible());
+  return success();
 }
 
 Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
-  FailureOr<SmallVector<Operation *>> slice = anyVisibleSlice(mask, loop);
-  if (failed(slice))
+  FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
+  if (failed(slice) || failed(lowerSlice(*slice)))
     return {};
-  Value visible = lowerAnyVisible(mask, *slice);
-  if (visible)
-    loweredAhead.insert(slice->begin(), slice->end());
-  return visible;
+  loweredAhead.insert(slice->begin(), slice->end());
+  return lookupScalar(mask.getAnyVisible());
 }
 
 void SM80Emitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
                                         Value &upper) {
+  Value fact = mask.getAnyVisible();
+  narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper);
+}
+
+bool SM80Emitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
+                                      function_ref<Value()> visible, Value &lower,
+                                      Value &upper) {
   // The scan below walks blocks one by one.
   if (getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
-    return;
-  FailureOr<SmallVector<Operation *>> slice = anyVisibleSlice(mask, loop);
+    return false;
+  FailureOr<SmallVector<Operation *>> slice = factSlice(facts, loop);
   if (failed(slice))
-    return;
+    return false;
   // Every thread tests every block: a handful of integer ops per block. A
   // lane-strided scan with a shuffle reduction would be shorter, but ptxas
   // then cannot see that the key loop's bounds are uniform and gives the
@@ -183,22 +188,23 @@ void SM80Emitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Val
     b.setInsertionPointToStart(scan.getBody());
     Value block = scan.getInductionVar();
     scalars.map(loop.getInductionVar(), block);
-    Value visible = lowerAnyVisible(mask, *slice);
-    if (!visible) {
+    Value blockVisible = succeeded(lowerSlice(*slice)) ? visible() : Value();
+    if (!blockVisible) {
       scan.erase();
-      return;
+      return false;
     }
     Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
     scf::YieldOp::create(
         b, loc,
-        ValueRange{select(visible, arith::MinSIOp::create(b, loc, first, block), first),
-                   select(visible, block, last)});
+        ValueRange{select(blockVisible, arith::MinSIOp::create(b, loc, first, block), first),
+                   select(blockVisible, block, last)});
   }
   // Clamped to the original range, which stays empty when it was; with no
   // visible block first = upper and last = lower - 1 give an empty range.
   Value first = scan.getResult(0), end = add(scan.getResult(1), i32(1));
   lower = arith::MaxSIOp::create(b, loc, first, lower);
   upper = arith::MinSIOp::create(b, loc, end, upper);
+  return true;
 }
 
 FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {

@@ -475,6 +475,8 @@ LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
 
   if (deferred && failed(enterKeyLoop(loop, state)))
     return failure();
+  if (deferred)
+    std::tie(lower, upper) = threadKeyRange(skipMask, loop, lower, upper);
   size_t flashInits = inits.size();
   if (deferred)
     inits.append(deferredState());

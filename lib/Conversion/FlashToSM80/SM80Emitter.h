@@ -379,18 +379,25 @@ public:
   /// True in every thread when some element of the block's Br x Bc tile
   /// survives `mask` (a CTA-wide bar.red.or).
   mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
+  /// The key blocks this thread's copy of the overlapped `loop` computes,
+  /// within the CTA's [lower, upper) (already narrowed by `skipMask`): the
+  /// CTA's own by default.
+  virtual std::pair<mlir::Value, mlir::Value>
+  threadKeyRange(flash::MaskOp skipMask, mlir::scf::ForOp loop, mlir::Value lower,
+                 mlir::Value upper) {
+    return {lower, upper};
+  }
   /// For a classified mask: lowers the loop-body scalar ops any_visible
   /// depends on at the current insertion point and returns it (null when
   /// it does not depend on the induction variable and outer values only).
   mlir::Value hoistAnyVisible(flash::MaskOp mask, mlir::scf::ForOp loop);
-  /// The loop-body scalar ops any_visible of `mask` depends on, in order, or
-  /// failure when it depends on more than the induction variable and
-  /// values defined before the loop.
+  /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
+  /// row bands) depend on, in order, or failure when they depend on more
+  /// than the induction variable and values defined before the loop.
   mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
-  anyVisibleSlice(flash::MaskOp mask, mlir::scf::ForOp loop);
-  /// Lowers `slice` at the insertion point; returns any_visible (null on
-  /// failure).
-  mlir::Value lowerAnyVisible(flash::MaskOp mask, llvm::ArrayRef<mlir::Operation *> slice);
+  factSlice(llvm::ArrayRef<mlir::Value> facts, mlir::scf::ForOp loop);
+  /// Lowers `slice` at the insertion point.
+  mlir::LogicalResult lowerSlice(llvm::ArrayRef<mlir::Operation *> slice);
   /// For a classified mask: replaces the key-block range [lower, upper) by
   /// [first, last + 1) of the blocks any_visible admits (a scan of every
   /// block before the loop), so blocks before the first and after the last visible one cost
@@ -398,6 +405,13 @@ public:
   /// cannot be hoisted.
   void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
                              mlir::Value &upper);
+  /// The scan of narrowToVisibleBlocks for any test: per block, the slice
+  /// of `facts` is lowered with the loop's induction variable mapped to the
+  /// block, and `visible` returns the block's i1 from the lowered facts.
+  /// Returns false (range untouched) when the facts cannot be hoisted.
+  bool narrowToBlocksWhere(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Value> facts,
+                           llvm::function_ref<mlir::Value()> visible, mlir::Value &lower,
+                           mlir::Value &upper);
   mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);

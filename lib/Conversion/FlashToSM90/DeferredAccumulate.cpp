@@ -125,7 +125,7 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
     types.push_back(value.getType());
   // Uniform over the CTA: every warpgroup takes the same side.
   auto branch = scf::IfOp::create(b, loc, types,
-                                  cmpI(arith::CmpIPredicate::ne, iteration, keyLoopBegin),
+                                  cmpI(arith::CmpIPredicate::ne, iteration, warpgroupBegin),
                                   /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -179,7 +179,7 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
   if (config.warpSpecialized) {
     // P·V(j-1) of this warpgroup is done: release V(j-1)'s slot.
     auto afterFirst = scf::IfOp::create(
-        b, loc, cmpI(arith::CmpIPredicate::ne, iteration, keyLoopBegin), /*withElseRegion=*/false);
+        b, loc, cmpI(arith::CmpIPredicate::ne, iteration, warpgroupBegin), /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(afterFirst.thenBlock()->getTerminator());
     arriveOn(kvSlot(flash::KVOperand::Value,
@@ -211,15 +211,27 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
       accResult = result;
   deferredOp = {};
   TileValue &acc = tiles[accResult];
+  // Tile blocks after this warpgroup's last (WarpgroupKeyRange.cpp): the
+  // first turn now, so the other warpgroup's GEMMs do not wait for this
+  // P·V; the rest after it, whose V slot release the next block's wait
+  // needs.
+  bool blocksAfter = config.warpSpecialized && warpgroupEnd != keyLoopEnd;
+  if (blocksAfter) {
+    auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, warpgroupEnd, keyLoopEnd),
+                                   /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    takeEmptyTurn(warpgroupEnd);
+  }
   SmallVector<Type> types(acc.regs.size(), b.getF32Type());
   // The last block's P·V, unless the range was empty.
   auto branch = scf::IfOp::create(b, loc, types,
-                                  cmpI(arith::CmpIPredicate::slt, keyLoopBegin, keyLoopEnd),
+                                  cmpI(arith::CmpIPredicate::slt, warpgroupBegin, warpgroupEnd),
                                   /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
-    Value last = arith::SubIOp::create(b, loc, keyLoopEnd, i32(1));
+    Value last = arith::SubIOp::create(b, loc, warpgroupEnd, i32(1));
     Slot value = kvSlot(flash::KVOperand::Value, blockOrdinal(last));
     waitForPhase(value.full, value.parity);
     SmallVector<Value> probs(pendingProbs);
@@ -236,5 +248,19 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     scf::YieldOp::create(b, loc, acc.regs);
   }
   acc.regs.assign(branch.getResults().begin(), branch.getResults().end());
+  if (blocksAfter) {
+    auto rest = scf::ForOp::create(b, loc, warpgroupEnd, keyLoopEnd, i32(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(rest.getBody()->getTerminator());
+    Value block = rest.getInductionVar();
+    auto later = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ne, block, warpgroupEnd),
+                                   /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard turnGuard(b);
+      b.setInsertionPoint(later.thenBlock()->getTerminator());
+      takeEmptyTurn(block);
+    }
+    releaseUnusedBlock(block);
+  }
   return success();
 }

@@ -29,9 +29,9 @@ static bool specializable(flash::KernelOp kernel, ArrayRef<scf::ForOp> loops) {
          sm90::deferrableAccumulate(loops.front());
 }
 
-FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
-                                     bool overlapSoftmax, StringRef warpSpecialize,
-                                     bool pingPong, bool persistent) {
+FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel,
+                                     const ConvertFlashToSM90Options &options) {
+  StringRef kvCopy = options.kvCopy, warpSpecialize = options.warpSpecialize;
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
@@ -70,7 +70,7 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
     return fail("warp-specialize must be auto, on or off, got '" + warpSpecialize + "'");
   // The second V buffer only where a key loop can use it, and only if the
   // tiles still fit.
-  if (overlapSoftmax && config.kvTensorMaps) {
+  if (options.overlapSoftmax && config.kvTensorMaps) {
     config.deferPV = llvm::any_of(loops, [](scf::ForOp loop) {
       return bool(sm90::deferrableAccumulate(loop));
     });
@@ -90,8 +90,9 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel, StringRef kvCopy,
     specialized.deferPV = true;
     specialized.numWarps += 4;
     specialized.numThreads += 128;
-    specialized.pingPong = pingPong && config.br >= 128;
-    specialized.persistent = persistent && persistentGridFits(config.headDim, config.bc);
+    specialized.pingPong = options.pingPong && config.br >= 128;
+    specialized.persistent =
+        options.persistent && persistentGridFits(config.headDim, config.bc);
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
@@ -120,7 +121,13 @@ struct ConvertFlashToSM90Pass
   void runOnOperation() override {
     auto makeEmitter = [&](flash::KernelOp kernel,
                            gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
-      FailureOr<KernelConfig> config = chooseConfig(kernel, kvCopy, overlapSoftmax, warpSpecialize, pingPong, persistent);
+      ConvertFlashToSM90Options options;
+      options.kvCopy = kvCopy;
+      options.overlapSoftmax = overlapSoftmax;
+      options.warpSpecialize = warpSpecialize;
+      options.pingPong = pingPong;
+      options.persistent = persistent;
+      FailureOr<KernelConfig> config = chooseConfig(kernel, options);
       if (failed(config))
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);

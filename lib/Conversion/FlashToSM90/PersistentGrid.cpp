@@ -58,6 +58,7 @@ LogicalResult SM90Emitter::emitKernelBody() {
   });
   if (failed(producerResult))
     return failure();
+  openGemmTurns();
   LogicalResult consumerResult = forEachTile([&]() -> FailureOr<Value> {
     if (failed(lowerBlock(kernel.getEntryBlock())))
       return failure();

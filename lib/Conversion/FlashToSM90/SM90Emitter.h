@@ -55,6 +55,10 @@ public:
   mlir::LogicalResult finishDeferredAccumulate(mlir::scf::ForOp loop,
                                                mlir::ValueRange results) override;
   mlir::LogicalResult acquireKV(mlir::Operation *user, const sm80::TileValue &tile) override;
+  // WarpgroupKeyRange.cpp (warp-specialized, masks with row bands)
+  std::pair<mlir::Value, mlir::Value> threadKeyRange(flash::MaskOp skipMask,
+                                                     mlir::scf::ForOp loop, mlir::Value lower,
+                                                     mlir::Value upper) override;
 
 private:
   /// Shared-space byte addresses (i64) of the Q tile of this thread's
@@ -128,10 +132,28 @@ private:
   /// go (not after the last block of the last warpgroup, so every barrier
   /// ends complete).
   mlir::Value consumerWarpgroup;
+  /// Persistent: the last warpgroup opens warpgroup 0's first turn once,
+  /// before the CTA's first tile.
+  void openGemmTurns();
   void waitForGemmTurn();
   void passGemmTurn(mlir::Value iteration);
   /// bar.arrive on named barrier `id` (i32) of the two ping-pong warpgroups.
   void arriveAtTurnBarrier(mlir::Value id);
+
+  /// The key blocks this consumer warpgroup computes, within the tile's
+  /// [keyLoopBegin, keyLoopEnd) (the same range unless the mask's row bands
+  /// narrow it): its first iteration has no pending P·V, its last block's
+  /// P·V follows the loop.
+  mlir::Value warpgroupBegin, warpgroupEnd;
+  /// For a tile block this warpgroup does not compute: waits for its GEMM
+  /// turn and passes it on, so every consumer takes one turn per tile block.
+  void takeEmptyTurn(mlir::Value block);
+  /// For a tile block this warpgroup does not compute: waits until its K
+  /// and V have landed (so the phase is this block's, not the previous
+  /// one's in the same slot) and releases both slots.
+  void releaseUnusedBlock(mlir::Value block);
+  /// Both of the above for every block of [from, to), block by block.
+  void passOverBlocks(mlir::Value from, mlir::Value to);
 
   /// The loop being lowered defers P·V (DeferredAccumulate.cpp): its fused
   /// accumulate and V load, and the packed P of the block whose P·V is

@@ -23,7 +23,10 @@
 // Ping-pong (two or three consumer warpgroups): warpgroup w issues Q·Kᵀ and
 // P·V only after warpgroup w - 1 has issued its own (bar.sync 1 + w, with
 // w - 1's bar.arrive), so the tensor cores take the warpgroups' GEMMs in
-// turn and one's softmax runs under the others' GEMMs.
+// turn and one's softmax runs under the others' GEMMs. On a persistent
+// grid the turns run on across tiles: warpgroup 0 starts the next tile's
+// GEMMs as soon as the last warpgroup has issued its last ones, under that
+// warpgroup's final P·V, finalize and store.
 //
 // Registers: the kernel starts capped at 64K / threads (nvvm.maxnreg, which
 // setmaxnreg needs) and launches with cap x threads registers; the producer
@@ -73,8 +76,12 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline 
     splitWarpgroups([&] { emitProducerLoop(state); });
   }
   if (config.pingPong) {
-    // Warpgroup 0 goes first: the last one opens its barrier.
     consumerWarpgroup = arith::DivUIOp::create(b, loc, tid, i32(128));
+    // Persistent: the turns run on from tile to tile (opened once, before
+    // the first: openGemmTurns).
+    if (config.persistent)
+      return success();
+    // Warpgroup 0 goes first: the last one opens its barrier.
     int64_t last = config.consumerThreads() / 128 - 1;
     Value opens = arith::AndIOp::create(
         b, loc, cmpI(arith::CmpIPredicate::eq, consumerWarpgroup, i32(last)),
@@ -124,6 +131,19 @@ void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
     setMaxRegisters(b, loc, "inc", consumerRegisters);
 }
 
+void SM90Emitter::openGemmTurns() {
+  if (!config.pingPong)
+    return;
+  int64_t last = config.consumerThreads() / 128 - 1;
+  auto branch = scf::IfOp::create(
+      b, loc,
+      cmpI(arith::CmpIPredicate::eq, arith::DivUIOp::create(b, loc, tid, i32(128)), i32(last)),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  arriveAtTurnBarrier(i32(1));
+}
+
 void SM90Emitter::waitForGemmTurn() {
   if (!config.pingPong)
     return;
@@ -138,7 +158,12 @@ void SM90Emitter::passGemmTurn(Value iteration) {
   int64_t consumers = config.consumerThreads() / 128;
   Value next = add(arith::RemUIOp::create(b, loc, add(consumerWarpgroup, i32(1)), i32(consumers)),
                    i32(1));
-  // Every turn is passed on except the last warpgroup's last one.
+  // Persistent: every turn is passed on, the next tile's first GEMMs take
+  // the last one (the last warpgroup's final arrival is left pending when
+  // the CTA exits, harmlessly). Otherwise every turn but the last
+  // warpgroup's last, so that every barrier ends complete.
+  if (config.persistent)
+    return arriveAtTurnBarrier(next);
   Value passes = arith::OrIOp::create(
       b, loc, cmpI(arith::CmpIPredicate::ne, consumerWarpgroup, i32(consumers - 1)),
       cmpI(arith::CmpIPredicate::ne, add(iteration, i32(1)), keyLoopEnd));

@@ -242,6 +242,30 @@ func.func private @mask_yield(%s: tensor<16x16xf32>, %i: index) {
 
 // -----
 
+func.func private @mask_bands_unclassified(%s: tensor<16x16xf32>, %i: index, %p: i1) {
+  // expected-error @+1 {{row_groups need classified(all_visible, any_visible)}}
+  %r = flash.mask %s at (%i, %i, %i, %i) row_groups(%p, %p) : tensor<16x16xf32> {
+  ^bb0(%b: i32, %h: i32, %q: i32, %k: i32):
+    %t = arith.constant true
+    flash.yield %t : i1
+  }
+  return
+}
+
+// -----
+
+func.func private @mask_bands_uneven(%s: tensor<16x16xf32>, %i: index, %p: i1) {
+  // expected-error @+1 {{row_groups must split the 16 rows into two or more equal bands, got 3}}
+  %r = flash.mask %s at (%i, %i, %i, %i) classified(%p, %p) row_groups(%p, %p, %p) : tensor<16x16xf32> {
+  ^bb0(%b: i32, %h: i32, %q: i32, %k: i32):
+    %t = arith.constant true
+    flash.yield %t : i1
+  }
+  return
+}
+
+// -----
+
 func.func private @score_args(%s: tensor<16x16xf32>, %i: index) {
   // expected-error @+1 {{region must take (s: f32, b, h, i, j: i32)}}
   %r = flash.score_mod %s at (%i, %i, %i, %i) : tensor<16x16xf32> {

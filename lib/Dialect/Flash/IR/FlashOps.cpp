@@ -287,6 +287,15 @@ LogicalResult ScoreModOp::verifyRegions() {
 LogicalResult MaskOp::verify() {
   if (static_cast<bool>(getAllVisible()) != static_cast<bool>(getAnyVisible()))
     return emitOpError("all_visible and any_visible come together");
+  size_t groups = getRowsVisible().size();
+  if (groups == 0)
+    return success();
+  if (!isClassified())
+    return emitOpError("row_groups need classified(all_visible, any_visible)");
+  int64_t rows = shapeOf(getScores())[0];
+  if (groups < 2 || rows % static_cast<int64_t>(groups))
+    return emitOpError("row_groups must split the ")
+           << rows << " rows into two or more equal bands, got " << groups;
   return success();
 }
 

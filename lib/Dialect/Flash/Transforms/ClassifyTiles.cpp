@@ -44,10 +44,20 @@ class IntervalEmitter {
 public:
   IntervalEmitter(OpBuilder &builder, Location loc) : b(builder), loc(loc) {}
 
-  /// Emits the analysis of `mask` before it; returns (allVisible, anyVisible).
-  std::pair<Value, Value> classify(MaskOp mask);
+  /// What classify proves about one tile (i1 values).
+  struct Facts {
+    Value allVisible, anyVisible;
+    /// Per band of `groupRows` rows: some element visible (empty: no bands).
+    SmallVector<Value> rowsVisible;
+  };
+  /// Emits the analysis of `mask` before it, for the whole tile and, when
+  /// groupRows > 0 splits the tile's rows into two or more bands, per band.
+  Facts classify(MaskOp mask, int64_t groupRows);
 
 private:
+  /// The mask's region over query positions `rows` and key positions
+  /// `keys` (fresh IR each call); returns the yielded boolean's range.
+  Interval evaluate(MaskOp mask, Interval rows, Interval keys);
   // Constants and small helpers.
   Value i64(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 64); }
   Value f32(float v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); }
@@ -348,35 +358,52 @@ Interval IntervalEmitter::visit(Operation *op) {
       .Default([&](Operation *) { return unknown(type); });
 }
 
-std::pair<Value, Value> IntervalEmitter::classify(MaskOp mask) {
+Interval IntervalEmitter::evaluate(MaskOp mask, Interval rows, Interval keys) {
   Block &body = mask.getBody().front();
-  auto tileType = cast<RankedTensorType>(mask.getScores().getType());
-  int64_t rows = tileType.getDimSize(0), cols = tileType.getDimSize(1);
-  // Region arguments: b and h exact, i and j the tile's position ranges.
+  // Region arguments: b and h exact, i and j position ranges.
   ranges[body.getArgument(0)] = exact(mask.getBatch());
   ranges[body.getArgument(1)] = exact(mask.getHead());
-  auto span = [&](Value tile, int64_t extent) {
-    Value first = arith::MulIOp::create(b, loc, get(tile).lo, i64(extent));
-    return clampToI32(first, arith::AddIOp::create(b, loc, first, i64(extent - 1)));
-  };
-  ranges[body.getArgument(2)] = span(mask.getQueryTile(), rows);
-  ranges[body.getArgument(3)] = span(mask.getKeyTile(), cols);
+  ranges[body.getArgument(2)] = rows;
+  ranges[body.getArgument(3)] = keys;
   for (Operation &op : body.without_terminator())
     ranges[op.getResult(0)] = visit(&op);
-  Interval visible = get(cast<YieldOp>(body.getTerminator()).getValue());
-  return {lnot(visible.mayFalse()), visible.mayTrue()};
+  return get(cast<YieldOp>(body.getTerminator()).getValue());
+}
+
+IntervalEmitter::Facts IntervalEmitter::classify(MaskOp mask, int64_t groupRows) {
+  auto tileType = cast<RankedTensorType>(mask.getScores().getType());
+  int64_t rows = tileType.getDimSize(0), cols = tileType.getDimSize(1);
+  Value firstRow = arith::MulIOp::create(b, loc, get(mask.getQueryTile()).lo, i64(rows));
+  auto band = [&](int64_t offset, int64_t extent) {
+    Value first = offset ? arith::AddIOp::create(b, loc, firstRow, i64(offset)) : firstRow;
+    return clampToI32(first, arith::AddIOp::create(b, loc, first, i64(extent - 1)));
+  };
+  Interval tileRows = band(0, rows);
+  Value firstKey = arith::MulIOp::create(b, loc, get(mask.getKeyTile()).lo, i64(cols));
+  Interval keys = clampToI32(firstKey, arith::AddIOp::create(b, loc, firstKey, i64(cols - 1)));
+  Interval visible = evaluate(mask, tileRows, keys);
+  Facts facts{lnot(visible.mayFalse()), visible.mayTrue(), {}};
+  // Bands only where the tile has two or more of them.
+  if (groupRows > 0 && rows > groupRows && rows % groupRows == 0)
+    for (int64_t offset = 0; offset < rows; offset += groupRows)
+      facts.rowsVisible.push_back(evaluate(mask, band(offset, groupRows), keys).mayTrue());
+  return facts;
 }
 
 struct FlashClassifyTilesPass
     : flashc::flash::impl::FlashClassifyTilesBase<FlashClassifyTilesPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     getOperation().walk([&](MaskOp mask) {
       if (mask.isClassified())
         return;
       OpBuilder builder(mask);
-      auto [all, any] = IntervalEmitter(builder, mask.getLoc()).classify(mask);
-      mask.getAllVisibleMutable().assign(all);
-      mask.getAnyVisibleMutable().assign(any);
+      IntervalEmitter::Facts facts =
+          IntervalEmitter(builder, mask.getLoc()).classify(mask, groupRows);
+      mask.getAllVisibleMutable().assign(facts.allVisible);
+      mask.getAnyVisibleMutable().assign(facts.anyVisible);
+      mask.getRowsVisibleMutable().assign(facts.rowsVisible);
     });
   }
 };

@@ -8,7 +8,11 @@
 void flashc::flash::buildFlashPipeline(mlir::OpPassManager &pm) {
   mlir::OpPassManager &kernelPM = pm.nest<KernelOp>();
   kernelPM.addPass(createFlashFuseRescale());
-  kernelPM.addPass(createFlashClassifyTiles());
+  // Bands of 64 rows: one wgmma warpgroup's (flash-to-sm90 skips, per
+  // consumer warpgroup, the key blocks its own rows do not see).
+  FlashClassifyTilesOptions classify;
+  classify.groupRows = 64;
+  kernelPM.addPass(createFlashClassifyTiles(classify));
   kernelPM.addPass(mlir::createCSEPass());
   kernelPM.addPass(createFlashFoldScale());
 }

@@ -233,13 +233,20 @@ def Flash_MaskOp : Flash_ElementwiseRegionOp<"mask", [AttrSizedOperandSegments]>
     predicate; when `%any_visible` is false every element becomes -inf and
     backends skip the whole key block. Both are conservative: a tile that
     cannot be proved either way is partial and evaluates the region.
+
+    It may also add one fact per group of equal row bands:
+    `row_groups(%g0, %g1, ...)`, %gk false meaning that no element of rows
+    [k·Br/G, (k+1)·Br/G) survives. A backend whose warpgroups own those
+    bands lets each skip the key blocks that are empty for its rows only.
   }];
   let arguments = (ins Flash_F32Tile:$scores, Index:$batch, Index:$head,
                        Index:$query_tile, Index:$key_tile,
-                       Optional<I1>:$all_visible, Optional<I1>:$any_visible);
+                       Optional<I1>:$all_visible, Optional<I1>:$any_visible,
+                       Variadic<I1>:$rows_visible);
   let assemblyFormat = [{
     $scores `at` ` ` `(` $batch `,` $head `,` $query_tile `,` $key_tile `)`
     (`classified` `(` $all_visible^ `,` $any_visible `)`)?
+    (`row_groups` `(` $rows_visible^ `)`)?
     attr-dict `:` type($scores) $body
   }];
   let hasVerifier = 1;

@@ -47,7 +47,16 @@ def FlashClassifyTiles : Pass<"flash-classify-tiles", "::flashc::flash::KernelOp
     prefix-LM, chunked) classify exactly; data-dependent ones (document ids)
     stay partial. Integer bounds are tracked in i64 and widened to the whole
     i32 range where 32-bit wrap-around could occur.
+
+    With `group-rows=R` (R dividing Br, Br > R) it also proves, per band of
+    R query rows, that some element survives: `row_groups(%g0, ...)`. The
+    flash pipeline uses R = 64, the rows of one wgmma warpgroup.
   }];
+  let options = [
+    Option<"groupRows", "group-rows", "int64_t", /*default=*/"0",
+           "Also classify each band of this many query rows (row_groups); "
+           "0: off">,
+  ];
   let dependentDialects = ["::flashc::flash::FlashDialect", "::mlir::arith::ArithDialect"];
 }
 
