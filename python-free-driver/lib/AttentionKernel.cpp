@@ -84,8 +84,8 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
   checkInput("q", q);
   checkInput("k", k);
   checkInput("v", v);
-  if (o.devicePtr % 4 != 0 || o.batchStride % 2 || o.headStride % 2 || o.rowStride % 2)
-    invalid("o must be 4-byte aligned with even strides");
+  // The wgmma kernel stores O 16 bytes at a time.
+  checkInput("o", o);
   for (const auto &[name, value] : params) {
     bool known = false;
     for (const flashrt::PackageParam &param : pkg.params)

@@ -257,6 +257,24 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   return success();
 }
 
+SmallVector<Value> SM80Emitter::transposeQuad(ArrayRef<Value> words) {
+  // Thread t of the quad holds words[i] = M[t][i]; afterwards it holds
+  // M[0..3][t]. Two butterfly stages: across lanes t ^ 2 the off-diagonal
+  // 2 x 2 blocks swap, across t ^ 1 the elements inside them.
+  Value bit1 = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, threadInGroup, i32(2)),
+                    i32(0));
+  Value bit0 = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, threadInGroup, i32(1)),
+                    i32(0));
+  Value y0 = shuffleXor(select(bit1, words[0], words[2]), 2);
+  Value y1 = shuffleXor(select(bit1, words[1], words[3]), 2);
+  Value c0 = select(bit1, y0, words[0]), c1 = select(bit1, y1, words[1]);
+  Value c2 = select(bit1, words[2], y0), c3 = select(bit1, words[3], y1);
+  Value z0 = shuffleXor(select(bit0, c0, c1), 1);
+  Value z1 = shuffleXor(select(bit0, c2, c3), 1);
+  return {select(bit0, z0, c0), select(bit0, c1, z0), select(bit0, z1, c2),
+          select(bit0, c3, z1)};
+}
+
 LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
   auto outIt = tiles.find(op.getOutput());
   auto lseIt = tiles.find(op.getLse());
@@ -272,20 +290,49 @@ LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
   Value lseHead = mul(add(mul(toI64(batch), toI64(headCount)), toI64(head)), toI64(queryLen));
   Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
   int64_t nTiles = config.accTiles();
+  // A thread holds 2 adjacent columns of every 8-column n-tile, so a plain
+  // store writes 4 bytes and a warp's store 16 bytes per row. With wide
+  // stores (D a multiple of 32) the quad transposes its words first: thread
+  // t then holds all 8 columns of n-tile 4k + t and writes them as 16 bytes
+  // (the launch contract asks o for 16-byte alignment and strides of 8
+  // elements). The shuffles run in every lane, before the row test.
+  bool wide = storesWide() && nTiles % 4 == 0;
+  Type wordType = b.getI32Type();
+  auto vectorType = VectorType::get({4}, wordType);
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t half = 0; half < 2; ++half) {
+      SmallVector<Value> words;
+      for (int64_t nt = 0; nt < nTiles; ++nt) {
+        const Value *reg = &out.regs[(mb * nTiles + nt) * 4 + 2 * half];
+        words.push_back(packHalves(reg[0], reg[1]));
+      }
+      if (wide)
+        for (int64_t first = 0; first < nTiles; first += 4) {
+          SmallVector<Value> column = transposeQuad(ArrayRef(words).slice(first, 4));
+          std::copy(column.begin(), column.end(), words.begin() + first);
+        }
       Value row = add(firstRow, fragmentRow(mb, 2 * half));
       auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
                                       /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
       Value rowOffset = add(headOffset, mul(toI64(row), oStrides[2]));
-      for (int64_t nt = 0; nt < nTiles; ++nt) {
-        const Value *reg = &out.regs[(mb * nTiles + nt) * 4 + 2 * half];
-        Value packed = packHalves(reg[0], reg[1]);
-        Value address =
-            gepElements(oPtr, add(rowOffset, toI64(fragmentCol(nt, 0))), b.getI16Type());
-        LLVM::StoreOp::create(b, loc, packed, address, /*alignment=*/4);
+      if (wide) {
+        Value ownTile = mul(threadInGroup, i32(8));
+        for (int64_t first = 0; first < nTiles; first += 4) {
+          Value vector = LLVM::PoisonOp::create(b, loc, vectorType);
+          for (int64_t i = 0; i < 4; ++i)
+            vector = LLVM::InsertElementOp::create(b, loc, vector, words[first + i], i32(i));
+          Value column = add(ownTile, i32(first * 8));
+          Value address = gepElements(oPtr, add(rowOffset, toI64(column)), b.getI16Type());
+          LLVM::StoreOp::create(b, loc, vector, address, /*alignment=*/16);
+        }
+      } else {
+        for (int64_t nt = 0; nt < nTiles; ++nt) {
+          Value address =
+              gepElements(oPtr, add(rowOffset, toI64(fragmentCol(nt, 0))), b.getI16Type());
+          LLVM::StoreOp::create(b, loc, words[nt], address, /*alignment=*/4);
+        }
       }
       auto lseWriter = scf::IfOp::create(b, loc, writesLse, /*withElseRegion=*/false);
       b.setInsertionPoint(lseWriter.thenBlock()->getTerminator());

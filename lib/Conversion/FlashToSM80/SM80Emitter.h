@@ -226,6 +226,13 @@ public:
   mlir::Value extract(mlir::Value aggregate, int64_t position);
   /// Two f32 -> one i32 of two 16-bit floats (low half = `lo`).
   mlir::Value packHalves(mlir::Value lo, mlir::Value hi);
+  /// O leaves in 16-byte stores after a quad transpose (lowerStore); the
+  /// sm80 kernel keeps 4-byte stores (with 32 rows per warp the transpose
+  /// costs it spills).
+  virtual bool storesWide() const { return false; }
+  /// The four i32 words of each quad thread as a 4 x 4 matrix (row = the
+  /// thread), transposed: thread t gets column t (lane shuffles).
+  llvm::SmallVector<mlir::Value> transposeQuad(llvm::ArrayRef<mlir::Value> words);
 
   /// Row in the tile this thread holds for element `e` of an n-tile of row
   /// block `mb` (or row-vector entry 2·mb + e/2): the warp's first row +

@@ -24,6 +24,7 @@ public:
   using SM80Emitter::SM80Emitter;
 
   llvm::StringRef passName() const override { return "flash-to-sm90"; }
+  bool storesWide() const override { return true; }
 
   // SharedMemory.cpp
   void emitSharedMemoryLayout() override;

@@ -79,6 +79,12 @@
 // PTX-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-DAG: wgmma.commit_group.sync.aligned
 // PTX-DAG: wgmma.wait_group.sync.aligned 0
+// O leaves in 16-byte stores: the quad transposes its packed words (two
+// butterfly stages), then each thread writes 8 columns of a row at once
+// (D = 64: two chunks of 32 columns per row).
+// PTX: shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// PTX: shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// PTX-COUNT-2: st.global.v4.b32
 flash.kernel @causal attributes {config = #flash.tile<br = 64, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {
 ^bb0(%b: index, %h: index, %qt: index):
   %cst = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
