@@ -423,17 +423,23 @@ TEST(Interpreter, MultiQueryAttention) {
 // Tile classification (flash-classify-tiles, run by the pipeline)
 //===----------------------------------------------------------------------===//
 
+/// A causal case with tiles br x bc, checked against the reference.
+Case causalCase(Sizes sizes, int64_t br, int64_t bc) {
+  Case c;
+  c.source = variant("mask = j <= i");
+  c.sizes = sizes;
+  c.br = br;
+  c.bc = bc;
+  c.reference = [sizes](const AttentionInputs &) {
+    return masked(sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  };
+  return c;
+}
+
 TEST(ClassifyTiles, CausalTilesAreCountedExactly) {
   // N = M = 256, Br = Bc = 64: per (b, h) 4 x 4 tiles, 6 above the diagonal
   // (empty), 6 below (full), 4 on it (partial).
-  Case c;
-  c.source = variant("mask = j <= i");
-  c.sizes = {1, 2, 2, 256, 256, 16};
-  c.br = 64;
-  c.bc = 64;
-  c.reference = [&](const AttentionInputs &) {
-    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
-  };
+  Case c = causalCase({1, 2, 2, 256, 256, 16}, 64, 64);
   check(c);
   CompiledKernel compiled = compile(c.source, 64, 64, 16, /*optimize=*/true);
   AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(c.sizes), 1);
@@ -449,14 +455,7 @@ TEST(ClassifyTiles, RowBandsAreProvedAndObeyed) {
   // Br = 128 splits into two bands of 64 rows (the pipeline's group-rows).
   // Causal with Bc = 64: the diagonal tile's last key block is empty for
   // band 0 only. The bands agree with the reference...
-  Case c;
-  c.source = variant("mask = j <= i");
-  c.sizes = {1, 1, 1, 256, 256, 16};
-  c.br = 128;
-  c.bc = 64;
-  c.reference = [&](const AttentionInputs &) {
-    return masked(c.sizes, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
-  };
+  Case c = causalCase({1, 1, 1, 256, 256, 16}, 128, 64);
   check(c);
   // ...and the interpreter obeys them as the GPU does: a band wrongly
   // proved empty hides every key from its rows (LSE -inf), which the
