@@ -19,7 +19,9 @@
 // wait for S). P·V(j) now reads V(j) while V(j+1) lands, so V has two
 // buffers: V(j+1) goes to buffer (j+1) mod 2 once P·V(j-1), which read that
 // buffer, is done (after the wait for A). Block ordinals count from the
-// loop's first block; buffer o mod 2 completes its phases o / 2 mod 2.
+// tile's first block (keyLoopBegin), also where a warpgroup's own range
+// starts later (WarpgroupKeyRange.cpp); buffer o mod 2 completes its phases
+// o / 2 mod 2.
 //
 // A deferring loop has no skip branch inside its range (the range itself is
 // still narrowed to the first..last visible block): a block the mask removes
@@ -123,7 +125,8 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
   SmallVector<Type> types;
   for (Value value : llvm::concat<const Value>(scores, acc.regs, pendingProbs))
     types.push_back(value.getType());
-  // Uniform over the CTA: every warpgroup takes the same side.
+  // Uniform per warpgroup (whose first block may differ from the other's),
+  // as wgmma's .sync.aligned needs.
   auto branch = scf::IfOp::create(b, loc, types,
                                   cmpI(arith::CmpIPredicate::ne, iteration, warpgroupBegin),
                                   /*withElseRegion=*/true);
@@ -215,8 +218,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
   // first turn now, so the other warpgroup's GEMMs do not wait for this
   // P·V; the rest after it, whose V slot release the next block's wait
   // needs.
-  bool blocksAfter = config.warpSpecialized && warpgroupEnd != keyLoopEnd;
-  if (blocksAfter) {
+  if (narrowedPerWarpgroup) {
     auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, warpgroupEnd, keyLoopEnd),
                                    /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
@@ -224,7 +226,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     takeEmptyTurn(warpgroupEnd);
   }
   SmallVector<Type> types(acc.regs.size(), b.getF32Type());
-  // The last block's P·V, unless the range was empty.
+  // The last block's P·V, unless this warpgroup's range was empty.
   auto branch = scf::IfOp::create(b, loc, types,
                                   cmpI(arith::CmpIPredicate::slt, warpgroupBegin, warpgroupEnd),
                                   /*withElseRegion=*/true);
@@ -248,7 +250,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     scf::YieldOp::create(b, loc, acc.regs);
   }
   acc.regs.assign(branch.getResults().begin(), branch.getResults().end());
-  if (blocksAfter) {
+  if (narrowedPerWarpgroup) {
     auto rest = scf::ForOp::create(b, loc, warpgroupEnd, keyLoopEnd, i32(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(rest.getBody()->getTerminator());

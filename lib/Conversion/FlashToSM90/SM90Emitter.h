@@ -130,15 +130,15 @@ private:
   mlir::Value queryTileAddress, queryFull, queryEmpty;
   /// Ping-pong: this consumer warpgroup's index; waits until the previous
   /// warpgroup has issued its GEMMs (named barrier 1 + w); lets the next one
-  /// go (not after the last block of the last warpgroup, so every barrier
-  /// ends complete).
+  /// go (one tile: not after the last block of the last warpgroup, so every
+  /// barrier ends complete; persistent: always, the next tile takes it).
   mlir::Value consumerWarpgroup;
   /// Persistent: the last warpgroup opens warpgroup 0's first turn once,
   /// before the CTA's first tile.
   void openGemmTurns();
   void waitForGemmTurn();
   void passGemmTurn(mlir::Value iteration);
-  /// bar.arrive on named barrier `id` (i32) of the two ping-pong warpgroups.
+  /// bar.arrive on named barrier `id` (i32) of two ping-pong warpgroups.
   void arriveAtTurnBarrier(mlir::Value id);
 
   /// The key blocks this consumer warpgroup computes, within the tile's
@@ -146,6 +146,10 @@ private:
   /// narrow it): its first iteration has no pending P·V, its last block's
   /// P·V follows the loop.
   mlir::Value warpgroupBegin, warpgroupEnd;
+  /// Whether threadKeyRange narrowed this loop per warpgroup (then blocks
+  /// may follow the warpgroup's own, which finishDeferredAccumulate passes
+  /// over).
+  bool narrowedPerWarpgroup = false;
   /// For a tile block this warpgroup does not compute: waits for its GEMM
   /// turn and passes it on, so every consumer takes one turn per tile block.
   void takeEmptyTurn(mlir::Value block);

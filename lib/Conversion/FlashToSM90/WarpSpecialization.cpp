@@ -159,8 +159,9 @@ void SM90Emitter::passGemmTurn(Value iteration) {
   Value next = add(arith::RemUIOp::create(b, loc, add(consumerWarpgroup, i32(1)), i32(consumers)),
                    i32(1));
   // Persistent: every turn is passed on, the next tile's first GEMMs take
-  // the last one (the last warpgroup's final arrival is left pending when
-  // the CTA exits, harmlessly). Otherwise every turn but the last
+  // the last one; the last warpgroup's final arrival is still pending when
+  // the CTA exits (FA3's persistent kernels end the same way; gpu-check
+  // runs such kernels with more tiles than CTAs). Otherwise every turn but the last
   // warpgroup's last, so that every barrier ends complete.
   if (config.persistent)
     return arriveAtTurnBarrier(next);

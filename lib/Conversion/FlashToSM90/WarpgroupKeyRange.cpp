@@ -33,6 +33,7 @@ std::pair<Value, Value> SM90Emitter::threadKeyRange(flash::MaskOp skipMask, scf:
                                                     Value lower, Value upper) {
   warpgroupBegin = lower;
   warpgroupEnd = upper;
+  narrowedPerWarpgroup = false;
   if (!config.warpSpecialized || !skipMask || !skipMask.isClassified())
     return {lower, upper};
   // One band per consumer warpgroup (64 rows each).
@@ -60,6 +61,7 @@ std::pair<Value, Value> SM90Emitter::threadKeyRange(flash::MaskOp skipMask, scf:
   passOverBlocks(lower, begin);
   warpgroupBegin = begin;
   warpgroupEnd = end;
+  narrowedPerWarpgroup = true;
   return {begin, end};
 }
 

@@ -1,4 +1,5 @@
 // RUN: flashc-opt %s -flash-to-sm90=persistent=false | FileCheck %s
+// RUN: flashc-opt %s -flash-to-sm90 | FileCheck %s --check-prefix=PERSISTENT
 
 // Per-warpgroup key ranges: causal bf16, D = 64, 128 x 64 tiles, the mask
 // classified per band of 64 rows (row_groups, one band per consumer
@@ -43,6 +44,25 @@
 // CHECK-NEXT: "mbarrier.arrive.shared::cta.b64 _, [$0];"
 // CHECK: llvm.store
 // CHECK: llvm.return
+
+// On a persistent grid the same happens per tile, inside the CTA's tile
+// loop: the turns were opened once before it.
+// PERSISTENT: "setmaxnreg.inc.sync.aligned.u32 232;"
+// PERSISTENT: "bar.arrive $0, 256;"
+// PERSISTENT: scf.for
+// PERSISTENT: arith.cmpi eq, %{{.+}}, %c0_i32
+// PERSISTENT: scf.for
+// PERSISTENT: "bar.sync $0, 256;"
+// PERSISTENT: mbarrier.try_wait.parity
+// PERSISTENT-NEXT: "mbarrier.arrive.shared::cta.b64 _, [$0];"
+// PERSISTENT: scf.for
+// PERSISTENT: wgmma.mma_async
+// PERSISTENT: scf.if
+// PERSISTENT: "bar.sync $0, 256;"
+// PERSISTENT: scf.for
+// PERSISTENT: mbarrier.try_wait.parity
+// PERSISTENT-NEXT: "mbarrier.arrive.shared::cta.b64 _, [$0];"
+// PERSISTENT: llvm.return
 module {
   flash.kernel @causal attributes {config = #flash.tile<br = 128, bc = 64, head_dim = 64>, dim_classes = array<i64: 0, 1, 1, 3, 3, 5>, element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 64>} {
   ^bb0(%b: index, %h: index, %qt: index):

@@ -40,8 +40,8 @@
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
 // Requirements: q, k, v 16-byte aligned and their batch/head/row strides
 // multiples of 8 elements (16-byte cp.async); o the same (the wgmma kernel
-// stores 16 bytes per thread and row); H a multiple of HKV; B, H, HKV, N, M >= 1. Rows >= N of O and LSE
-// are not written.
+// stores 16 bytes per thread and row); H a multiple of HKV; B, H, HKV, N,
+// M >= 1. Rows >= N of O and LSE are not written.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_TARGET_NVPTX_EMITPTX_H
