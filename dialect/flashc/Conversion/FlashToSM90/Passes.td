@@ -28,6 +28,9 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       `wgmma.wait_group 0` per GEMM; accumulators pass through the fences
       and the wait as tied asm operands so no instruction touches them
       while the tensor cores own them.
+    - O leaves in 16-byte stores: each quad transposes its packed words
+      (two `shfl.sync.bfly` stages) so that a thread holds 8 whole columns
+      (o must be 16-byte aligned with strides of 8 elements).
 
     - With `kv-copy=tma` (the default) K and V blocks arrive by TMA
       (`cp.async.bulk.tensor.4d`, one 64-column box per panel, swizzled by
@@ -58,6 +61,10 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       full/empty barriers, and the producer fetches the next tile's Q and
       K/V while the consumers finish the current one (the launch rule says
       `persistent`). At D = 256 only tiles up to Bc = 64 are persistent.
+      With a mask classified per 64-row band (`row_groups`), each consumer
+      warpgroup computes only the key blocks its own rows see and passes
+      over the others (its GEMM turn, then a release of the K/V slots once
+      they have landed).
       Kernels whose key loop is not at the
       top level or cannot defer P·V, and tiles whose rings do not fit, are
       built without it.
