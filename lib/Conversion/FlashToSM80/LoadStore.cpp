@@ -257,14 +257,10 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   return success();
 }
 
-SmallVector<Value> SM80Emitter::transposeQuad(ArrayRef<Value> words) {
+SmallVector<Value> SM80Emitter::transposeQuad(ArrayRef<Value> words, Value bit0, Value bit1) {
   // Thread t of the quad holds words[i] = M[t][i]; afterwards it holds
   // M[0..3][t]. Two butterfly stages: across lanes t ^ 2 the off-diagonal
   // 2 x 2 blocks swap, across t ^ 1 the elements inside them.
-  Value bit1 = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, threadInGroup, i32(2)),
-                    i32(0));
-  Value bit0 = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, threadInGroup, i32(1)),
-                    i32(0));
   Value y0 = shuffleXor(select(bit1, words[0], words[2]), 2);
   Value y1 = shuffleXor(select(bit1, words[1], words[3]), 2);
   Value c0 = select(bit1, y0, words[0]), c1 = select(bit1, y1, words[1]);
@@ -299,6 +295,16 @@ LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
   bool wide = storesWide() && nTiles % 4 == 0;
   Type wordType = b.getI32Type();
   auto vectorType = VectorType::get({4}, wordType);
+  // The quad lane's two bits, which steer both transpose stages.
+  Value bit0, bit1;
+  if (wide) {
+    auto laneBit = [&](int64_t mask) {
+      return cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, threadInGroup, i32(mask)),
+                  i32(0));
+    };
+    bit1 = laneBit(2);
+    bit0 = laneBit(1);
+  }
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t half = 0; half < 2; ++half) {
       SmallVector<Value> words;
@@ -308,7 +314,7 @@ LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
       }
       if (wide)
         for (int64_t first = 0; first < nTiles; first += 4) {
-          SmallVector<Value> column = transposeQuad(ArrayRef(words).slice(first, 4));
+          SmallVector<Value> column = transposeQuad(ArrayRef(words).slice(first, 4), bit0, bit1);
           std::copy(column.begin(), column.end(), words.begin() + first);
         }
       Value row = add(firstRow, fragmentRow(mb, 2 * half));

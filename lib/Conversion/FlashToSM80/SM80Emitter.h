@@ -231,8 +231,10 @@ public:
   /// costs it spills).
   virtual bool storesWide() const { return false; }
   /// The four i32 words of each quad thread as a 4 x 4 matrix (row = the
-  /// thread), transposed: thread t gets column t (lane shuffles).
-  llvm::SmallVector<mlir::Value> transposeQuad(llvm::ArrayRef<mlir::Value> words);
+  /// thread), transposed: thread t gets column t (lane shuffles). `bit0`
+  /// and `bit1` (i1) are bits 0 and 1 of the thread's lane in its quad.
+  llvm::SmallVector<mlir::Value> transposeQuad(llvm::ArrayRef<mlir::Value> words,
+                                               mlir::Value bit0, mlir::Value bit1);
 
   /// Row in the tile this thread holds for element `e` of an n-tile of row
   /// block `mb` (or row-vector entry 2·mb + e/2): the warp's first row +
