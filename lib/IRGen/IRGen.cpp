@@ -419,69 +419,6 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 
 } // namespace
 
-/// Whether the set of keys a mask admits may be a union of pieces (`||`,
-/// `!`, a boolean `select`), so that whole key blocks inside the visible
-/// range can be empty. The warp-specialized kernel computes such blocks
-/// instead of skipping them, so these masks keep the one-warpgroup tile.
-static bool mayLeaveHoles(const Expr *expr) {
-  if (!expr)
-    return false;
-  if ((expr->kind == ExprKind::Binary && expr->binaryOp == BinaryOp::Or) ||
-      (expr->kind == ExprKind::Unary && expr->unaryOp == UnaryOp::Not) ||
-      (expr->kind == ExprKind::Call && expr->builtin == Builtin::Select &&
-       expr->type == ScalarType::Bool))
-    return true;
-  return llvm::any_of(expr->operands,
-                      [](const std::unique_ptr<Expr> &operand) { return mayLeaveHoles(operand.get()); });
-}
-
-std::pair<int64_t, int64_t> frontend::defaultTile(const Variant &variant, int64_t headDim,
-                                                  bool wgmma, bool warpSpecialized,
-                                                  std::optional<int64_t> queryLength) {
-  if (wgmma) {
-    // Above D = 64, two consumer warpgroups and a producer (H200, N = 4096:
-    // D = 128 128x128 654 TFLOP/s against 592 for the best plain tile;
-    // D = 256 128x80 718 against 594; bench/results/2026-11-29-h200-ws).
-    // Reads of aux tensors in a mask or score mod need registers of their
-    // own: Bc = 96 (32 at D = 256) keeps them free of spills. Up to D = 128,
-    // short masked queries (N <= 512) stay with several 64-row CTAs per SM,
-    // whose prologues and epilogues overlap; elsewhere the persistent grid
-    // overlaps them (H200, D = 128, same run: N = 512 non-causal 455 against
-    // 436, causal 287 against 303; N = 1024 559 / 410 against 519 / 400;
-    // bench/results/2026-11-29-h200-persistent).
-    bool shortQueries =
-        queryLength && *queryLength <= 512 && variant.mask && headDim <= 128;
-    if (warpSpecialized && headDim > 64 && !shortQueries && !mayLeaveHoles(variant.mask.get())) {
-      bool readsTensors = !variant.tensors.empty();
-      // D = 256 with N <= 1024: Bc = 64, the widest tile whose consumers
-      // still fit the persistent grid's tile loop in 240 registers; the
-      // grid's overlap of one tile's epilogue with the next tile's loads
-      // matters most for short queries.
-      if (headDim > 128)
-        return {128, readsTensors ? 32 : (queryLength && *queryLength <= 1024 ? 64 : 80)};
-      return {128, readsTensors ? 96 : 128};
-    }
-    // Otherwise one warpgroup per CTA and several CTAs per SM, whose GEMMs
-    // and softmax interleave (H200, N = 4096: D = 128 64x64 531 TFLOP/s
-    // against 440 for 128x128; D = 64 64x128 439 against 403 for 64x64;
-    // bench/results/2026-11-29-h200-sm90/tile-probe.csv); at D = 64 also
-    // ahead of the warp-specialized 128x128 (532 against 457).
-    if (headDim <= 64)
-      return {64, 128};
-    return {64, 64};
-  }
-  if (headDim <= 64)
-    return {128, 64};
-  if (headDim <= 128) {
-    // Masks and score mods need registers of their own; reads of aux tensors
-    // need more still, and go to 16 rows per warp with Bc = 64 instead.
-    if (!variant.mask && !variant.score)
-      return {128, 64};
-    return {128, variant.tensors.empty() ? 32 : 64};
-  }
-  return {64, 64};
-}
-
 std::optional<int64_t> frontend::resolveHeadDim(const Variant &variant,
                                                 const KernelOptions &options) {
   const Dim &dim = variant.dim(DimRole::HeadDim);
@@ -551,13 +488,18 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       failed = true;
       continue;
     }
-    auto [br, bc] =
-        defaultTile(variant, *headDim, options.wgmmaTiles, options.warpSpecializedTiles,
-                    options.queryLength);
+    auto [br, bc] = options.tileFor ? options.tileFor(variant, *headDim)
+                                    : std::make_pair(options.blockRows, options.blockCols);
+    if (br <= 0 || bc <= 0) {
+      sourceMgr.PrintMessage(variant.loc, llvm::SourceMgr::DK_Error,
+                             "variant '" + variant.name + "' has no tile (Br = " +
+                                 std::to_string(br) + ", Bc = " + std::to_string(bc) +
+                                 "): tile sizes must be positive");
+      failed = true;
+      continue;
+    }
     builder.setInsertionPointToEnd(result->getBody());
-    KernelEmitter(builder, variant, sourceMgr, fileName)
-        .emit(options.blockRows ? options.blockRows : br,
-              options.blockCols ? options.blockCols : bc, *headDim);
+    KernelEmitter(builder, variant, sourceMgr, fileName).emit(br, bc, *headDim);
   }
   if (failed)
     return nullptr;

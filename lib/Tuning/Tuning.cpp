@@ -39,15 +39,16 @@ std::string TileConfig::str() const {
   return text;
 }
 
-void TileConfig::applyTo(frontend::KernelOptions &kernel, nvptx::TargetOptions &target) const {
-  kernel.blockRows = blockRows;
-  kernel.blockCols = blockCols;
-  target.gemm = gemm;
-  target.kvCopy = kvCopy;
-  target.rowsPerWarp = rowsPerWarp;
-  target.overlapSoftmax = overlapSoftmax;
-  if (persistent)
-    target.persistent = *persistent;
+config::ConfigRequest TileConfig::request() const {
+  config::ConfigRequest request;
+  request.blockRows = blockRows;
+  request.blockCols = blockCols;
+  request.gemm = gemm;
+  request.kvCopy = kvCopy;
+  request.rowsPerWarp = rowsPerWarp;
+  request.overlapSoftmax = overlapSoftmax;
+  request.persistent = persistent;
+  return request;
 }
 
 bool TileConfig::operator==(const TileConfig &other) const {

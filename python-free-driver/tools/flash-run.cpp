@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashc/Config/ConfigFlags.h"
+#include "flashc/Config/KernelConfig.h"
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/Harness/GpuHarness.h"
 #include "flashc/IRGen/IRGen.h"
@@ -18,7 +20,6 @@
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Interpreter/Interpreter.h"
 #include "flashc/Interpreter/Reference.h"
-#include "flashc/Target/NVPTX/TargetFlags.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Tuning.h"
 
@@ -64,7 +65,7 @@ cl::opt<bool> noCache("no-cache", cl::desc("Compile without the compile cache"),
 cl::opt<bool> noTuningCache("no-tuning-cache",
                             cl::desc("Ignore flashc-tune's winners (use the default tile)"),
                             cl::cat(category));
-nvptx::TargetFlags targetFlags(category);
+config::ConfigFlags configFlags(category);
 cl::opt<std::string> layout("layout", cl::desc("Memory layout of q, k, v, o: bhsd or bshd"),
                             cl::init("bhsd"), cl::cat(category));
 cl::list<std::string> paramSpecs("param", cl::desc("NAME=VALUE"), cl::cat(category));
@@ -105,7 +106,7 @@ interp::ProblemShape parseShape(llvm::StringRef spec, llvm::StringRef option,
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(category);
-  nvptx::setVersionPrinter("flash-run");
+  config::setVersionPrinter("flash-run");
   cl::ParseCommandLineOptions(argc, argv,
                               "flash-run: compile a .flash variant, run it on the GPU, "
                               "validate against the CPU interpreter and time it\n");
@@ -138,38 +139,23 @@ int main(int argc, char **argv) {
     llvm::StringRef selected = variantName.empty() ? llvm::StringRef(ast->variants[0].name)
                                                    : llvm::StringRef(variantName);
 
-    nvptx::TargetOptions target;
-    target.chip = !archOption.empty() ? archOption.getValue() : nvptx::chipFor(cc.major, cc.minor);
-    targetFlags.applyTo(target, std::nullopt); // the grid waits for N (below)
-    llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
-    if (!gemm)
-      die(2, "--gemm: " + llvm::toString(gemm.takeError()));
-
-    frontend::KernelOptions options;
-    options.wgmmaTiles = *gemm == "wgmma";
-    options.warpSpecializedTiles = nvptx::usesWarpSpecializedTiles(target, *gemm);
-    llvm::SmallVector<llvm::StringRef> tileItems;
-    llvm::StringRef(tileSpec).split(tileItems, ',', -1, false);
-    for (llvm::StringRef item : tileItems) {
-      auto [key, text] = item.split('=');
-      int64_t value;
-      if (text.getAsInteger(10, value) || value < 1 || (key != "Br" && key != "Bc"))
-        die(2, "--tile: '" + item + "' is not Br=N or Bc=N");
-      (key == "Br" ? options.blockRows : options.blockCols) = value;
-    }
+    config::ResolveOptions resolve;
+    resolve.chip = !archOption.empty() ? archOption.getValue() : nvptx::chipFor(cc.major, cc.minor);
+    resolve.request = configFlags.request();
+    if (llvm::Error error = config::parseTile(tileSpec, resolve.request))
+      die(2, llvm::toString(std::move(error)));
     for (llvm::StringRef item : llvm::split(shapeSpec, ',')) {
       int64_t value;
       if (item.consume_front("D=")) {
         if (item.getAsInteger(10, value) || value < 1)
           die(2, "--shape: D must be a positive integer");
-        options.headDim = value;
+        resolve.sizes.headDim = value;
       } else if (item.consume_front("N=")) {
         if (item.getAsInteger(10, value) || value < 1)
           die(2, "--shape: N must be a positive integer");
-        options.queryLength = value;
+        resolve.sizes.queryLength = value;
       }
     }
-    target.persistent = targetFlags.persistentGrid(options.queryLength);
 
     DialectRegistry registry;
     registerAllDialects(registry);
@@ -177,34 +163,42 @@ int main(int argc, char **argv) {
 
     // With no configuration asked for, a winner of flashc-tune for this
     // variant, shape bucket and GPU is used when the tuning cache has one.
-    std::string configSource = "default";
-    bool configGiven = !tileSpec.empty() || targetFlags.given();
-    if (!configGiven && !noTuningCache) {
-      frontend::KernelOptions keyOptions = options;
+    if (noTuningCache) {
+      resolve.noTuningReason = "--no-tuning-cache";
+    } else if (resolve.request.empty()) {
+      // The shape bucket of the cache: the run's sizes, resolved against the
+      // variant (built at the key tile).
+      frontend::KernelOptions keyOptions;
       keyOptions.blockRows = tuning::kKeyTileRows;
       keyOptions.blockCols = tuning::kKeyTileCols;
+      keyOptions.headDim = resolve.sizes.headDim;
       OwningOpRef<ModuleOp> keyModule =
           frontend::emitFlashIR(mlirContext, *ast, keyOptions, sourceMgr, selected);
       if (!keyModule)
         return 1;
       flash::KernelOp keyKernel = *keyModule->getOps<flash::KernelOp>().begin();
       interp::ProblemShape keyShape = parseShape(shapeSpec, "shape", keyKernel, nullptr);
-      std::optional<tuning::TuningKey> key = tuning::makeKey(
-          mlirContext, *ast, sourceMgr, selected, keyShape.headDim(), keyShape.queryLen(),
-          keyShape.keyLen(), device.name(), cc.number());
-      tuning::TuningCache tuned(tuning::TuningCache::defaultPath());
-      std::string warnings;
-      std::optional<tuning::TuningEntry> entry =
-          key ? tuned.lookup(*key, warnings) : std::nullopt;
-      if (!warnings.empty())
-        llvm::WithColor::warning(llvm::errs(), "flash-run") << warnings;
-      if (entry) {
-        entry->config.applyTo(options, target);
-        configSource = "tuned: " + entry->config.str() + " (" + tuned.path() + ")";
-      }
+      config::TuningSource tuning;
+      tuning.cachePath = tuning::TuningCache::defaultPath();
+      tuning.gpu = device.name();
+      tuning.computeCapability = cc.number();
+      tuning.queryLength = keyShape.queryLen();
+      tuning.keyLength = keyShape.keyLen();
+      tuning.context = &mlirContext;
+      tuning.sourceMgr = &sourceMgr;
+      resolve.tuning = tuning;
     }
-    OwningOpRef<ModuleOp> module =
-        frontend::emitFlashIR(mlirContext, *ast, options, sourceMgr, selected);
+    llvm::Expected<config::KernelConfig> resolved =
+        config::resolveKernelConfig(resolve, *ast, selected);
+    if (!resolved)
+      die(2, "--gemm: " + llvm::toString(resolved.takeError()));
+    if (!resolved->warnings().empty())
+      llvm::WithColor::warning(llvm::errs(), "flash-run") << resolved->warnings();
+    const nvptx::TargetOptions &target = resolved->target();
+    std::string configSource = resolved->source().str();
+
+    OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
+        mlirContext, *ast, resolved->kernelOptions(resolve.sizes.headDim), sourceMgr, selected);
     if (!module)
       return 1;
     PassManager pm(&mlirContext);
@@ -278,6 +272,9 @@ int main(int argc, char **argv) {
                    << " Bc=" << package.blockCols << " threads=" << package.threadsPerBlock
                    << " smem=" << package.dynamicSharedBytes << "\n";
       llvm::outs() << "  config " << configSource << "\n";
+      for (const std::string &line :
+           resolved->why(*ast->lookup(selected), flashKernel.getConfig().getHeadDim()))
+        llvm::outs() << "         " << line << "\n";
       llvm::outs() << "  compile " << llvm::format("%.1f", compileMs) << " ms"
                    << (noCache         ? " (no cache)"
                        : cacheHits > 0 ? " (cache hit, " + cache.directory() + ")"

@@ -51,7 +51,8 @@ protected:
     ASSERT_TRUE(ast);
     frontend::KernelOptions options;
     options.headDim = 64;
-    options.wgmmaTiles = true;
+    options.blockRows = 64; // the wgmma kernel's default tile at D = 64
+    options.blockCols = 128;
     module = frontend::emitFlashIR(*context, *ast, options, sourceMgr);
     ASSERT_TRUE(module);
     mlir::PassManager pm(context.get());

@@ -135,18 +135,15 @@ TEST_F(TuningCacheTest, TheGridOfAWinnerRoundTrips) {
   ASSERT_TRUE(found);
   EXPECT_EQ(found->config.persistent, std::optional<bool>(false));
   EXPECT_EQ(found->config.str(), "Br=128 Bc=64 wgmma tma per-tile");
-  // Compiling with it overrides the tools' rule; an unnamed grid keeps it.
-  flashc::frontend::KernelOptions kernel;
-  flashc::nvptx::TargetOptions target;
-  target.persistent = true;
-  found->config.applyTo(kernel, target);
-  EXPECT_FALSE(target.persistent);
+  // As a request to the resolver it overrides the rule; an unnamed grid
+  // leaves it to the rule.
+  EXPECT_EQ(found->config.request().persistent, std::optional<bool>(false));
+  EXPECT_EQ(found->config.request().blockRows, std::optional<int64_t>(128));
+  EXPECT_EQ(found->config.request().gemm, std::optional<std::string>("wgmma"));
   found = cache.lookup(unnamed.key, warnings);
   ASSERT_TRUE(found);
   EXPECT_FALSE(found->config.persistent.has_value());
-  target.persistent = true;
-  found->config.applyTo(kernel, target);
-  EXPECT_TRUE(target.persistent);
+  EXPECT_FALSE(found->config.request().persistent.has_value());
   EXPECT_EQ(warnings, "");
 }
 

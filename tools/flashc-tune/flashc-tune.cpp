@@ -18,14 +18,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "flashc/Conversion/FlashToSM90/Passes.h"
+#include "flashc/Config/ConfigFlags.h"
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/Harness/GpuHarness.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
 #include "flashc/Interpreter/Inputs.h"
-#include "flashc/Target/NVPTX/TargetFlags.h"
+#include "flashc/Target/NVPTX/EmitPTX.h"
 #include "flashc/Target/Package/KernelPackage.h"
+#include "flashc/Tuning/Autotune.h"
 #include "flashc/Tuning/Tuning.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -99,16 +100,6 @@ cl::opt<std::string> ptxasPath("ptxas",
   std::exit(code);
 }
 
-struct Candidate {
-  tuning::TileConfig config;
-  bool isDefault = false;
-  std::string reason; // why it did not run; empty when it did
-  int64_t registers = -1, sharedBytes = 0;
-  double ms = 0, tflops = 0, outError = 0;
-  std::optional<flashrt::KernelPackage> package;
-  OwningOpRef<ModuleOp> module; // flash IR of this tile
-};
-
 std::chrono::seconds parseBudget(llvm::StringRef text) {
   int64_t value;
   llvm::StringRef number = text.rtrim("sm");
@@ -130,49 +121,12 @@ std::string findPtxas() {
   return "";
 }
 
-/// ptxas -v on the package's PTX: registers, or a reason to prune.
-std::string assemble(const std::string &ptxas, Candidate &c) {
-  llvm::SmallString<128> ptx, log;
-  int fd;
-  if (llvm::sys::fs::createTemporaryFile("flashc-tune", "ptx", fd, ptx))
-    return "";
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << c.package->ptx;
-    os.close();
-    if (os.has_error()) {
-      std::string why = os.error().message();
-      os.clear_error();
-      llvm::sys::fs::remove(ptx);
-      return "cannot write the PTX for ptxas: " + why;
-    }
-  }
-  llvm::sys::fs::createTemporaryFile("flashc-tune", "log", log);
-  std::string arch = "-arch=" + c.package->arch;
-  llvm::StringRef args[] = {ptxas, arch, "-v", ptx, "-o", "/dev/null"};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(), log.str()};
-  int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
-  std::string report;
-  if (auto buffer = llvm::MemoryBuffer::getFile(log))
-    report = (*buffer)->getBuffer().str();
-  llvm::sys::fs::remove(ptx);
-  llvm::sys::fs::remove(log);
-  if (status != 0)
-    return "ptxas failed: " + llvm::StringRef(report).trim().str();
-  llvm::SmallVector<llvm::StringRef> match;
-  if (llvm::Regex("Used ([0-9]+) registers").match(report, &match))
-    match[1].getAsInteger(10, c.registers);
-  if (llvm::Regex("([0-9]+) bytes spill stores").match(report, &match) && match[1] != "0")
-    return "spills " + match[1].str() + " bytes (ptxas)";
-  return "";
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(category);
-  nvptx::setVersionPrinter("flashc-tune");
+  config::setVersionPrinter("flashc-tune");
   cl::ParseCommandLineOptions(argc, argv,
                               "flashc-tune: autotune the tile configuration of a .flash "
                               "variant on the GPU\n");
@@ -260,33 +214,21 @@ int main(int argc, char **argv) {
     die(1, "variant '" + selected + "' does not build at the key tile");
 
   // The candidates: the space, plus the default configuration.
-  std::vector<Candidate> candidates;
-  nvptx::TargetOptions defaultTarget;
-  defaultTarget.chip = chip;
-  std::string defaultGemm = llvm::cantFail(nvptx::selectGemm(defaultTarget));
-  auto [defaultBr, defaultBc] =
-      frontend::defaultTile(*ast->lookup(selected), shape.headDim(), defaultGemm == "wgmma",
-                            nvptx::usesWarpSpecializedTiles(defaultTarget, defaultGemm),
-                            shape.queryLen());
-  tuning::TileConfig defaultConfig{defaultBr, defaultBc, defaultGemm,
-                                   defaultGemm == "wgmma" ? "tma" : "cp.async", 0};
-  // Warp-specialized default tiles name their grid, as the space's do.
-  if (defaultGemm == "wgmma" && defaultBr >= 128)
-    defaultConfig.persistent = nvptx::persistentGridPays(shape.queryLen()) &&
-                               persistentGridFits(shape.headDim(), defaultBc);
-  for (const tuning::TileConfig &config : space->enumerate())
-    candidates.push_back({config});
-  auto isDefault = [&](const Candidate &c) { return c.config == defaultConfig; };
-  if (std::none_of(candidates.begin(), candidates.end(), isDefault))
-    candidates.push_back({defaultConfig});
-  for (Candidate &c : candidates)
-    c.isDefault = isDefault(c);
+  tuning::TuningProblem problem;
+  problem.context = &context;
+  problem.ast = &*ast;
+  problem.sourceMgr = &sourceMgr;
+  problem.variant = selected;
+  problem.chip = chip;
+  problem.shape = shape;
+  problem.checkShape = checkShape;
+  llvm::Expected<std::vector<tuning::Candidate>> made = tuning::makeCandidates(*space, problem);
+  if (!made)
+    die(2, llvm::toString(made.takeError()));
+  std::vector<tuning::Candidate> candidates = std::move(*made);
 
-  std::string ptxas = findPtxas();
-  CompileCache compileCache(CompileCache::defaultDirectory());
-  auto started = std::chrono::steady_clock::now();
-  size_t total = candidates.size(), done = 0;
-  auto progress = [&](const Candidate &c, llvm::StringRef stage) {
+  auto progress = [&](const tuning::Candidate &c, llvm::StringRef stage, size_t done,
+                      size_t total) {
     if (progressBar) {
       int width = 30, filled = static_cast<int>(width * done / total);
       llvm::errs() << "\r[" << std::string(filled, '#') << std::string(width - filled, '.')
@@ -297,128 +239,35 @@ int main(int argc, char **argv) {
                    << "\n";
     }
   };
-
-  for (Candidate &c : candidates) {
-    progress(c, "compile");
-    if (c.config.gemm == "wgmma" && chip != "sm_90a") {
-      c.reason = "wgmma needs sm_90a (this target is " + chip + ")";
-      ++done;
-      continue;
-    }
-    frontend::KernelOptions options = keyOptions;
-    nvptx::TargetOptions target;
-    target.chip = chip;
-    target.persistent = nvptx::persistentGridPays(shape.queryLen());
-    c.config.applyTo(options, target);
-    std::string diagnostics;
-    {
-      ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
-        llvm::raw_string_ostream(diagnostics) << diag.str();
-        return success();
-      });
-      // Front-end errors name this candidate's failure instead of printing.
-      sourceMgr.setDiagHandler(
-          [](const llvm::SMDiagnostic &diag, void *out) {
-            llvm::raw_string_ostream(*static_cast<std::string *>(out)) << diag.getMessage();
-          },
-          &diagnostics);
-      c.module = frontend::emitFlashIR(context, *ast, options, sourceMgr, selected);
-      sourceMgr.setDiagHandler(nullptr);
-      if (c.module) {
-        PassManager pm(&context);
-        flash::buildFlashPipeline(pm);
-        if (failed(pm.run(*c.module)))
-          c.module = nullptr;
-      }
-      if (c.module) {
-        int hits = 0;
-        std::string cacheWarnings;
-        FailureOr<std::vector<flashrt::KernelPackage>> packages =
-            buildKernelPackages(*c.module, target, compileCache, hits, cacheWarnings);
-        if (succeeded(packages))
-          c.package = (*packages)[0];
-      }
-    }
-    if (!c.package) {
-      c.reason = "compile: " + (diagnostics.empty() ? std::string("failed") : diagnostics);
-      ++done;
-      continue;
-    }
-    // The compiler keeps some tiles off the persistent grid (D = 256 above
-    // Bc = 64): such a candidate is its per-tile twin, not worth timing
-    // again, and must not be recorded under the wrong name.
-    if (c.config.persistent && *c.config.persistent && !c.package->persistent) {
-      c.reason = "the compiler keeps this tile off the persistent grid (the per-tile "
-                 "candidate is the same kernel)";
-      ++done;
-      continue;
-    }
-    c.sharedBytes = c.package->dynamicSharedBytes;
-    if (!ptxas.empty()) {
-      progress(c, "ptxas");
-      c.reason = assemble(ptxas, c);
-    }
-    ++done;
-  }
+  auto started = std::chrono::steady_clock::now();
+  tuning::compileCandidates(candidates, problem, CompileCache(CompileCache::defaultDirectory()),
+                            findPtxas(), progress);
 
   // On the GPU: validate, then time, within the budget.
   size_t runnable = std::count_if(candidates.begin(), candidates.end(),
-                                  [](const Candidate &c) { return c.reason.empty(); });
-  done = 0;
-  total = runnable;
+                                  [](const tuning::Candidate &c) { return c.reason.empty(); });
   if (haveGpu && runnable > 0) {
-    flashrt::Stream stream(*gpu);
-    llvm::StringMap<double> noParams;
-    // Every candidate is the same variant: one set of inputs serves all.
-    std::optional<harness::DeviceProblem> check, problem;
+    tuning::TimingOptions timing;
+    timing.warmup = warmup;
+    timing.iterations = iterations;
+    timing.seed = seed;
+    timing.causalFlops = causalFlops;
+    timing.budget = budget;
+    timing.budgetText = budgetSpec;
     try {
-      check.emplace(harness::upload(*gpu, keyKernel, checkShape, noParams, seed,
-                                    harness::Layout::BHSD));
-      problem.emplace(
-          harness::upload(*gpu, keyKernel, shape, noParams, seed, harness::Layout::BHSD));
+      tuning::timeCandidates(candidates, *gpu, problem, *keyModule, timing, started, progress);
     } catch (const flashrt::Error &error) {
       die(flashrt::exitCodeFor(error.kind()), error.what());
-    }
-    for (Candidate &c : candidates) {
-      if (!c.reason.empty())
-        continue;
-      if (std::chrono::steady_clock::now() - started > budget) {
-        c.reason = "not run: the " + budgetSpec + " budget was spent";
-        continue;
-      }
-      flash::KernelOp flashKernel = *c.module->getOps<flash::KernelOp>().begin();
-      try {
-        progress(c, "validate");
-        flashrun::AttentionKernel kernel(*gpu, *c.package);
-        std::string error;
-        std::optional<harness::Validation> validation =
-            harness::validate(kernel, stream, *check, flashKernel, error);
-        if (!validation) {
-          c.reason = "interpreter: " + error;
-        } else if (!validation->passed()) {
-          c.reason = "validation failed: O rel " +
-                     llvm::formatv("{0:e2}", validation->out.relative).str() + ", LSE rel " +
-                     llvm::formatv("{0:e2}", validation->lse.relative).str();
-        } else {
-          c.outError = validation->out.relative;
-          progress(c, "time");
-          c.ms = harness::timeKernel(kernel, stream, *problem, warmup, iterations);
-          c.tflops = harness::tflops(shape, c.ms, causalFlops);
-        }
-      } catch (const flashrt::Error &error) {
-        c.reason = std::string(flashrt::errorKindName(error.kind())) + ": " + error.what();
-      }
-      ++done;
     }
   }
   if (progressBar)
     llvm::errs() << "\r\x1b[K";
 
   // The table: timed candidates ranked, then the rest with their reasons.
-  std::vector<Candidate *> order;
-  for (Candidate &c : candidates)
+  std::vector<tuning::Candidate *> order;
+  for (tuning::Candidate &c : candidates)
     order.push_back(&c);
-  std::stable_sort(order.begin(), order.end(), [](const Candidate *a, const Candidate *b) {
+  std::stable_sort(order.begin(), order.end(), [](const tuning::Candidate *a, const tuning::Candidate *b) {
     return a->tflops > b->tflops;
   });
   llvm::outs() << selected << "  " << shape.str() << "  " << elementName << "  " << gpuName
@@ -427,8 +276,8 @@ int main(int argc, char **argv) {
   llvm::outs() << llvm::format("%4s  %-34s %9s %9s %5s %7s  %s\n", "rank", "config", "TFLOP/s",
                                "ms", "regs", "smem", "notes");
   int rank = 0;
-  Candidate *winner = nullptr, *defaultCandidate = nullptr;
-  for (Candidate *c : order) {
+  tuning::Candidate *winner = nullptr, *defaultCandidate = nullptr;
+  for (tuning::Candidate *c : order) {
     if (c->isDefault)
       defaultCandidate = c;
     std::string regs = c->registers >= 0 ? std::to_string(c->registers) : "-";
@@ -441,7 +290,7 @@ int main(int argc, char **argv) {
                                    c->isDefault ? "default" : "");
     }
   }
-  for (Candidate *c : order) {
+  for (tuning::Candidate *c : order) {
     if (c->tflops > 0)
       continue;
     std::string reason = c->reason.empty() ? "compiled; not timed (no GPU)" : c->reason;

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashc/Config/ConfigFlags.h"
+#include "flashc/Config/KernelConfig.h"
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
@@ -16,7 +18,6 @@
 #include "flashc/Interpreter/Reference.h"
 #include "flashc/Interpreter/VariantReference.h"
 #include "flashc/Target/NVPTX/EmitPTX.h"
-#include "flashc/Target/NVPTX/TargetFlags.h"
 #include "flashc/Target/Package/AOT.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Tuning.h"
@@ -90,7 +91,7 @@ cl::opt<std::string> ptxasPath(
     "ptxas", cl::desc("ptxas for --emit=aot's cubin (default: ptxas on PATH, then "
                       "/usr/local/cuda/bin/ptxas; 'none' skips the cubin)"),
     cl::value_desc("path"), cl::cat(flashcCategory));
-nvptx::TargetFlags targetFlags(flashcCategory);
+config::ConfigFlags configFlags(flashcCategory);
 cl::opt<RunKind> runKind(
     "run", cl::desc("Execute the kernels and check them against the naive fp64 reference"),
     cl::init(RunKind::None),
@@ -204,7 +205,7 @@ int runOnCpu(ModuleOp module, const frontend::Module &ast,
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::HideUnrelatedOptions(flashcCategory);
-  nvptx::setVersionPrinter("flashc");
+  config::setVersionPrinter("flashc");
   cl::ParseCommandLineOptions(
       argc, argv,
       "flashc: compile attention variants written in the .flash language\n\n"
@@ -216,9 +217,11 @@ int main(int argc, char **argv) {
                       "--run=cpu");
 
   std::optional<llvm::StringMap<int64_t>> sizes = parseSizes(shapeSpec, "shape", interp::kShapeKeys);
-  std::optional<llvm::StringMap<int64_t>> tile = parseSizes(tileSpec, "tile", {"Br", "Bc"});
-  if (!sizes || !tile)
+  if (!sizes)
     return 2;
+  config::ConfigRequest request = configFlags.request();
+  if (llvm::Error error = config::parseTile(tileSpec, request))
+    return usageError(llvm::toString(std::move(error)));
   llvm::StringMap<double> params;
   for (llvm::StringRef spec : paramSpecs) {
     auto [name, text] = spec.split('=');
@@ -236,88 +239,68 @@ int main(int argc, char **argv) {
   if (arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90" &&
       arch != "sm_90a")
     return usageError("--arch must be sm_80, sm_86, sm_89, sm_90 or sm_90a, got '" + arch + "'");
-  nvptx::TargetOptions target;
-  target.chip = arch;
-  targetFlags.applyTo(target, sizes->count("N") ? std::optional<int64_t>(sizes->lookup("N"))
-                                                : std::nullopt);
-  llvm::Expected<std::string> gemm = nvptx::selectGemm(target);
-  if (!gemm)
-    return usageError("--gemm: " + llvm::toString(gemm.takeError()));
-
-  frontend::KernelOptions options;
-  options.wgmmaTiles = *gemm == "wgmma";
-  options.warpSpecializedTiles = nvptx::usesWarpSpecializedTiles(target, *gemm);
-  options.blockRows = tile->lookup("Br"); // 0: the default for the head dim
-  options.blockCols = tile->lookup("Bc");
-  if (sizes->count("D"))
-    options.headDim = sizes->lookup("D");
-  if (sizes->count("N"))
-    options.queryLength = sizes->lookup("N");
-
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext context(registry);
 
   // Which configuration: the command line's, else flashc-tune's winner for
-  // this variant, shape bucket and GPU, else the default.
-  std::string configSource = "default tile";
-  bool configGiven = tile->count("Br") || tile->count("Bc") || targetFlags.given();
+  // this variant, shape bucket and GPU, else the rules (the resolver).
+  std::optional<int64_t> queryLength =
+      sizes->count("N") ? std::optional<int64_t>(sizes->lookup("N")) : std::nullopt;
+  config::ResolveOptions resolve;
+  resolve.chip = arch;
+  resolve.request = request;
+  if (sizes->count("D"))
+    resolve.sizes.headDim = sizes->lookup("D");
+  resolve.sizes.queryLength = queryLength;
   const frontend::Variant *only =
       !variantName.empty() ? ast->lookup(variantName)
       : ast->variants.size() == 1 ? &ast->variants.front() : nullptr;
-  if (configGiven) {
-    configSource = "command line";
-  } else if (emitKind < EmitKind::Gpu) {
+  if (!request.empty() || emitKind < EmitKind::Gpu) {
     // Tuned configs are per GPU: flash IR and the interpreter need no lookup
     // (and no driver start-up).
   } else if (noTuningCache) {
-    configSource = "default tile (--no-tuning-cache)";
+    resolve.noTuningReason = "--no-tuning-cache";
   } else if (!only) {
-    configSource = "default tile (the tuning cache applies to one variant: use --variant)";
+    resolve.noTuningReason = "the tuning cache applies to one variant: use --variant";
   } else {
-    std::string gpu;
-    int computeCapability = 0;
+    config::TuningSource tuning;
     if (!tunedFor.empty()) {
       auto [name, number] = llvm::StringRef(tunedFor).rsplit(':');
-      if (name.empty() || number.getAsInteger(10, computeCapability))
+      if (name.empty() || number.getAsInteger(10, tuning.computeCapability))
         return usageError("--tuned-for: '" + tunedFor + "' is not NAME:CC (e.g. NVIDIA H200:90)");
-      gpu = name.str();
+      tuning.gpu = name.str();
     } else if (flashrt::Driver::available()) {
       try {
         flashrt::Device device = flashrt::Device::fromEnvironment();
-        gpu = device.name();
-        computeCapability = device.computeCapability().number();
+        tuning.gpu = device.name();
+        tuning.computeCapability = device.computeCapability().number();
       } catch (const flashrt::Error &error) {
         llvm::WithColor::warning(llvm::errs(), "flashc")
             << "no tuned configs: " << error.what() << "\n";
       }
     }
-    std::optional<int64_t> headDim = frontend::resolveHeadDim(*only, options);
-    if (gpu.empty()) {
-      configSource = "default tile (no GPU to look up tuned configs for; see --tuned-for)";
-    } else if (headDim) {
-      int64_t queryLen = sizes->count("N") ? sizes->lookup("N") : 256;
-      int64_t keyLen = sizes->count("M") ? sizes->lookup("M") : queryLen;
-      std::optional<tuning::TuningKey> key = tuning::makeKey(
-          context, *ast, sourceMgr, only->name, *headDim, queryLen, keyLen, gpu,
-          computeCapability);
-      tuning::TuningCache cache(tuning::TuningCache::defaultPath());
-      std::string warnings;
-      std::optional<tuning::TuningEntry> entry = key ? cache.lookup(*key, warnings) : std::nullopt;
-      if (!warnings.empty())
-        llvm::WithColor::warning(llvm::errs(), "flashc") << warnings;
-      if (entry) {
-        entry->config.applyTo(options, target);
-        configSource = "tuned for " + gpu + " (" + cache.path() + ")";
-      } else if (key) {
-        configSource = "default tile (no tuning cache entry for " + gpu + ", " +
-                       key->shapeBucket + ", variant " + key->variant + ")";
-      }
+    if (tuning.gpu.empty()) {
+      resolve.noTuningReason = "no GPU to look up tuned configs for; see --tuned-for";
+    } else {
+      tuning.cachePath = tuning::TuningCache::defaultPath();
+      tuning.queryLength = queryLength.value_or(256);
+      tuning.keyLength = sizes->count("M") ? sizes->lookup("M") : tuning.queryLength;
+      tuning.context = &context;
+      tuning.sourceMgr = &sourceMgr;
+      resolve.tuning = tuning;
     }
   }
+  llvm::Expected<config::KernelConfig> resolved =
+      config::resolveKernelConfig(resolve, *ast, variantName);
+  if (!resolved)
+    return usageError("--gemm: " + llvm::toString(resolved.takeError()));
+  if (!resolved->warnings().empty())
+    llvm::WithColor::warning(llvm::errs(), "flashc") << resolved->warnings();
+  const nvptx::TargetOptions &target = resolved->target();
 
-  OwningOpRef<ModuleOp> module =
-      frontend::emitFlashIR(context, *ast, options, sourceMgr, variantName);
+  OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
+      context, *ast, resolved->kernelOptions(resolve.sizes.headDim), sourceMgr, variantName);
   if (!module)
     return 1;
   if (verbose)
@@ -326,9 +309,13 @@ int main(int argc, char **argv) {
       llvm::errs() << "flashc: " << kernel.getSymName() << ": Br=" << tileConfig.getBr()
                    << " Bc=" << tileConfig.getBc() << " D=" << tileConfig.getHeadDim();
       if (emitKind >= EmitKind::Gpu)
-        llvm::errs() << " " << llvm::cantFail(nvptx::selectGemm(target)) << " "
-                     << target.kvCopy << " on " << target.chip;
-      llvm::errs() << ": " << configSource << "\n";
+        llvm::errs() << " " << resolved->gemm() << " "
+                     << (resolved->gemm() == "wgmma" ? target.kvCopy : "cp.async") << " on "
+                     << target.chip;
+      llvm::errs() << ": " << resolved->source() << "\n";
+      const frontend::Variant *variant = ast->lookup(kernel.getSymName());
+      for (const std::string &line : resolved->why(*variant, tileConfig.getHeadDim()))
+        llvm::errs() << "flashc: " << kernel.getSymName() << ":   " << line << "\n";
     }
 
   if (emitKind != EmitKind::FlashRaw) {

@@ -16,10 +16,10 @@
 #ifndef FLASHC_TUNING_TUNING_H
 #define FLASHC_TUNING_TUNING_H
 
+#include "flashc/Config/ConfigRequest.h"
 #include "flashc/Dialect/Flash/IR/FlashDialect.h"
 #include "flashc/Frontend/AST.h"
 #include "flashc/IRGen/IRGen.h"
-#include "flashc/Target/NVPTX/EmitPTX.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -38,16 +38,16 @@ struct TileConfig {
   int64_t rowsPerWarp = 0;      // mma.sync: 16, 32 or 0 (auto)
   bool overlapSoftmax = false;  // wgmma with TMA
   /// wgmma with TMA, Br >= 128 (warp-specialized): a persistent grid or one
-  /// CTA per tile; unset: the tools' rule (nvptx::persistentGridPays).
+  /// CTA per tile; unset: the rule (config::persistentGridPays).
   std::optional<bool> persistent;
 
   /// "Br=64 Bc=128 wgmma tma" / "Br=64 Bc=64 wgmma tma overlap" /
   /// "Br=128 Bc=128 wgmma tma persistent" / "Br=128 Bc=128 wgmma tma
   /// per-tile" / "Br=128 Bc=64 mma.sync rpw=32".
   std::string str() const;
-  /// Compiles with this configuration: the tile into `kernel`, the GEMM
-  /// kind, K/V copy and rows per warp into `target`.
-  void applyTo(frontend::KernelOptions &kernel, nvptx::TargetOptions &target) const;
+  /// This configuration as a request to the resolver (flashc/Config): every
+  /// knob set but the grid when `persistent` is unset (the rule decides).
+  config::ConfigRequest request() const;
   bool operator==(const TileConfig &other) const;
 };
 

@@ -17,6 +17,7 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm80;
 
 std::array<Value, 4> SM80Emitter::ldmatrixX4(Value smemAddress, bool transpose) {
@@ -57,33 +58,8 @@ std::array<Value, 4> SM80Emitter::queryFragment(Value qBase, int64_t mb, int64_t
   int64_t kSteps = config.headDim / 16;
   if (config.qInRegisters && queryAcquired)
     return queryFragments[mb * kSteps + kStep];
-  return ldmatrixX4(gepBytes(qBase, i32(mb * 16 * config.rowBytes() + kStep * 32)),
+  return ldmatrixX4(gepBytes(qBase, i32(mb * 16 * PaddedLayout(config).rowBytes() + kStep * 32)),
                     /*transpose=*/false);
-}
-
-LogicalResult SM80Emitter::checkQKDot(flash::QKDotOp op) {
-  auto queryIt = tiles.find(op.getQuery());
-  auto keyIt = tiles.find(op.getKey());
-  if (queryIt == tiles.end() || queryIt->second.kind != TileValue::Kind::Query ||
-      keyIt == tiles.end() || keyIt->second.kind != TileValue::Kind::KeyValue ||
-      keyIt->second.operand != flash::KVOperand::Key)
-    return error(op, "expects the Q tile of flash.load_q and a K block of flash.load_kv");
-  if (failed(acquireKV(op, keyIt->second)))
-    return failure();
-  if (!queryAcquired)
-    acquireQuery(/*pendingGroups=*/0);
-  return success();
-}
-
-void SM80Emitter::defineAccumTile(Value result, ArrayRef<Value> regs, int64_t cols,
-                                  float scale) {
-  TileValue tile;
-  tile.kind = TileValue::Kind::Accum;
-  tile.cols = cols;
-  Value scaleValue = scale != 1.0f ? f32(scale) : Value();
-  for (Value value : regs)
-    tile.regs.push_back(scaleValue ? fmul(scaleValue, value) : value);
-  tiles[result] = std::move(tile);
 }
 
 LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
@@ -94,7 +70,7 @@ LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
   int64_t nTiles = config.scoreTiles(), rowBlocks = config.rowBlocks();
   Value zero = f32(0.0);
   SmallVector<std::array<Value, 4>> acc(rowBlocks * nTiles, {zero, zero, zero, zero});
-  int64_t rowBytes = config.rowBytes();
+  int64_t rowBytes = PaddedLayout(config).rowBytes();
   Value qBase = config.qInRegisters ? Value() : opaquePointer(gepBytes(smemQ, qLdOffset));
   Value kBase = opaquePointer(gepBytes(smemK, kLdOffset));
   for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
@@ -118,31 +94,6 @@ LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
   return success();
 }
 
-FailureOr<SmallVector<Value>> SM80Emitter::checkAccumulate(Operation *op, Value acc,
-                                                           Value alpha, Value probs,
-                                                           Value value) {
-  auto accIt = tiles.find(acc), probsIt = tiles.find(probs), valueIt = tiles.find(value);
-  if (accIt == tiles.end() || accIt->second.kind != TileValue::Kind::Accum ||
-      accIt->second.cols != config.headDim || probsIt == tiles.end() ||
-      probsIt->second.kind != TileValue::Kind::Accum || probsIt->second.cols != config.bc ||
-      valueIt == tiles.end() || valueIt->second.kind != TileValue::Kind::KeyValue ||
-      valueIt->second.operand != flash::KVOperand::Value)
-    return error(op, "expects a Br x D accumulator, Br x Bc probabilities and a V block");
-  SmallVector<Value> regs = accIt->second.regs;
-  if (alpha) {
-    auto alphaIt = tiles.find(alpha);
-    if (alphaIt == tiles.end() || alphaIt->second.kind != TileValue::Kind::Row)
-      return error(op, "expects α as a row vector");
-    // diag(α)·A rides on the accumulator registers right before the GEMM.
-    int64_t perBlock = config.accTiles() * 4;
-    for (size_t i = 0; i < regs.size(); ++i)
-      regs[i] = fmul(regs[i], alphaIt->second.regs[2 * (i / perBlock) + (i % 4) / 2]);
-  }
-  if (failed(acquireKV(op, valueIt->second)))
-    return failure();
-  return regs;
-}
-
 LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha, Value probs,
                                            Value value) {
   FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
@@ -150,7 +101,7 @@ LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
     return failure();
   SmallVector<Value> regs = std::move(*scaled);
   const SmallVector<Value> &p = tiles.find(probs)->second.regs;
-  int64_t rowBytes = config.rowBytes(), rowBlocks = config.rowBlocks();
+  int64_t rowBytes = PaddedLayout(config).rowBytes(), rowBlocks = config.rowBlocks();
   int64_t pTiles = config.scoreTiles(), accTiles = config.accTiles();
   Value vBase = opaquePointer(gepBytes(smemV, vLdOffset));
   for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {

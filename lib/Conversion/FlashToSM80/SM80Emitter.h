@@ -1,458 +1,64 @@
-//===- SM80Emitter.h - Per-thread code for one flash.kernel ----*- C++ -*-===//
+//===- SM80Emitter.h - The mma.sync kernel emitter --------------*- C++ -*-===//
 //
-// flash-to-sm80 does not rewrite flash ops one by one into equivalent
-// tensor-level ops: a flash tile lives in the registers of 32·Br/R
-// threads (R = rows per warp, 16 or 32: R/16 m16 row blocks per warp),
-// laid out as mma.sync m16n8k16 fragments, so the lowering is a walk over
-// the (small, structured) kernel body that maps every SSA value to what one
-// thread holds of it:
-//
-//   - a scalar (i32 for `index`, i32/f32/i1 otherwise)  -> one Value
-//   - an f32 Br x C tile (scores, probabilities, A)      -> R/16 · C/8 · 4 f32,
-//       register (mb·C/8 + nt)·4 + e: element e of n-tile nt of row block
-//       mb, at row 16·mb + g + 8·(e >= 2), column 8·nt + 2t + e%2 of the
-//       warp's R rows (g = lane/4, t = lane%4)
-//   - an f32 row vector (m, l, α, LSE)                   -> R/16 · 2 f32
-//       (register 2·mb + h: row 16·mb + g + 8·h)
-//   - the Q tile, a K or V block                          -> shared memory,
-//       filled by cp.async and read with ldmatrix where a GEMM consumes it.
-//
-// The op families live in separate files (LoadStore.cpp, MMA.cpp,
-// Softmax.cpp, Elementwise.cpp); Emitter.cpp holds the kernel skeleton, the
-// scalar ops and scf.for.
+// flash-to-sm80 on the shared core (KernelEmitter): Br/R warps of R = 16 or
+// 32 query rows; the Q tile and K/V blocks in shared memory rows padded by
+// 16 bytes so that the 8 row addresses of an ldmatrix fall into 8 distinct
+// groups of 4 banks (SharedMemory.cpp); both GEMMs on mma.sync.m16n8k16
+// with fragments from ldmatrix, P from registers (MMA.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_LIB_CONVERSION_FLASHTOSM80_SM80EMITTER_H
 #define FLASHC_LIB_CONVERSION_FLASHTOSM80_SM80EMITTER_H
 
-#include "flashc/Dialect/Flash/IR/FlashDialect.h"
-
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/DenseSet.h"
-
-#include <array>
-#include <memory>
-#include <optional>
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 
 namespace flashc::sm80 {
 
-/// Shape and resources of one lowered kernel.
-struct KernelConfig {
-  int64_t br = 64, bc = 64, headDim = 64;
-  /// Query rows per warp: 16 or 32 (two m16 row blocks sharing every K/V
-  /// fragment a warp loads with ldmatrix).
-  int64_t rowsPerWarp = 16;
-  int64_t numWarps = 4, numThreads = 128;
-  mlir::Type elementType;   // bf16 or f16
-  bool qInRegisters = true; // Q fragments held for the whole kernel
+/// The padded shared-memory layout: Q, then K, then V, rows of D + 8
+/// elements.
+struct PaddedLayout {
+  explicit PaddedLayout(const lowering::KernelConfig &config) : config(config) {}
+  int64_t rowBytes() const { return (config.headDim + 8) * 2; }
+  int64_t qOffset() const { return 0; }
+  int64_t kOffset() const { return config.br * rowBytes(); }
+  int64_t vOffset() const { return kOffset() + config.bc * rowBytes(); }
+  int64_t sharedBytes() const { return vOffset() + config.bc * rowBytes(); }
 
-  /// sm90 (wgmma): a tile is stored as ceil(D/64) panels of rows x 128
-  /// bytes in the 128-byte swizzle wgmma descriptors read, from a
-  /// 1024-byte-aligned base (the kernel rounds its base up: +1024 bytes).
-  bool swizzled = false;
-  /// sm90: K and V blocks arrive by TMA (cp.async.bulk.tensor) into the
-  /// swizzled panels, described by two tensor maps passed as grid-constant
-  /// kernel parameters, and complete on two mbarriers after the tiles.
-  bool kvTensorMaps = false;
-  /// sm90 with kvTensorMaps: the P·V GEMM of key block j is issued after the
-  /// Q·Kᵀ GEMM of block j + 1 and runs under block j + 1's softmax (FA3's
-  /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
-  /// land while P·V(j) reads V(j).
-  bool deferPV = false;
-  /// sm90 with deferPV: the last warpgroup is a producer (24 or 40 registers via
-  /// setmaxnreg) that issues every K/V copy into two-slot rings guarded by
-  /// full/empty mbarriers; the Br/64 warpgroups before it compute, with the
-  /// registers the producer gave up.
-  bool warpSpecialized = false;
-  /// Warp-specialized with two or more consumer warpgroups: they take turns
-  /// issuing their GEMMs (named barriers), so one's softmax runs under the
-  /// others' GEMMs.
-  bool pingPong = false;
-  /// Warp-specialized: a persistent grid. Each CTA loops over query tiles
-  /// (a static snake over the tile order, longest first under a mask); the
-  /// producer also loads each tile's Q by TMA (a third tensor map) into a
-  /// buffer with its own full/empty barriers, so it fetches the next tile's
-  /// Q and K/V while the consumers finish the current one.
-  bool persistent = false;
-
-  /// sm80: shared-memory rows are padded by 16 bytes so that the 8 row
-  /// addresses of an ldmatrix fall into 8 distinct groups of 4 banks.
-  int64_t rowBytes() const { return (headDim + 8) * 2; }
-  int64_t panels() const { return (headDim + 63) / 64; }
-  /// Bytes per tile row, whatever the layout.
-  int64_t tileRowBytes() const { return swizzled ? panels() * 128 : rowBytes(); }
-  int64_t qSmemOffset() const { return 0; }
-  int64_t kSmemOffset() const { return br * tileRowBytes(); }
-  int64_t vSmemOffset() const { return kSmemOffset() + keyBuffers() * bc * tileRowBytes(); }
-  int64_t keyBuffers() const { return warpSpecialized ? 2 : 1; }
-  int64_t valueBuffers() const { return deferPV || warpSpecialized ? 2 : 1; }
-  /// Threads that compute (all but the producer warpgroup).
-  int64_t consumerThreads() const { return warpSpecialized ? numThreads - 128 : numThreads; }
-  /// mbarriers: with TMA one per K/V buffer; warp-specialized also one
-  /// "empty" barrier per buffer.
-  int64_t barrierCount() const {
-    if (!kvTensorMaps)
-      return 0;
-    return (keyBuffers() + valueBuffers()) * (warpSpecialized ? 2 : 1) + (persistent ? 2 : 0);
-  }
-  int64_t valueBufferBytes() const { return bc * tileRowBytes(); }
-  int64_t sharedBytes() const {
-    return barrierSmemOffset() + 8 * barrierCount() + (swizzled ? 1024 : 0);
-  }
-  int64_t barrierSmemOffset() const {
-    return vSmemOffset() + valueBuffers() * valueBufferBytes();
-  }
-  int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
-  int64_t accTiles() const { return headDim / 8; }
-  int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
+  const lowering::KernelConfig &config;
 };
 
-/// What one thread holds of a flash tile value.
-struct TileValue {
-  enum class Kind { Accum, Row, Query, KeyValue };
-  Kind kind = Kind::Accum;
-  /// Accum: rowBlocks · (cols / 8) · 4 f32 values; Row: rowBlocks · 2.
-  llvm::SmallVector<mlir::Value> regs;
-  int64_t cols = 0;
-  /// KeyValue: which operand; the load op it came from.
-  flash::KVOperand operand = flash::KVOperand::Key;
-  mlir::Operation *source = nullptr;
-};
-
-/// The software pipeline of one scf.for that streams K and V blocks.
-struct KVPipeline {
-  flash::LoadKVOp keyLoad, valueLoad; // valueLoad may be null
-  mlir::Value inductionVar, lowerBound, upperBound, step; // lowered (i32)
-  bool keyAcquired = false, valueAcquired = false;
-};
-
-class SM80Emitter {
+class SM80Emitter : public lowering::KernelEmitter {
 public:
-  SM80Emitter(flash::KernelOp kernel, const KernelConfig &config,
-              mlir::gpu::GPUModuleOp gpuModule);
-  virtual ~SM80Emitter() = default;
+  using KernelEmitter::KernelEmitter;
 
-  /// Emits the kernel (an llvm.func with nvvm.kernel inside `gpuModule`);
-  /// reports errors on the kernel op.
-  mlir::LogicalResult emit();
-  /// After the prologue (arguments, thread coordinates, shared memory):
-  /// maps (b, h, qt) to this CTA's tile, lowers the kernel body and returns.
-  virtual mlir::LogicalResult emitKernelBody();
-  /// Whether query tiles are visited last first: under a mask (causal,
-  /// windows) the last tiles see the most keys.
-  bool visitsLongestFirst();
+  llvm::StringRef passName() const override { return "flash-to-sm80"; }
+  int64_t dynamicSharedBytes() const override { return PaddedLayout(config).sharedBytes(); }
 
-  mlir::LLVM::LLVMFuncOp getFunc() { return func; }
+  // SharedMemory.cpp
+  void emitSharedMemoryLayout() override;
+  mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk, int64_t rows) override;
+  std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) override;
+  void loadQueryRegisters() override;
 
-  //===--------------------------------------------------------------------===//
-  // Shared state and helpers (used by every op family)
-  //===--------------------------------------------------------------------===//
+  // MMA.cpp
+  mlir::LogicalResult lowerQKDot(flash::QKDotOp op) override;
+  mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
+                                      mlir::Value probs, mlir::Value value) override;
 
-  flash::KernelOp kernel;
-  KernelConfig config;
-  mlir::gpu::GPUModuleOp gpuModule;
-  mlir::LLVM::LLVMFuncOp func;
-  mlir::OpBuilder b;
-  mlir::Location loc;
-
-  // Kernel arguments.
-  mlir::Value qPtr, kPtr, vPtr, oPtr, lsePtr;
-  /// With kvTensorMaps: the CUtensorMaps of K and V (grid-constant byval
-  /// parameters, generic pointers); persistent: of Q too.
-  mlir::Value qTensorMap, kTensorMap, vTensorMap;
-  mlir::Value qStrides[3], kStrides[3], vStrides[3], oStrides[3]; // i64
-  mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
-  llvm::StringMap<mlir::Value> params, auxPointers;
-
-  // Thread coordinates (i32).
-  mlir::Value tid, lane, warp, groupId, threadInGroup;
-  // Shared memory bases (!llvm.ptr<3>).
-  mlir::Value smemQ, smemK, smemV;
-  // Per-lane byte offsets of ldmatrix row addresses.
-  mlir::Value qLdOffset, kLdOffset, vLdOffset;
-
-  /// Scalars: flash IR value -> lowered value.
-  mlir::IRMapping scalars;
-  /// Tiles: flash IR value -> what this thread holds.
-  llvm::DenseMap<mlir::Value, TileValue> tiles;
-
-  /// Q: pending copy and register fragments ([rowBlocks][D/16][4] i32,
-  /// flattened row block major) once acquired.
-  mlir::Operation *queryLoad = nullptr;
-  bool queryAcquired = false;
-  llvm::SmallVector<std::array<mlir::Value, 4>> queryFragments;
-  /// Scalar ops of a loop body already lowered ahead of the body (the slice
-  /// of a classified mask's any_visible, hoisted to the skip branch).
-  llvm::DenseSet<mlir::Operation *> loweredAhead;
-  /// The pipeline of the scf.for being lowered, if it streams K/V.
-  KVPipeline *pipeline = nullptr;
-
-  /// Prefix of every diagnostic ("flash-to-sm80").
-  virtual llvm::StringRef passName() const { return "flash-to-sm80"; }
-  mlir::InFlightDiagnostic error(mlir::Operation *op, const llvm::Twine &message);
-
-  // Constants and small arithmetic.
-  mlir::Value i32(int64_t value);
-  mlir::Value i64(int64_t value);
-  mlir::Value f32(double value);
-  mlir::Value toI64(mlir::Value value);
-  mlir::Value add(mlir::Value a, mlir::Value c);
-  mlir::Value mul(mlir::Value a, mlir::Value c);
-  mlir::Value select(mlir::Value cond, mlir::Value t, mlir::Value f);
-  mlir::Value cmpI(mlir::arith::CmpIPredicate predicate, mlir::Value a, mlir::Value c);
-  mlir::Value fadd(mlir::Value a, mlir::Value c);
-  mlir::Value fmul(mlir::Value a, mlir::Value c);
-  mlir::Value fmax(mlir::Value a, mlir::Value c);
-  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
-  /// ex2.approx.ftz.f32 / lg2.approx.ftz.f32.
-  mlir::Value exp2Approx(mlir::Value x);
-  mlir::Value log2Approx(mlir::Value x);
-  /// shfl.sync.bfly over the full warp.
-  mlir::Value shuffleXor(mlir::Value value, int64_t laneMask);
-  /// `pointer` through an opaque `mov.b64` (volatile inline asm): LLVM
-  /// cannot hoist what it computes from the result out of the key loop, so
-  /// the ldmatrix addresses of a GEMM stay one base register plus immediate
-  /// offsets instead of one 64-bit register per fragment held across the
-  /// loop.
-  mlir::Value opaquePointer(mlir::Value pointer);
-  /// Byte offset `offset` past a pointer of any address space.
-  mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
-  /// `offset` elements of `elementType` past a global pointer.
-  mlir::Value gepElements(mlir::Value base, mlir::Value offset, mlir::Type elementType);
-  mlir::Value extract(mlir::Value aggregate, int64_t position);
-  /// Two f32 -> one i32 of two 16-bit floats (low half = `lo`).
-  mlir::Value packHalves(mlir::Value lo, mlir::Value hi);
-  /// O leaves in 16-byte stores after a quad transpose (lowerStore); the
-  /// sm80 kernel keeps 4-byte stores (with 32 rows per warp the transpose
-  /// costs it spills).
-  virtual bool storesWide() const { return false; }
-  /// The four i32 words of each quad thread as a 4 x 4 matrix (row = the
-  /// thread), transposed: thread t gets column t (lane shuffles). `bit0`
-  /// and `bit1` (i1) are bits 0 and 1 of the thread's lane in its quad.
-  llvm::SmallVector<mlir::Value> transposeQuad(llvm::ArrayRef<mlir::Value> words,
-                                               mlir::Value bit0, mlir::Value bit1);
-
-  /// Row in the tile this thread holds for element `e` of an n-tile of row
-  /// block `mb` (or row-vector entry 2·mb + e/2): the warp's first row +
-  /// 16·mb + g + 8·(e >= 2).
-  mlir::Value fragmentRow(int64_t mb, int64_t e);
-  /// Column in the tile of element e of n-tile nt: 8·nt + 2t + e%2.
-  mlir::Value fragmentCol(int64_t nt, int64_t e);
-
-  //===--------------------------------------------------------------------===//
-  // Walk
-  //===--------------------------------------------------------------------===//
-
-  mlir::LogicalResult lowerBlock(mlir::Block &block);
-  mlir::LogicalResult lowerOp(mlir::Operation *op);
-  mlir::LogicalResult lowerFor(mlir::scf::ForOp loop);
-  /// Scalar ops at kernel level and inside regions: arith, math (through
-  /// PTX approximations), flash.param/dim/aux_load/kv_head.
-  mlir::LogicalResult lowerScalarOp(mlir::Operation *op);
-  mlir::Value lookupScalar(mlir::Value value) { return scalars.lookupOrNull(value); }
-  mlir::FailureOr<TileValue> constantTile(mlir::arith::ConstantOp op);
-  /// Flattens a tile for scf.for iteration values, and back.
-  void flatten(const TileValue &tile, llvm::SmallVectorImpl<mlir::Value> &out);
-  mlir::FailureOr<TileValue> unflatten(mlir::Operation *user, mlir::Type type,
-                                       mlir::ValueRange &values);
-  /// Maps each of `originals` (tiles and scalars, in order) to its part of
-  /// the flattened `lowered` values.
-  mlir::LogicalResult mapFlattened(mlir::Operation *user, mlir::ValueRange originals,
-                                   mlir::ValueRange lowered);
-
-  //===--------------------------------------------------------------------===//
-  // Op families
-  //===--------------------------------------------------------------------===//
-
-  // LoadStore.cpp: cp.async copies, the K/V pipeline, O/LSE stores.
-  // The virtual members are where the sm90 emitter (FlashToSM90) differs:
-  // shared-memory layout, copy addressing, copy-to-GEMM visibility, GEMMs.
-  virtual void emitSharedMemoryLayout();
-  /// The dynamic shared memory of the kernel (declared once per module with
-  /// `alignment`), as an !llvm.ptr<3>.
-  mlir::Value sharedMemoryBase(int64_t alignment);
-  /// Byte offset in a rows x D shared tile of 16-byte chunk `chunk` of row
-  /// `row` (i32 values).
-  virtual mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk, int64_t rows);
-  /// The offset added by moving `rowStep` rows down in the same chunk
-  /// column, when it is a constant (else every copy uses sharedChunkOffset).
-  virtual std::optional<int64_t> sharedRowStepBytes(int64_t rowStep);
-  /// Waits until at most `pendingGroups` cp.async groups of this thread are
-  /// in flight and the copies of every thread are visible to the GEMMs.
-  virtual void waitForCopies(int64_t pendingGroups);
-  mlir::LogicalResult lowerLoadQ(flash::LoadQOp op);
-  mlir::LogicalResult lowerLoadKV(flash::LoadKVOp op);
-  mlir::LogicalResult lowerStore(flash::StoreOp op);
-  /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
-  /// elements) starting at row tileIndex·rows into shared memory at `dst`;
-  /// rows >= length are zero-filled. One cp.async group is committed.
-  void issueTileCopy(mlir::Value base, mlir::Value headOffset, mlir::Value rowStride,
-                     mlir::Value tileIndex, int64_t rows, mlir::Value length,
-                     mlir::Value dst);
-  virtual void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile);
-  /// Waits until the K or V block of the current iteration has landed and
-  /// every thread is done with the buffer the next copy overwrites.
-  virtual void waitForKVBlock(flash::KVOperand operand);
-  /// The K/V pipeline's part of a skipped iteration: K(kt) may land, then
-  /// K(next) is started when next < upper.
-  virtual void skipKVBlock(mlir::Value next, mlir::Value upper);
-  /// Whether the Q copy is waited for before the key loop (else at the
-  /// first K wait, which covers it when both are cp.async).
-  virtual bool acquireQueryBeforeLoop() { return config.qInRegisters; }
-  /// The key-block range [keyLoopBegin, keyLoopEnd) of the loop being
-  /// lowered, after narrowing (i32).
-  mlir::Value keyLoopBegin, keyLoopEnd;
-  /// Waits for the Q copy and, with q-in-registers, loads its fragments.
-  /// `pendingGroups` cp.async groups committed after Q may stay in flight.
-  virtual void acquireQuery(int64_t pendingGroups);
-  /// Starts the copy of the Q tile of `op` into shared memory.
-  virtual void issueQueryCopy(flash::LoadQOp op);
-  /// Makes a K or V block usable by the GEMMs (see KVPipeline).
-  virtual mlir::LogicalResult acquireKV(mlir::Operation *user, const TileValue &tile);
-  /// Checks that `user` may use the K/V block `tile` (loaded by this loop,
-  /// in the same block).
-  mlir::LogicalResult checkKVUse(mlir::Operation *user, const TileValue &tile);
-
-  /// Software pipelining of P·V across iterations (sm90, config.deferPV).
-  /// Whether the K/V loop `loop` defers its accumulate; asked once the
-  /// range is final. A deferring loop has no skip branch inside its range:
-  /// a block whose scores the mask removes entirely leaves (m, l, A)
-  /// unchanged anyway.
-  virtual bool defersAccumulate(mlir::scf::ForOp loop, flash::MaskOp skipMask) {
-    return false;
-  }
-  /// The copies a deferring loop starts before its first iteration beyond
-  /// K(first).
-  virtual void startDeferredCopies() {}
-  /// Right before a deferring loop is created (after the prologue, Q
-  /// acquired by every thread): the warp-specialized split into producer
-  /// and consumers.
-  virtual mlir::LogicalResult enterKeyLoop(mlir::scf::ForOp loop, const KVPipeline &state) {
-    return mlir::success();
-  }
-  /// The values the deferral carries across iterations (appended to the
-  /// loop's iter_args): their initial values before the loop, their next
-  /// values at the yield.
-  virtual llvm::SmallVector<mlir::Value> deferredState() { return {}; }
-  /// Binds the deferral's carried values inside the body.
-  virtual void setDeferredState(mlir::ValueRange values) {}
-  /// After the loop: the last block's pending P·V, added to the loop's
-  /// accumulator result (`results` are the carried values at the exit).
-  virtual mlir::LogicalResult finishDeferredAccumulate(mlir::scf::ForOp loop,
-                                                       mlir::ValueRange results) {
-    return mlir::success();
-  }
-  void beginPipeline(mlir::scf::ForOp loop, KVPipeline &state);
-
-  // MMA.cpp: the two GEMMs on mma.sync.
+private:
   std::array<mlir::Value, 4> ldmatrixX4(mlir::Value smemAddress, bool transpose);
   std::array<mlir::Value, 4> mma(llvm::ArrayRef<mlir::Value> a, llvm::ArrayRef<mlir::Value> bFrag,
                                  llvm::ArrayRef<mlir::Value> c);
   /// Q fragment of row block mb at k-step kStep: from registers, or by
   /// ldmatrix at `qBase` (smemQ + qLdOffset).
   std::array<mlir::Value, 4> queryFragment(mlir::Value qBase, int64_t mb, int64_t kStep);
-  virtual mlir::LogicalResult lowerQKDot(flash::QKDotOp op);
-  virtual mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc,
-                                              mlir::Value alpha, mlir::Value probs,
-                                              mlir::Value value);
-  /// The operands of a dot: Q and a K block; a Br x D accumulator, α (may
-  /// be null), Br x Bc probabilities and a V block. Errors on anything else.
-  mlir::LogicalResult checkQKDot(flash::QKDotOp op);
-  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
-  checkAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha, mlir::Value probs,
-                  mlir::Value value);
-  /// Records the Br x C f32 tile `regs` (scaled by `scale` unless 1) as
-  /// `result`.
-  void defineAccumTile(mlir::Value result, llvm::ArrayRef<mlir::Value> regs, int64_t cols,
-                       float scale = 1.0f);
 
-  // Softmax.cpp: online softmax, rescale, finalize.
-  mlir::Value rowReduceMax(mlir::Value value);
-  mlir::Value rowReduceSum(mlir::Value value);
-  mlir::LogicalResult lowerOnlineSoftmax(flash::OnlineSoftmaxOp op);
-  mlir::LogicalResult lowerRescale(flash::RescaleOp op);
-  mlir::LogicalResult lowerFinalize(flash::FinalizeOp op);
-
-  // Elementwise.cpp: score_mod / mask regions, mask_key_bounds, aux loads,
-  // math approximations.
-  mlir::LogicalResult lowerElementRegion(mlir::Operation *op, bool isMask);
-  /// Emits the region of a score_mod (with `score`) or mask (without) for one
-  /// element at global position (query, key); returns the yielded value.
-  mlir::FailureOr<mlir::Value> emitRegionElement(mlir::Operation *op, mlir::Value score,
-                                                 mlir::Value batch, mlir::Value head,
-                                                 mlir::Value query, mlir::Value key);
-  /// True in every thread when some element of the block's Br x Bc tile
-  /// survives `mask` (a CTA-wide bar.red.or).
-  mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
-  /// The key blocks this thread's copy of the overlapped `loop` computes,
-  /// within the CTA's [lower, upper) (already narrowed by `skipMask`): the
-  /// CTA's own by default.
-  virtual std::pair<mlir::Value, mlir::Value>
-  threadKeyRange(flash::MaskOp skipMask, mlir::scf::ForOp loop, mlir::Value lower,
-                 mlir::Value upper) {
-    return {lower, upper};
-  }
-  /// For a classified mask: lowers the loop-body scalar ops any_visible
-  /// depends on at the current insertion point and returns it (null when
-  /// it does not depend on the induction variable and outer values only).
-  mlir::Value hoistAnyVisible(flash::MaskOp mask, mlir::scf::ForOp loop);
-  /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
-  /// row bands) depend on, in order, or failure when they depend on more
-  /// than the induction variable and values defined before the loop.
-  mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
-  factSlice(llvm::ArrayRef<mlir::Value> facts, mlir::scf::ForOp loop);
-  /// Lowers `slice` at the insertion point.
-  mlir::LogicalResult lowerSlice(llvm::ArrayRef<mlir::Operation *> slice);
-  /// For a classified mask: replaces the key-block range [lower, upper) by
-  /// [first, last + 1) of the blocks any_visible admits (a scan of every
-  /// block before the loop), so blocks before the first and after the last visible one cost
-  /// nothing, not even a copy. Leaves the range alone when any_visible
-  /// cannot be hoisted.
-  void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
-                             mlir::Value &upper);
-  /// The scan of narrowToVisibleBlocks for any test: per block, the slice
-  /// of `facts` is lowered with the loop's induction variable mapped to the
-  /// block, and `visible` returns the block's i1 from the lowered facts.
-  /// Returns false (range untouched) when the facts cannot be hoisted.
-  bool narrowToBlocksWhere(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Value> facts,
-                           llvm::function_ref<mlir::Value()> visible, mlir::Value &lower,
-                           mlir::Value &upper);
-  mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
-  mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
-  mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
+  /// Per-lane byte offsets of ldmatrix row addresses.
+  mlir::Value qLdOffset, kLdOffset, vLdOffset;
+  /// With q-in-registers, once acquired: the Q fragments
+  /// ([rowBlocks][D/16][4] i32, flattened row block major).
+  llvm::SmallVector<std::array<mlir::Value, 4>> queryFragments;
 };
-
-/// The mask that lets a whole key block of `loop` be skipped (or the loop
-/// narrowed) when no element of the block survives it; null when the loop is
-/// not the plain recurrence that makes skipping exact.
-flash::MaskOp findSkippableMask(mlir::scf::ForOp loop);
-
-/// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
-/// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).
-constexpr int64_t kMaxSharedBytes = 227 * 1024;
-
-/// The tile, head dim and element type of `kernel`, checked against what
-/// both GPU kernels support (bf16/f16; D = 64, 96, 128, 256); errors name
-/// `passName` and the `gemm` kernel.
-mlir::FailureOr<KernelConfig> baseConfig(flash::KernelOp kernel, llvm::StringRef passName,
-                                         llvm::StringRef gemm);
-
-/// The launch rule of a lowered kernel (the `flashc.launch` entry).
-mlir::DictionaryAttr launchInfo(mlir::Builder &b, flash::KernelOp kernel,
-                                const KernelConfig &config, llvm::StringRef gemm);
-
-/// The body of flash-to-sm80 and flash-to-sm90: every flash.kernel of
-/// `module` becomes a kernel of gpu.module @flashc_kernels through the
-/// emitter `makeEmitter` returns (null after reporting an error), then the
-/// flash.kernels are erased.
-mlir::LogicalResult lowerFlashKernels(
-    mlir::ModuleOp module, llvm::StringRef gemm,
-    llvm::function_ref<std::unique_ptr<SM80Emitter>(flash::KernelOp, mlir::gpu::GPUModuleOp)>
-        makeEmitter);
 
 } // namespace flashc::sm80
 

@@ -2,7 +2,7 @@
 //
 // FA3's intra-warpgroup overlap. Without it a warpgroup runs, per key block,
 // Q·Kᵀ, waits, softmax, P·V, waits: the tensor cores idle during its
-// softmax unless another CTA fills them. With config.deferPV the loop
+// softmax unless another CTA fills them. With hopper.deferPV the loop
 // carries P(j) (packed, 16-bit pairs) into iteration j + 1, which does
 //
 //   issue S = Q·K(j+1)ᵀ; commit      issue A += P(j)·V(j); commit
@@ -37,8 +37,9 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm90;
-using sm80::TileValue;
+using lowering::TileValue;
 
 flash::RescaleAccumulateOp sm90::deferrableAccumulate(scf::ForOp loop) {
   if (!matchPattern(loop.getStep(), m_One()))
@@ -85,7 +86,7 @@ flash::RescaleAccumulateOp sm90::deferrableAccumulate(scf::ForOp loop) {
 
 bool SM90Emitter::defersAccumulate(scf::ForOp loop, flash::MaskOp skipMask) {
   deferredOp = {};
-  if (!config.deferPV || !config.kvTensorMaps)
+  if (!hopper.deferPV || !hopper.kvTensorMaps)
     return false;
   deferredOp = deferrableAccumulate(loop);
   if (!deferredOp)
@@ -105,7 +106,7 @@ void SM90Emitter::setDeferredState(ValueRange values) {
 
 LogicalResult SM90Emitter::acquireKV(Operation *user, const TileValue &tile) {
   if (!deferredOp)
-    return SM80Emitter::acquireKV(user, tile);
+    return KernelEmitter::acquireKV(user, tile);
   if (failed(checkKVUse(user, tile)))
     return failure();
   // V blocks are waited for where their P·V is issued, a block later.
@@ -156,7 +157,7 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
   acc.regs.assign(accumulators.begin(), accumulators.end());
   ValueRange probs = results.take_back(pendingProbs.size());
   pendingProbs.assign(probs.begin(), probs.end());
-  if (config.warpSpecialized) {
+  if (hopper.warpSpecialized) {
     // This warpgroup's Q·K(j)ᵀ is done: the producer may refill the slot
     // once every consumer says so.
     arriveOn(kvSlot(flash::KVOperand::Key, blockOrdinal(iteration)).empty);
@@ -179,7 +180,7 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
   tied = waitGroup(0, tied);
   accIt->second.regs.assign(tied.begin(), tied.begin() + accIt->second.regs.size());
   Value iteration = pipeline->inductionVar;
-  if (config.warpSpecialized) {
+  if (hopper.warpSpecialized) {
     // P·V(j-1) of this warpgroup is done: release V(j-1)'s slot.
     auto afterFirst = scf::IfOp::create(
         b, loc, cmpI(arith::CmpIPredicate::ne, iteration, warpgroupBegin), /*withElseRegion=*/false);
@@ -204,7 +205,7 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
 LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange results) {
   // Persistent: every Q·Kᵀ of this tile is done, the producer may load the
   // next tile's Q.
-  if (config.persistent)
+  if (hopper.persistent)
     arriveOn(queryEmpty);
   pendingProbs.assign(results.begin(), results.end());
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
@@ -243,7 +244,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     tied.resize(acc.regs.size());
     // The last V slot goes back too: a persistent producer refills it for
     // the next tile.
-    if (config.warpSpecialized)
+    if (hopper.warpSpecialized)
       arriveOn(value.empty);
     scf::YieldOp::create(b, loc, tied);
     b.setInsertionPointToStart(branch.elseBlock());

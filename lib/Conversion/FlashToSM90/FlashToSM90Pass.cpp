@@ -9,6 +9,8 @@
 
 #include "SM90Emitter.h"
 
+#include "flashc/Config/KernelRules.h"
+
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace flashc {
@@ -18,7 +20,8 @@ namespace flashc {
 
 using namespace mlir;
 using namespace flashc;
-using namespace flashc::sm80;
+using namespace flashc::lowering;
+using namespace flashc::sm90;
 
 namespace {
 
@@ -29,24 +32,24 @@ static bool specializable(flash::KernelOp kernel, ArrayRef<scf::ForOp> loops) {
          sm90::deferrableAccumulate(loops.front());
 }
 
-FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel,
+FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
                                      const ConvertFlashToSM90Options &options) {
   StringRef kvCopy = options.kvCopy, warpSpecialize = options.warpSpecialize;
-  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+  auto fail = [&](const Twine &message) -> FailureOr<HopperConfig> {
     kernel.emitOpError() << "flash-to-sm90: " << message;
     return failure();
   };
-  FailureOr<KernelConfig> base = baseConfig(kernel, "flash-to-sm90", "wgmma");
+  FailureOr<KernelConfig> base = baseConfig(kernel, "flash-to-sm90", flash::GemmKind::Wgmma);
   if (failed(base))
     return failure();
-  KernelConfig config = *base;
+  HopperConfig config;
+  static_cast<KernelConfig &>(config) = *base;
   if (config.br % 64 || config.br < 64 || config.br > 256)
     return fail("Br = " + Twine(config.br) +
                 " must be 64, 128, 192 or 256 (one warpgroup per 64 query rows)");
   if (config.bc % 16 || config.bc < 16 || config.bc > 256)
     return fail("Bc = " + Twine(config.bc) +
                 " must be a multiple of 16 of at most 256 (the N of wgmma m64nNk16)");
-  config.swizzled = true;
   config.rowsPerWarp = 16;
   config.numWarps = config.br / 16;
   config.numThreads = config.numWarps * 32;
@@ -79,20 +82,20 @@ FailureOr<KernelConfig> chooseConfig(flash::KernelOp kernel,
   }
   // A producer warpgroup and up to three consumer warpgroups (the register
   // file then gives each consumer thread at least 160 registers); otherwise,
-  // or when the rings do not fit, the kernel is built without it. auto: for
-  // two or more consumers, which then ping-pong (H200: D = 128 and 256 gain
-  // 10-25% over the best one-warpgroup tiles; one consumer, 64 rows, keeps
-  // several CTAs per SM without it; bench/results/2026-11-29-h200-ws).
-  bool specialize = warpSpecialize == "on" || (warpSpecialize == "auto" && config.br >= 128);
+  // or when the rings do not fit, the kernel is built without it. auto:
+  // config::warpSpecializesByDefault (two or more consumers, which then
+  // ping-pong).
+  bool specialize = warpSpecialize == "on" ||
+                    (warpSpecialize == "auto" && config::warpSpecializesByDefault(config.br));
   if (specialize) {
-    KernelConfig specialized = config;
+    HopperConfig specialized = config;
     specialized.warpSpecialized = true;
     specialized.deferPV = true;
     specialized.numWarps += 4;
     specialized.numThreads += 128;
-    specialized.pingPong = options.pingPong && config.br >= 128;
+    specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
     specialized.persistent =
-        options.persistent && persistentGridFits(config.headDim, config.bc);
+        options.persistent && config::persistentGridFits(config.headDim, config.bc);
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
@@ -120,19 +123,19 @@ struct ConvertFlashToSM90Pass
 
   void runOnOperation() override {
     auto makeEmitter = [&](flash::KernelOp kernel,
-                           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<SM80Emitter> {
+                           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<KernelEmitter> {
       ConvertFlashToSM90Options options;
       options.kvCopy = kvCopy;
       options.overlapSoftmax = overlapSoftmax;
       options.warpSpecialize = warpSpecialize;
       options.pingPong = pingPong;
       options.persistent = persistent;
-      FailureOr<KernelConfig> config = chooseConfig(kernel, options);
+      FailureOr<HopperConfig> config = chooseConfig(kernel, options);
       if (failed(config))
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
-    if (failed(lowerFlashKernels(getOperation(), "wgmma", makeEmitter)))
+    if (failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }
 };

@@ -1,6 +1,6 @@
 //===- PersistentGrid.cpp - One CTA per SM slot, looping over tiles -------===//
 //
-// With config.persistent (warp-specialized kernels) the grid is as many CTAs
+// With hopper.persistent (warp-specialized kernels) the grid is as many CTAs
 // as fit on the GPU at once, and each loops over query tiles. A CTA that
 // runs one tile and exits leaves its prologue (Q and the first K/V blocks
 // in flight, nothing to compute) and its epilogue (O stored while the
@@ -37,11 +37,12 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm90;
 
 LogicalResult SM90Emitter::emitKernelBody() {
-  if (!config.persistent)
-    return SM80Emitter::emitKernelBody();
+  if (!hopper.persistent)
+    return KernelEmitter::emitKernelBody();
   SmallVector<scf::ForOp> loops(kernel.getEntryBlock().getOps<scf::ForOp>());
   if (loops.size() != 1)
     return error(kernel, "a persistent kernel needs exactly one key loop at its top level");
@@ -50,7 +51,7 @@ LogicalResult SM90Emitter::emitKernelBody() {
   LogicalResult producerResult = success();
   splitWarpgroups([&] {
     auto elected = scf::IfOp::create(
-        b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(config.consumerThreads())),
+        b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(hopper.consumerThreads())),
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(elected.thenBlock()->getTerminator());
@@ -145,12 +146,12 @@ FailureOr<Value> SM90Emitter::emitProducerTile(scf::ForOp keyLoop) {
   if (!lower || !upper)
     return error(keyLoop, "loop bounds must be scalars defined before the loop");
   // The same range the consumers' loop narrows to (lowerFor).
-  flash::MaskOp skipMask = sm80::findSkippableMask(keyLoop);
+  flash::MaskOp skipMask = lowering::findSkippableMask(keyLoop);
   if (skipMask && skipMask.isClassified())
     narrowToVisibleBlocks(skipMask, keyLoop, lower, upper);
   keyLoopBegin = lower;
   keyLoopEnd = upper;
-  sm80::KVPipeline state;
+  lowering::KVPipeline state;
   for (flash::LoadKVOp load : keyLoop.getBody()->getOps<flash::LoadKVOp>())
     (load.getOperand() == flash::KVOperand::Key ? state.keyLoad : state.valueLoad) = load;
   emitKeyBlockCopies(state);
@@ -160,13 +161,13 @@ FailureOr<Value> SM90Emitter::emitProducerTile(scf::ForOp keyLoop) {
 
 void SM90Emitter::issueQueryCopy(flash::LoadQOp op) {
   // Persistent: the producer copies Q (emitProducerTile).
-  if (!config.persistent)
-    SM80Emitter::issueQueryCopy(op);
+  if (!hopper.persistent)
+    KernelEmitter::issueQueryCopy(op);
 }
 
 void SM90Emitter::acquireQuery(int64_t pendingGroups) {
-  if (!config.persistent)
-    return SM80Emitter::acquireQuery(pendingGroups);
+  if (!hopper.persistent)
+    return KernelEmitter::acquireQuery(pendingGroups);
   waitForPhase(queryFull, arith::AndIOp::create(b, loc, tileIteration, i32(1)));
   queryAcquired = true;
 }

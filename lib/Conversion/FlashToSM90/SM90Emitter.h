@@ -1,9 +1,12 @@
 //===- SM90Emitter.h - The Hopper (wgmma) kernel emitter --------*- C++ -*-===//
 //
-// flash-to-sm90 reuses flash-to-sm80's per-thread walk (SM80Emitter: the
-// kernel skeleton, scalars, regions, softmax, the K/V copy schedule, the
-// stores) and overrides the parts Hopper does differently: the shared-memory
-// layout (128-byte swizzled panels) and the two GEMMs (wgmma.mma_async).
+// flash-to-sm90 on the shared core (KernelEmitter: the kernel skeleton,
+// scalars, regions, softmax, the key loop and its block skipping, cp.async
+// copies, the stores) with what Hopper does differently: the shared-memory
+// layout (128-byte swizzled panels), K/V (and Q) by TMA with mbarriers, the
+// two GEMMs on wgmma.mma_async, P·V deferred under the next block's
+// softmax, warp specialization with ping-pong, per-warpgroup key ranges and
+// the persistent grid.
 //
 // A warpgroup (4 warps, 128 threads) owns 64 query rows; warp i of it owns
 // rows 16i..16i+15 exactly as with 16 rows per warp on sm80, because the
@@ -15,16 +18,84 @@
 #ifndef FLASHC_LIB_CONVERSION_FLASHTOSM90_SM90EMITTER_H
 #define FLASHC_LIB_CONVERSION_FLASHTOSM90_SM90EMITTER_H
 
-#include "../FlashToSM80/SM80Emitter.h"
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 
 namespace flashc::sm90 {
 
-class SM90Emitter : public sm80::SM80Emitter {
+/// What the Hopper kernel adds to the shared configuration, and its
+/// shared-memory layout: Q, the K buffers, the V buffers, then the
+/// mbarriers, from a 1024-byte-aligned base (the kernel rounds its base up:
+/// +1024 bytes). Every tile is ceil(D/64) panels of rows x 128 bytes in the
+/// 128-byte swizzle wgmma descriptors read.
+struct HopperConfig : lowering::KernelConfig {
+  /// K and V blocks arrive by TMA (cp.async.bulk.tensor) into the swizzled
+  /// panels, described by two tensor maps passed as grid-constant kernel
+  /// parameters, and complete on mbarriers after the tiles.
+  bool kvTensorMaps = false;
+  /// With kvTensorMaps: the P·V GEMM of key block j is issued after the
+  /// Q·Kᵀ GEMM of block j + 1 and runs under block j + 1's softmax (FA3's
+  /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
+  /// land while P·V(j) reads V(j).
+  bool deferPV = false;
+  /// With deferPV: the last warpgroup is a producer (24 or 40 registers via
+  /// setmaxnreg) that issues every K/V copy into two-slot rings guarded by
+  /// full/empty mbarriers; the Br/64 warpgroups before it compute, with the
+  /// registers the producer gave up.
+  bool warpSpecialized = false;
+  /// Warp-specialized with two or more consumer warpgroups: they take turns
+  /// issuing their GEMMs (named barriers), so one's softmax runs under the
+  /// others' GEMMs.
+  bool pingPong = false;
+  /// Warp-specialized: a persistent grid. Each CTA loops over query tiles
+  /// (a static snake over the tile order, longest first under a mask); the
+  /// producer also loads each tile's Q by TMA (a third tensor map) into a
+  /// buffer with its own full/empty barriers, so it fetches the next tile's
+  /// Q and K/V while the consumers finish the current one.
+  bool persistent = false;
+
+  int64_t panels() const { return (headDim + 63) / 64; }
+  /// Bytes per tile row.
+  int64_t tileRowBytes() const { return panels() * 128; }
+  int64_t qSmemOffset() const { return 0; }
+  int64_t kSmemOffset() const { return br * tileRowBytes(); }
+  int64_t vSmemOffset() const { return kSmemOffset() + keyBuffers() * bc * tileRowBytes(); }
+  int64_t keyBuffers() const { return warpSpecialized ? 2 : 1; }
+  int64_t valueBuffers() const { return deferPV || warpSpecialized ? 2 : 1; }
+  /// Threads that compute (all but the producer warpgroup).
+  int64_t consumerThreads() const { return warpSpecialized ? numThreads - 128 : numThreads; }
+  /// mbarriers: with TMA one per K/V buffer; warp-specialized also one
+  /// "empty" barrier per buffer; persistent also Q's full and empty ones.
+  int64_t barrierCount() const {
+    if (!kvTensorMaps)
+      return 0;
+    return (keyBuffers() + valueBuffers()) * (warpSpecialized ? 2 : 1) + (persistent ? 2 : 0);
+  }
+  int64_t valueBufferBytes() const { return bc * tileRowBytes(); }
+  int64_t barrierSmemOffset() const {
+    return vSmemOffset() + valueBuffers() * valueBufferBytes();
+  }
+  int64_t sharedBytes() const { return barrierSmemOffset() + 8 * barrierCount() + 1024; }
+  /// CUtensorMap kernel arguments: k and v with TMA, q too when persistent.
+  int64_t tensorMaps() const { return kvTensorMaps ? (persistent ? 3 : 2) : 0; }
+};
+
+class SM90Emitter : public lowering::KernelEmitter {
 public:
-  using SM80Emitter::SM80Emitter;
+  SM90Emitter(flash::KernelOp kernel, const HopperConfig &hopper,
+              mlir::gpu::GPUModuleOp gpuModule)
+      : KernelEmitter(kernel, hopper, gpuModule), hopper(hopper) {}
 
   llvm::StringRef passName() const override { return "flash-to-sm90"; }
   bool storesWide() const override { return true; }
+  int64_t dynamicSharedBytes() const override { return hopper.sharedBytes(); }
+  bool persistentGrid() const override { return hopper.persistent; }
+
+  // TensorMemoryAccess.cpp: the CUtensorMap arguments (k and v with TMA; q
+  // too on a persistent grid), grid-constant byval parameters.
+  void appendTargetArguments(llvm::SmallVectorImpl<mlir::Type> &types) override;
+  void annotateTargetArguments(unsigned first) override;
+  void bindTargetArguments(mlir::ValueRange arguments) override;
+  int64_t tensorMapArguments() const override { return hopper.tensorMaps(); }
 
   // SharedMemory.cpp
   void emitSharedMemoryLayout() override;
@@ -32,12 +103,12 @@ public:
   std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) override;
   void waitForCopies(int64_t pendingGroups) override;
 
-  // TensorMemoryAccess.cpp (K and V by TMA when config.kvTensorMaps).
+  // TensorMemoryAccess.cpp (K and V by TMA when hopper.kvTensorMaps).
   void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile) override;
   void waitForKVBlock(flash::KVOperand operand) override;
   void skipKVBlock(mlir::Value next, mlir::Value upper) override;
   bool acquireQueryBeforeLoop() override {
-    return config.kvTensorMaps || SM80Emitter::acquireQueryBeforeLoop();
+    return hopper.kvTensorMaps || KernelEmitter::acquireQueryBeforeLoop();
   }
 
   // Wgmma.cpp
@@ -45,23 +116,28 @@ public:
   mlir::LogicalResult lowerAccumulate(mlir::Operation *op, mlir::Value acc, mlir::Value alpha,
                                       mlir::Value probs, mlir::Value value) override;
 
-  // DeferredAccumulate.cpp (config.deferPV)
+  // DeferredAccumulate.cpp (hopper.deferPV)
   bool defersAccumulate(mlir::scf::ForOp loop, flash::MaskOp skipMask) override;
   void startDeferredCopies() override;
-  // WarpSpecialization.cpp (config.warpSpecialized)
+  // WarpSpecialization.cpp (hopper.warpSpecialized)
   mlir::LogicalResult enterKeyLoop(mlir::scf::ForOp loop,
-                                   const sm80::KVPipeline &state) override;
+                                   const lowering::KVPipeline &state) override;
   llvm::SmallVector<mlir::Value> deferredState() override;
   void setDeferredState(mlir::ValueRange values) override;
   mlir::LogicalResult finishDeferredAccumulate(mlir::scf::ForOp loop,
                                                mlir::ValueRange results) override;
-  mlir::LogicalResult acquireKV(mlir::Operation *user, const sm80::TileValue &tile) override;
+  mlir::LogicalResult acquireKV(mlir::Operation *user, const lowering::TileValue &tile) override;
   // WarpgroupKeyRange.cpp (warp-specialized, masks with row bands)
   std::pair<mlir::Value, mlir::Value> threadKeyRange(flash::MaskOp skipMask,
                                                      mlir::scf::ForOp loop, mlir::Value lower,
                                                      mlir::Value upper) override;
 
 private:
+  HopperConfig hopper;
+  /// With kvTensorMaps: the CUtensorMaps of K and V (generic pointers to
+  /// the parameters); persistent: of Q too.
+  mlir::Value qTensorMap, kTensorMap, vTensorMap;
+
   /// Shared-space byte addresses (i64) of the Q tile of this thread's
   /// warpgroup, of the K and of the V buffer.
   mlir::Value queryAddress, keyAddress, valueAddress;
@@ -99,9 +175,9 @@ private:
   void issueBoxCopy(mlir::Value map, mlir::Value firstRow, mlir::Value head, mlir::Value batch,
                     int64_t rows, mlir::Value address, mlir::Value barrier);
   /// Warp-specialized: the producer's loop over the key range (one thread).
-  void emitProducerLoop(const sm80::KVPipeline &state);
+  void emitProducerLoop(const lowering::KVPipeline &state);
   /// The loop of emitProducerLoop, in the thread that issues the copies.
-  void emitKeyBlockCopies(const sm80::KVPipeline &state);
+  void emitKeyBlockCopies(const lowering::KVPipeline &state);
   /// Branches the CTA into the producer warpgroup (setmaxnreg.dec, then
   /// `producer` emits its work, then it returns) and the consumers
   /// (setmaxnreg.inc); returns with the insertion point in the consumers'
@@ -110,7 +186,7 @@ private:
   /// The registers the producer warpgroup keeps (setmaxnreg.dec).
   int64_t producerRegisters() const;
 
-  // PersistentGrid.cpp (config.persistent)
+  // PersistentGrid.cpp (hopper.persistent)
   mlir::LogicalResult emitKernelBody() override;
   void issueQueryCopy(flash::LoadQOp op) override;
   void acquireQuery(int64_t pendingGroups) override;

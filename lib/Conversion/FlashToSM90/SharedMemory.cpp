@@ -19,6 +19,7 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm90;
 
 static void inlineAsm(OpBuilder &b, Location loc, StringRef text) {
@@ -31,23 +32,23 @@ void SM90Emitter::emitSharedMemoryLayout() {
   Value raw = LLVM::PtrToIntOp::create(b, loc, i64Type, sharedMemoryBase(/*alignment=*/1024));
   Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
   Value base = LLVM::IntToPtrOp::create(b, loc, sharedPtr, aligned);
-  smemQ = gepBytes(base, i32(config.qSmemOffset()));
-  smemK = gepBytes(base, i32(config.kSmemOffset()));
-  smemV = gepBytes(base, i32(config.vSmemOffset()));
+  smemQ = gepBytes(base, i32(hopper.qSmemOffset()));
+  smemK = gepBytes(base, i32(hopper.kSmemOffset()));
+  smemV = gepBytes(base, i32(hopper.vSmemOffset()));
 
   sharedBase = aligned;
   assignSharedAddresses(aligned);
-  if (config.kvTensorMaps)
+  if (hopper.kvTensorMaps)
     initializeBarriers(aligned);
 }
 
 void SM90Emitter::assignSharedAddresses(Value aligned) {
   Value warpgroup = arith::ShRUIOp::create(b, loc, warp, i32(2));
-  queryTileAddress = add(aligned, i64(config.qSmemOffset()));
+  queryTileAddress = add(aligned, i64(hopper.qSmemOffset()));
   queryAddress = add(queryTileAddress, toI64(mul(warpgroup, i32(64 * 128))));
-  keyAddress = add(aligned, i64(config.kSmemOffset()));
-  valueAddress = add(aligned, i64(config.vSmemOffset()));
-  if (config.kvTensorMaps)
+  keyAddress = add(aligned, i64(hopper.kSmemOffset()));
+  valueAddress = add(aligned, i64(hopper.vSmemOffset()));
+  if (hopper.kvTensorMaps)
     assignBarriers(aligned);
 }
 

@@ -1,11 +1,11 @@
 //===- TensorMemoryAccess.cpp - K and V blocks by TMA ----------------------===//
 //
-// With config.kvTensorMaps, one thread moves each K/V block with
+// With hopper.kvTensorMaps, one thread moves each K/V block with
 // `cp.async.bulk.tensor.4d` (one box of 64 columns x Bc rows per panel,
 // written in the 128-byte swizzle by the copy engine; rows past M come back
 // as zeros) and arms the buffer's mbarrier with the byte count. The tensor
 // maps (dims D, M, HKV, B; the strides of k and v) are encoded on the host
-// and passed as grid-constant parameters.
+// and passed as grid-constant parameters after the aux tensors.
 //
 // Phases: K's barrier completes once per key block of the loop (the
 // prologue copies K(first); iteration kt copies K(kt+1)); V's completes once
@@ -25,33 +25,59 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm90;
+
+void SM90Emitter::appendTargetArguments(SmallVectorImpl<Type> &types) {
+  types.append(hopper.tensorMaps(), LLVM::LLVMPointerType::get(b.getContext()));
+}
+
+void SM90Emitter::annotateTargetArguments(unsigned first) {
+  // A CUtensorMap (128 bytes, 64-byte aligned) by value, left in the
+  // parameter space: TMA reads it through its generic address.
+  for (unsigned i = first; i < first + hopper.tensorMaps(); ++i) {
+    func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                    TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
+    func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
+    func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
+  }
+}
+
+void SM90Emitter::bindTargetArguments(ValueRange arguments) {
+  if (!hopper.kvTensorMaps)
+    return;
+  unsigned arg = 0;
+  if (hopper.persistent)
+    qTensorMap = arguments[arg++];
+  kTensorMap = arguments[arg++];
+  vTensorMap = arguments[arg++];
+}
 
 int64_t SM90Emitter::assignBarriers(Value sharedBase, int64_t *fullCount) {
   Value base = arith::TruncIOp::create(b, loc, b.getI32Type(),
-                                       add(sharedBase, i64(config.barrierSmemOffset())));
+                                       add(sharedBase, i64(hopper.barrierSmemOffset())));
   // Full barriers (one arrival: the copy's expect_tx), K then V, then
   // (warp-specialized) the empty ones (one arrival per consumer thread).
   int64_t next = 0;
   auto allocate = [&] { return add(base, i32(8 * next++)); };
   // A second buffer's barrier follows its first one (kvSlot).
   keyBarrier = allocate();
-  if (config.keyBuffers() == 2)
+  if (hopper.keyBuffers() == 2)
     allocate();
   valueBarrier = allocate();
-  if (config.valueBuffers() == 2)
+  if (hopper.valueBuffers() == 2)
     allocate();
-  if (config.persistent)
+  if (hopper.persistent)
     queryFull = allocate();
   if (fullCount)
     *fullCount = next;
-  if (config.warpSpecialized) {
+  if (hopper.warpSpecialized) {
     keyEmpty = allocate();
     allocate();
     valueEmpty = allocate();
     allocate();
   }
-  if (config.persistent)
+  if (hopper.persistent)
     queryEmpty = allocate();
   return next;
 }
@@ -68,7 +94,7 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
     for (int64_t i = 0; i < count; ++i) {
       AsmCall call;
       call.addInput(add(base, i32(8 * i)));
-      call.addInput(i32(i < fullCount ? 1 : config.consumerThreads()));
+      call.addInput(i32(i < fullCount ? 1 : hopper.consumerThreads()));
       call.emit(b, loc, "mbarrier.init.shared::cta.b64 [$0], $1;");
     }
     AsmCall().emit(b, loc, "fence.mbarrier_init.release.cluster;");
@@ -77,10 +103,10 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
 }
 
 void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
-  if (!config.kvTensorMaps)
-    return SM80Emitter::issueKVCopy(op, keyTile);
+  if (!hopper.kvTensorMaps)
+    return KernelEmitter::issueKVCopy(op, keyTile);
   // Warp-specialized: the producer issues every copy (emitProducerLoop).
-  if (config.warpSpecialized)
+  if (hopper.warpSpecialized)
     return;
   Slot slot = deferredOp ? kvSlot(op.getOperand(), blockOrdinal(keyTile))
                          : kvSlot(op.getOperand(), i32(0));
@@ -112,10 +138,10 @@ void SM90Emitter::issueBoxCopy(Value map, Value firstRow, Value head, Value batc
     arm.addInput(barrier);
     arm.emit(b, loc,
              llvm::formatv("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {0};",
-                           config.panels() * panelBytes)
+                           hopper.panels() * panelBytes)
                  .str());
   }
-  for (int64_t panel = 0; panel < config.panels(); ++panel) {
+  for (int64_t panel = 0; panel < hopper.panels(); ++panel) {
     AsmCall copy;
     copy.addInput(add(destination, i32(panel * panelBytes)));
     copy.addInput(tensorMap);
@@ -137,18 +163,18 @@ SM90Emitter::Slot SM90Emitter::kvSlot(flash::KVOperand operand, Value ordinal) {
   bool isKey = operand == flash::KVOperand::Key;
   Value address = isKey ? keyAddress : valueAddress;
   Value full = isKey ? keyBarrier : valueBarrier;
-  if ((isKey ? config.keyBuffers() : config.valueBuffers()) == 1)
+  if ((isKey ? hopper.keyBuffers() : hopper.valueBuffers()) == 1)
     return {address, full, Value(), arith::AndIOp::create(b, loc, ordinal, i32(1))};
   // Offsets from the first buffer and barrier (the second of each pair
   // follows it) rather than a choice between two: fewer values live across
   // the loops, which matters in the producer's few registers.
   Value second = arith::AndIOp::create(b, loc, ordinal, i32(1));
   Value barrierStep = mul(second, i32(8));
-  int64_t bufferBytes = isKey ? config.bc * config.tileRowBytes() : config.valueBufferBytes();
+  int64_t bufferBytes = isKey ? config.bc * hopper.tileRowBytes() : hopper.valueBufferBytes();
   Slot slot;
   slot.address = add(address, toI64(mul(second, i32(bufferBytes))));
   slot.full = add(full, barrierStep);
-  if (config.warpSpecialized)
+  if (hopper.warpSpecialized)
     slot.empty = add(isKey ? keyEmpty : valueEmpty, barrierStep);
   slot.parity =
       arith::AndIOp::create(b, loc, arith::ShRSIOp::create(b, loc, ordinal, i32(1)), i32(1));
@@ -180,16 +206,16 @@ void SM90Emitter::waitForPhase(Value barrier, Value parity) {
 }
 
 void SM90Emitter::waitForKVBlock(flash::KVOperand operand) {
-  if (!config.kvTensorMaps)
-    return SM80Emitter::waitForKVBlock(operand);
+  if (!hopper.kvTensorMaps)
+    return KernelEmitter::waitForKVBlock(operand);
   waitForPhase(operand == flash::KVOperand::Key ? keyBarrier : valueBarrier);
   // Every thread past its wait and done with the other buffer's last reads.
   NVVM::Barrier0Op::create(b, loc);
 }
 
 void SM90Emitter::skipKVBlock(Value next, Value upper) {
-  if (!config.kvTensorMaps)
-    return SM80Emitter::skipKVBlock(next, upper);
+  if (!hopper.kvTensorMaps)
+    return KernelEmitter::skipKVBlock(next, upper);
   waitForPhase(keyBarrier);
   // V's phase for this block completes without a copy.
   auto arrive = scf::IfOp::create(b, loc, isCopyThread, /*withElseRegion=*/false);

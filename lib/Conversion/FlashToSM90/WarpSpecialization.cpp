@@ -1,6 +1,6 @@
 //===- WarpSpecialization.cpp - A producer warpgroup for K/V ---------------===//
 //
-// With config.warpSpecialized the CTA is Br/64 consumer warpgroups plus one
+// With hopper.warpSpecialized the CTA is Br/64 consumer warpgroups plus one
 // producer warpgroup (the last). Every thread runs the kernel's prologue (Q
 // copied and published, barriers initialized); at the key loop the CTA
 // splits (on a persistent grid it splits once, before its loop over tiles,
@@ -46,6 +46,7 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm90;
 
 namespace {
@@ -62,27 +63,27 @@ static void setMaxRegisters(OpBuilder &b, Location loc, StringRef direction, int
                  llvm::formatv("setmaxnreg.{0}.sync.aligned.u32 {1};", direction, count).str());
 }
 
-LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline &state) {
-  if (!config.warpSpecialized)
+LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const lowering::KVPipeline &state) {
+  if (!hopper.warpSpecialized)
     return success();
   if (queryLoad && !queryAcquired)
     return error(loop, "a warp-specialized kernel must load Q before its key loop");
   // Persistent: the CTA split before its loop over tiles (PersistentGrid.cpp).
-  if (!config.persistent) {
+  if (!hopper.persistent) {
     // Everything shared by all threads (Q above all) must be done before
     // the producer leaves.
     if (b.getInsertionBlock()->getParentOp() != func.getOperation())
       return error(loop, "a warp-specialized key loop must be at the kernel's top level");
     splitWarpgroups([&] { emitProducerLoop(state); });
   }
-  if (config.pingPong) {
+  if (hopper.pingPong) {
     consumerWarpgroup = arith::DivUIOp::create(b, loc, tid, i32(128));
     // Persistent: the turns run on from tile to tile (opened once, before
     // the first: openGemmTurns).
-    if (config.persistent)
+    if (hopper.persistent)
       return success();
     // Warpgroup 0 goes first: the last one opens its barrier.
-    int64_t last = config.consumerThreads() / 128 - 1;
+    int64_t last = hopper.consumerThreads() / 128 - 1;
     Value opens = arith::AndIOp::create(
         b, loc, cmpI(arith::CmpIPredicate::eq, consumerWarpgroup, i32(last)),
         cmpI(arith::CmpIPredicate::slt, keyLoopBegin, keyLoopEnd));
@@ -96,7 +97,7 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const sm80::KVPipeline 
 
 int64_t SM90Emitter::producerRegisters() const {
   // At D = 256 the consumers need all 240 (their accumulator alone is 128).
-  if (!config.persistent || config.headDim > 128)
+  if (!hopper.persistent || config.headDim > 128)
     return kProducerRegisters;
   return kPersistentProducerRegisters;
 }
@@ -109,14 +110,14 @@ void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
   int64_t consumerRegisters = std::min(
       kMaxConsumerRegisters,
       (entryRegisters * config.numThreads - producerRegisters() * 128) /
-          config.consumerThreads() / 8 * 8);
+          hopper.consumerThreads() / 8 * 8);
   func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegisters));
 
   Region *body = b.getInsertionBlock()->getParent();
   auto *producer = new Block(), *consumer = new Block();
   body->push_back(producer);
   body->push_back(consumer);
-  Value isProducer = cmpI(arith::CmpIPredicate::uge, tid, i32(config.consumerThreads()));
+  Value isProducer = cmpI(arith::CmpIPredicate::uge, tid, i32(hopper.consumerThreads()));
   LLVM::CondBrOp::create(b, loc, isProducer, producer, ValueRange{}, consumer, ValueRange{});
 
   b.setInsertionPointToStart(producer);
@@ -132,9 +133,9 @@ void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
 }
 
 void SM90Emitter::openGemmTurns() {
-  if (!config.pingPong)
+  if (!hopper.pingPong)
     return;
-  int64_t last = config.consumerThreads() / 128 - 1;
+  int64_t last = hopper.consumerThreads() / 128 - 1;
   auto branch = scf::IfOp::create(
       b, loc,
       cmpI(arith::CmpIPredicate::eq, arith::DivUIOp::create(b, loc, tid, i32(128)), i32(last)),
@@ -145,7 +146,7 @@ void SM90Emitter::openGemmTurns() {
 }
 
 void SM90Emitter::waitForGemmTurn() {
-  if (!config.pingPong)
+  if (!hopper.pingPong)
     return;
   AsmCall sync;
   sync.addInput(add(consumerWarpgroup, i32(1)));
@@ -153,9 +154,9 @@ void SM90Emitter::waitForGemmTurn() {
 }
 
 void SM90Emitter::passGemmTurn(Value iteration) {
-  if (!config.pingPong)
+  if (!hopper.pingPong)
     return;
-  int64_t consumers = config.consumerThreads() / 128;
+  int64_t consumers = hopper.consumerThreads() / 128;
   Value next = add(arith::RemUIOp::create(b, loc, add(consumerWarpgroup, i32(1)), i32(consumers)),
                    i32(1));
   // Persistent: every turn is passed on, the next tile's first GEMMs take
@@ -163,7 +164,7 @@ void SM90Emitter::passGemmTurn(Value iteration) {
   // the CTA exits (FA3's persistent kernels end the same way; gpu-check
   // runs such kernels with more tiles than CTAs). Otherwise every turn but the last
   // warpgroup's last, so that every barrier ends complete.
-  if (config.persistent)
+  if (hopper.persistent)
     return arriveAtTurnBarrier(next);
   Value passes = arith::OrIOp::create(
       b, loc, cmpI(arith::CmpIPredicate::ne, consumerWarpgroup, i32(consumers - 1)),
@@ -180,16 +181,16 @@ void SM90Emitter::arriveAtTurnBarrier(Value id) {
   arrive.emit(b, loc, "bar.arrive $0, 256;");
 }
 
-void SM90Emitter::emitProducerLoop(const sm80::KVPipeline &state) {
+void SM90Emitter::emitProducerLoop(const lowering::KVPipeline &state) {
   auto elected = scf::IfOp::create(
-      b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(config.consumerThreads())),
+      b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(hopper.consumerThreads())),
       /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(elected.thenBlock()->getTerminator());
   emitKeyBlockCopies(state);
 }
 
-void SM90Emitter::emitKeyBlockCopies(const sm80::KVPipeline &state) {
+void SM90Emitter::emitKeyBlockCopies(const lowering::KVPipeline &state) {
   OpBuilder::InsertionGuard guard(b);
   auto loop = scf::ForOp::create(b, loc, keyLoopBegin, keyLoopEnd, i32(1));
   b.setInsertionPoint(loop.getBody()->getTerminator());

@@ -27,6 +27,7 @@
 
 using namespace mlir;
 using namespace flashc;
+using namespace flashc::lowering;
 using namespace flashc::sm90;
 
 std::pair<Value, Value> SM90Emitter::threadKeyRange(flash::MaskOp skipMask, scf::ForOp loop,
@@ -34,14 +35,14 @@ std::pair<Value, Value> SM90Emitter::threadKeyRange(flash::MaskOp skipMask, scf:
   warpgroupBegin = lower;
   warpgroupEnd = upper;
   narrowedPerWarpgroup = false;
-  if (!config.warpSpecialized || !skipMask || !skipMask.isClassified())
+  if (!hopper.warpSpecialized || !skipMask || !skipMask.isClassified())
     return {lower, upper};
   // One band per consumer warpgroup (64 rows each).
   SmallVector<Value> bands(skipMask.getRowsVisible());
-  int64_t consumers = config.consumerThreads() / 128;
+  int64_t consumers = hopper.consumerThreads() / 128;
   if (static_cast<int64_t>(bands.size()) != consumers)
     return {lower, upper};
-  Value warpgroup = config.pingPong ? consumerWarpgroup
+  Value warpgroup = hopper.pingPong ? consumerWarpgroup
                                     : Value(arith::DivUIOp::create(b, loc, tid, i32(128)));
   auto ownBand = [&]() -> Value {
     Value visible = lookupScalar(bands.back());

@@ -2,6 +2,7 @@
 
 #include "flashc/Target/NVPTX/EmitPTX.h"
 
+#include "flashc/Config/KernelRules.h"
 #include "flashc/Conversion/FlashToSM80/Passes.h"
 #include "flashc/Conversion/FlashToSM90/Passes.h"
 
@@ -55,34 +56,11 @@ static bool hasFlashKernels(ModuleOp module) {
 }
 
 static gpu::GPUModuleOp findKernelModule(ModuleOp module) {
-  return module.lookupSymbol<gpu::GPUModuleOp>(kSM80ModuleName);
+  return module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName);
 }
 
 std::string nvptx::chipFor(int major, int minor) {
   return major == 9 ? std::string("sm_90a") : "sm_" + std::to_string(major * 10 + minor);
-}
-
-llvm::Expected<std::string> nvptx::selectGemm(const TargetOptions &options) {
-  bool hasWgmma = options.chip == "sm_90a";
-  if (options.gemm == "auto")
-    return std::string(hasWgmma ? "wgmma" : "mma.sync");
-  if (options.gemm == "mma.sync")
-    return options.gemm;
-  if (options.gemm == "wgmma") {
-    if (!hasWgmma)
-      return llvm::createStringError("wgmma needs --arch=sm_90a, not " + options.chip);
-    return options.gemm;
-  }
-  return llvm::createStringError("unknown GEMM kind '" + options.gemm +
-                                 "' (expected auto, mma.sync or wgmma)");
-}
-
-bool nvptx::usesWarpSpecializedTiles(const TargetOptions &options, llvm::StringRef gemm) {
-  return gemm == "wgmma" && options.kvCopy == "tma" && options.warpSpecialize != "off";
-}
-
-bool nvptx::persistentGridPays(std::optional<int64_t> queryLength) {
-  return queryLength && *queryLength <= 8192;
 }
 
 LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
@@ -92,7 +70,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
       return success(); // already lowered
     return module.emitError("flashc: the module holds no flash.kernel to lower");
   }
-  llvm::Expected<std::string> gemm = selectGemm(options);
+  llvm::Expected<std::string> gemm = config::selectGemm(options.chip, options.gemm);
   if (!gemm)
     return module.emitError("flashc: ") << llvm::toString(gemm.takeError());
   PassManager pm(module.getContext());
@@ -145,49 +123,38 @@ LogicalResult nvptx::lowerToLLVM(ModuleOp module, const TargetOptions &options) 
 FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) {
   gpu::GPUModuleOp gpuModule = findKernelModule(module);
   if (!gpuModule)
-    return module.emitError("flashc: no gpu.module @") << kSM80ModuleName;
+    return module.emitError("flashc: no gpu.module @") << kKernelModuleName;
   auto launches = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName);
   if (!launches)
     return gpuModule.emitError("flashc: missing ") << kLaunchAttrName;
   std::vector<KernelLaunchInfo> result;
   for (NamedAttribute entry : launches) {
-    auto dict = dyn_cast<DictionaryAttr>(entry.getValue());
-    if (!dict)
-      return gpuModule.emitError("flashc: malformed ") << kLaunchAttrName;
+    auto launch = dyn_cast<flash::LaunchAttr>(entry.getValue());
+    if (!launch)
+      return gpuModule.emitError("flashc: ") << kLaunchAttrName << " entry '"
+                                             << entry.getName().getValue()
+                                             << "' is not a #flash.launch";
     KernelLaunchInfo info;
     info.name = entry.getName().str();
-    auto integer = [&](StringRef key) -> int64_t {
-      auto attr = dict.getAs<IntegerAttr>(key);
-      return attr ? attr.getInt() : 0;
-    };
-    info.threadsPerBlock = integer("threads_per_block");
-    info.dynamicSharedBytes = integer("dynamic_shared_bytes");
-    info.blockRows = integer("block_rows");
-    info.blockCols = integer("block_cols");
-    info.headDim = integer("head_dim");
-    info.numWarps = integer("num_warps");
-    info.rowsPerWarp = integer("rows_per_warp");
-    if (auto type = dict.getAs<TypeAttr>("element_type")) {
-      llvm::raw_string_ostream os(info.elementType);
-      type.getValue().print(os);
+    info.threadsPerBlock = launch.getThreadsPerBlock();
+    info.dynamicSharedBytes = launch.getDynamicSharedBytes();
+    info.blockRows = launch.getBlockRows();
+    info.blockCols = launch.getBlockCols();
+    info.headDim = launch.getHeadDim();
+    info.numWarps = launch.getNumWarps();
+    info.rowsPerWarp = launch.getRowsPerWarp();
+    llvm::raw_string_ostream(info.elementType) << launch.getElementType();
+    for (Attribute name : launch.getParams())
+      info.params.push_back(cast<StringAttr>(name).str());
+    for (Attribute type : launch.getParamTypes()) {
+      std::string text;
+      llvm::raw_string_ostream(text) << cast<TypeAttr>(type).getValue();
+      info.paramTypes.push_back(text);
     }
-    if (auto names = dict.getAs<ArrayAttr>("params"))
-      for (Attribute name : names)
-        info.params.push_back(cast<StringAttr>(name).str());
-    if (auto types = dict.getAs<ArrayAttr>("param_types"))
-      for (Attribute type : types) {
-        std::string text;
-        llvm::raw_string_ostream os(text);
-        cast<TypeAttr>(type).getValue().print(os);
-        info.paramTypes.push_back(text);
-      }
-    if (auto names = dict.getAs<ArrayAttr>("tensors"))
-      for (Attribute name : names)
-        info.tensors.push_back(cast<StringAttr>(name).str());
-    if (auto maps = dict.getAs<BoolAttr>("kv_tensor_maps"))
-      info.kvTensorMaps = maps.getValue();
-    if (auto persistent = dict.getAs<BoolAttr>("persistent"))
-      info.persistent = persistent.getValue();
+    for (Attribute name : launch.getTensors())
+      info.tensors.push_back(cast<StringAttr>(name).str());
+    info.kvTensorMaps = launch.getTensorMaps() > 0;
+    info.persistent = launch.getGrid() == flash::GridKind::Persistent;
     result.push_back(std::move(info));
   }
   return result;
@@ -202,7 +169,7 @@ FailureOr<CompiledPTX> nvptx::compileToPTX(ModuleOp module, const TargetOptions 
 
   PassManager pm(module.getContext());
   GpuNVVMAttachTargetOptions target;
-  target.moduleMatcher = kSM80ModuleName.str();
+  target.moduleMatcher = kKernelModuleName.str();
   target.chip = options.chip;
   target.features = options.features;
   target.optLevel = static_cast<unsigned>(options.optLevel);
@@ -213,7 +180,7 @@ FailureOr<CompiledPTX> nvptx::compileToPTX(ModuleOp module, const TargetOptions 
   if (failed(pm.run(module)))
     return failure();
 
-  auto binaryOp = module.lookupSymbol<gpu::BinaryOp>(kSM80ModuleName);
+  auto binaryOp = module.lookupSymbol<gpu::BinaryOp>(kKernelModuleName);
   if (!binaryOp || binaryOp.getObjects().size() != 1)
     return module.emitError("flashc: gpu-module-to-binary produced no PTX");
   auto object = cast<gpu::ObjectAttr>(binaryOp.getObjects()[0]);

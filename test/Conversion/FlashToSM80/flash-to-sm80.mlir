@@ -3,10 +3,10 @@
 // Causal bf16, D = 64, Br = Bc = 64: the FlashAttention-2 forward on mma.sync.
 
 // CHECK: module attributes {gpu.container_module}
-// CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {causal = {
-// CHECK-SAME: block_cols = 64 : i64, block_rows = 64 : i64, dynamic_shared_bytes = 27648 : i64
-// CHECK-SAME: element_type = bf16, gemm = "mma.sync", grid = "(ceil(N/block_rows), H, B)", head_dim = 64 : i64
-// CHECK-SAME: num_warps = 4 : i64, {{.*}}threads_per_block = 128 : i64}}}
+// CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {causal = #flash.launch<
+// CHECK-SAME: gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 27648,
+// CHECK-SAME: block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16,
+// CHECK-SAME: element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}}
 // CHECK: llvm.mlir.global external @__flashc_smem() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
 // The ABI: q, k, v, o, lse; 12 i64 strides; B, H, HKV, N, M.
 // CHECK-LABEL: llvm.func @causal(
@@ -89,9 +89,10 @@ flash.kernel @causal attributes {config = #flash.tile<br = 64, bc = 64, head_dim
 // unfused rescale + pv_accumulate, a
 // score mod with a parameter, an aux tensor and tanh; no mask, so no vote.
 
-// CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {softcap = {
-// CHECK-SAME: block_rows = 128 : i64, dynamic_shared_bytes = 69632 : i64
-// CHECK-SAME: element_type = f16, {{.*}}num_warps = 8 : i64, param_types = [f32], params = ["cap"], persistent = false, rows_per_warp = 16 : i64, tensors = ["bias"], threads_per_block = 256 : i64
+// CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {softcap = #flash.launch<
+// CHECK-SAME: grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 69632, block_rows = 128,
+// CHECK-SAME: num_warps = 8, rows_per_warp = 16, element_type = f16, tensor_maps = 0,
+// CHECK-SAME: params = ["cap"], param_types = [f32], tensors = ["bias"]>
 // The parameters, then one pointer per aux tensor.
 // CHECK-LABEL: llvm.func @softcap(
 // CHECK-SAME: %{{.*}}: i32, %[[CAP:.*]]: f32, %[[BIAS:.*]]: !llvm.ptr<1> {llvm.noalias, llvm.readonly})

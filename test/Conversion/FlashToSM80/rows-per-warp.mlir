@@ -9,9 +9,9 @@
 // multiple of 128) each of 4 warps owns 32 query rows: two m16 row blocks
 // that share every K and V fragment loaded by ldmatrix.
 
-// R32: flashc.launch = {full = {{{.*}}num_warps = 4 : i64, {{.*}}rows_per_warp = 32 : i64, {{.*}}threads_per_block = 128 : i64}}
+// R32: flashc.launch = {full = #flash.launch<{{.*}}threads_per_block = 128, {{.*}}num_warps = 4, rows_per_warp = 32,
 // R32: nvvm.reqntid = array<i32: 128, 1, 1>
-// R16: flashc.launch = {full = {{{.*}}num_warps = 8 : i64, {{.*}}rows_per_warp = 16 : i64, {{.*}}threads_per_block = 256 : i64}}
+// R16: flashc.launch = {full = #flash.launch<{{.*}}threads_per_block = 256, {{.*}}num_warps = 8, rows_per_warp = 16,
 // R16: nvvm.reqntid = array<i32: 256, 1, 1>
 // No mask: CTA x runs query tile x.
 // CHECK-NOT: nctaid

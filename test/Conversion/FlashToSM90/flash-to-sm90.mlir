@@ -6,10 +6,10 @@
 // shared tiles (25600 = 3 tiles of 64 rows x 128 bytes + 1024 of alignment).
 // First with K/V by cp.async (CHECK), then by TMA (TMA, the default).
 
-// CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {causal = {
-// CHECK-SAME: block_cols = 64 : i64, block_rows = 64 : i64, dynamic_shared_bytes = 25600 : i64
-// CHECK-SAME: gemm = "wgmma"
-// CHECK-SAME: num_warps = 4 : i64, {{.*}}rows_per_warp = 16 : i64, {{.*}}threads_per_block = 128 : i64}}}
+// CHECK: gpu.module @flashc_kernels attributes {flashc.launch = {causal = #flash.launch<
+// CHECK-SAME: gemm = wgmma, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 25600,
+// CHECK-SAME: block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16,
+// CHECK-SAME: tensor_maps = 0
 // CHECK: llvm.mlir.global external @__flashc_smem() {addr_space = 3 : i32, alignment = 1024 : i64}
 // CHECK-LABEL: llvm.func @causal(
 // The base rounded up to 1024 bytes.
@@ -34,9 +34,9 @@
 // CHECK: "wgmma.fence.sync.aligned;"
 // CHECK: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, {${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}, ${{[0-9]+}}}, ${{[0-9]+}}, p, 1, 1, 1;
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
-// CHECK-NOT: flash.
+// CHECK-NOT: {{[^#]}}flash.
 
-// TMA: flashc.launch = {causal = {{{.*}}dynamic_shared_bytes = 25616 : i64{{.*}}kv_tensor_maps = true
+// TMA: flashc.launch = {causal = #flash.launch<{{.*}}dynamic_shared_bytes = 25616,{{.*}}tensor_maps = 2,
 // The tensor maps of K and V: grid-constant 128-byte parameters.
 // TMA-LABEL: llvm.func @causal(
 // TMA-SAME: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}, %{{.*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant})
@@ -123,7 +123,7 @@ flash.kernel @causal attributes {config = #flash.tile<br = 64, bc = 64, head_dim
 // (64 columns x 32 rows) per block.
 // TMA: "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 8192;"
 // TMA-COUNT-2: "cp.async.bulk.tensor.4d
-// CHECK: gemm = "wgmma"
+// CHECK: gemm = wgmma,
 // CHECK-LABEL: llvm.func @full(
 // CHECK: wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16
 // CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16

@@ -6,7 +6,7 @@
 // with TMA). Causal bf16, D = 64, 64 x 64 tiles, classified
 // mask: Q, K and two V buffers of 8192 bytes, three mbarriers, alignment.
 
-// CHECK: dynamic_shared_bytes = 33816 : i64
+// CHECK: dynamic_shared_bytes = 33816,
 // CHECK-LABEL: llvm.func @causal(
 // CHECK-COUNT-3: "mbarrier.init.shared::cta.b64 [$0], $1;"
 // Before the loop: K(first) and V(first).
@@ -46,7 +46,7 @@
 // CHECK: "wgmma.wait_group.sync.aligned 0;"
 
 // Off (the default): one V buffer, two barriers, every GEMM waited for at once.
-// PLAIN: dynamic_shared_bytes = 25616 : i64
+// PLAIN: dynamic_shared_bytes = 25616,
 // PLAIN-COUNT-2: "mbarrier.init.shared::cta.b64 [$0], $1;"
 // PLAIN-NOT: "mbarrier.init
 // PLAIN-NOT: wgmma.wait_group.sync.aligned 1

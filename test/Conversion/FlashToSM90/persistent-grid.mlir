@@ -7,8 +7,8 @@
 // bf16, D = 64, 128 x 64 tiles. Each CTA loops over query tiles; Q comes by
 // TMA (a third tensor map) into a buffer with a full and an empty barrier.
 
-// CHECK: grid = "(min(ceil(N/block_rows) * H * B, resident CTAs), 1, 1)"
-// CHECK-SAME: persistent = true
+// CHECK: grid = persistent,
+// CHECK-SAME: tensor_maps = 3,
 // Three grid-constant CUtensorMaps (q, k, v) after the aux tensors.
 // CHECK-LABEL: llvm.func @causal(
 // CHECK-COUNT-3: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
@@ -71,8 +71,8 @@
 // CHECK-NOT: cp.async.wait
 // CHECK: llvm.return
 
-// OFF: grid = "(ceil(N/block_rows), H, B)"
-// OFF-SAME: persistent = false
+// OFF: grid = per_tile,
+// OFF-SAME: tensor_maps = 2,
 // OFF-COUNT-2: nvvm.grid_constant
 // OFF-NOT: nvvm.grid_constant
 // OFF: nvvm.cp.async.wait.group 0

@@ -7,9 +7,8 @@
 // warpgroups and a producer warpgroup (384 threads); Q 16384 bytes, two K
 // and two V slots of 8192, eight mbarriers, alignment.
 
-// CHECK: dynamic_shared_bytes = 50240 : i64
-// CHECK-SAME: num_warps = 12 : i64
-// CHECK-SAME: threads_per_block = 384 : i64
+// CHECK: threads_per_block = 384, dynamic_shared_bytes = 50240,
+// CHECK-SAME: num_warps = 12,
 // setmaxnreg needs a register cap at entry: 64K / 384 rounded down to 8.
 // CHECK-LABEL: llvm.func @causal(
 // CHECK-SAME: nvvm.maxnreg = 168 : i32
@@ -72,7 +71,7 @@
 // NOPINGPONG: llvm.return
 
 // Without TMA there is nothing to specialize: the plain 256-thread kernel.
-// NOTMA: threads_per_block = 256 : i64
+// NOTMA: threads_per_block = 256,
 // NOTMA-NOT: setmaxnreg
 
 // PTX: .maxnreg 168

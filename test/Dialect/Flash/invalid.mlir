@@ -336,3 +336,81 @@ flash.kernel @aux_undeclared attributes {config = #flash.tile<br = 16, bc = 16, 
   // expected-error @+1 {{reads undeclared tensor 'doc'}}
   %d = flash.aux_load "doc"[%c] : i32
 }
+
+// -----
+
+// expected-error @+1 {{threads_per_block = 256 must be 32 x num_warps (4)}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{num_warps = 8 does not cover block_rows = 64 at 16 rows per warp}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 8, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{rows_per_warp must be 16 or 32, got 8}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 8, rows_per_warp = 8, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{tile sizes must be positive, got block_rows = 64, block_cols = 0, head_dim = 64}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 0, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{threads_per_block = 2048 is more than a block can have (1024)}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 2048, dynamic_shared_bytes = 0, block_rows = 1024, block_cols = 64, head_dim = 64, num_warps = 64, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{dynamic_shared_bytes must not be negative}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = -16, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{element_type must be bf16 or f16, got 'f32'}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = f32, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{tensor_maps must be 0 (none), 2 (k, v) or 3 (q, k, v), got 1}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = wgmma, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 1, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{only the wgmma kernel takes tensor maps}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 2, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{a persistent grid takes the tensor maps of q, k and v (3), and only it does; got grid = persistent with tensor_maps = 2}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = wgmma, grid = persistent, threads_per_block = 384, dynamic_shared_bytes = 0, block_rows = 128, block_cols = 64, head_dim = 64, num_warps = 12, rows_per_warp = 16, element_type = bf16, tensor_maps = 2, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{1 params but 0 param_types}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = ["w"], param_types = [], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{parameter "w" must be i32 or f32, got 'f64'}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = ["w"], param_types = [f64], tensors = []>}} {
+}
+
+// -----
+
+// expected-error @+1 {{tensors must be names (strings), got 3}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = [3]>}} {
+}

@@ -2,6 +2,7 @@
 #ifndef FLASHC_CONVERSION_FLASHTOSM80_PASSES_H
 #define FLASHC_CONVERSION_FLASHTOSM80_PASSES_H
 
+#include "flashc/Conversion/FlashToNVVM/KernelModule.h"
 #include "flashc/Dialect/Flash/IR/FlashDialect.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -16,12 +17,6 @@ namespace flashc {
 
 #define GEN_PASS_REGISTRATION
 #include "flashc/Conversion/FlashToSM80/Passes.h.inc"
-
-/// Name of the gpu.module that holds every lowered kernel.
-inline constexpr llvm::StringLiteral kSM80ModuleName = "flashc_kernels";
-/// Dictionary attribute on that gpu.module: kernel name -> launch info
-/// (see flashc/Target/NVPTX/EmitPTX.h).
-inline constexpr llvm::StringLiteral kLaunchAttrName = "flashc.launch";
 
 } // namespace flashc
 

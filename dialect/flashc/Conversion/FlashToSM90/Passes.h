@@ -2,19 +2,17 @@
 #ifndef FLASHC_CONVERSION_FLASHTOSM90_PASSES_H
 #define FLASHC_CONVERSION_FLASHTOSM90_PASSES_H
 
-#include "flashc/Conversion/FlashToSM80/Passes.h"
+#include "flashc/Conversion/FlashToNVVM/KernelModule.h"
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Pass/Pass.h"
 
 #include <cstdint>
 
 namespace flashc {
-
-/// Whether a warp-specialized tile with `blockCols` key columns at head dim
-/// `headDim` can run on a persistent grid: at D = 256 the consumers'
-/// registers (240, 128 of them the accumulator) leave room for the tile
-/// loop only up to Bc = 64; above, the pass builds one CTA per tile.
-inline bool persistentGridFits(int64_t headDim, int64_t blockCols) {
-  return headDim <= 128 || blockCols <= 64;
-}
 
 #define GEN_PASS_DECL
 #include "flashc/Conversion/FlashToSM90/Passes.h.inc"

@@ -77,8 +77,8 @@ struct TargetOptions {
   /// With warpSpecialize and two or more consumer warpgroups: ping-pong.
   bool pingPong = true;
   /// Warp-specialized kernels: a persistent grid (one CTA per SM slot, each
-  /// looping over query tiles, Q by TMA). Tools that know N set it with
-  /// persistentGridPays.
+  /// looping over query tiles, Q by TMA). The resolver (flashc/Config)
+  /// decides it.
   bool persistent = false;
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
@@ -94,7 +94,7 @@ struct TargetOptions {
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the
-/// `flashc.launch` dictionary, keyed by kernel name).
+/// `flashc.launch` dictionary of #flash.launch, keyed by kernel name).
 struct KernelLaunchInfo {
   std::string name;             // the .entry name == the flash.kernel symbol
   int64_t threadsPerBlock = 0;  // blockDim.x (y = z = 1)
@@ -136,25 +136,10 @@ void registerNVPTXPasses();
 /// (wgmma and TMA need the arch-specific target), else sm_<major><minor>.
 std::string chipFor(int major, int minor);
 
-/// The GEMM instruction family `options` selects ("mma.sync" or "wgmma"),
-/// or an error message for an unknown name or wgmma on a chip without it.
-llvm::Expected<std::string> selectGemm(const TargetOptions &options);
-
-/// Whether the default tiles should be those of the warp-specialized wgmma
-/// kernel (frontend::KernelOptions::warpSpecializedTiles): wgmma, K/V by
-/// TMA, warp specialization not off.
-bool usesWarpSpecializedTiles(const TargetOptions &options, llvm::StringRef gemm);
-
-/// Whether a persistent grid is the default for query length `queryLength`:
-/// up to N = 8192, where it was measured faster than one CTA per tile
-/// (H200, D = 128: +1-7%); at N = 16384 its static schedule lost (causal
-/// 466 against 665 TFLOP/s), and unknown N keeps one CTA per tile.
-bool persistentGridPays(std::optional<int64_t> queryLength);
-
 mlir::LogicalResult lowerToGPU(mlir::ModuleOp module, const TargetOptions &options);
 mlir::LogicalResult lowerToLLVM(mlir::ModuleOp module, const TargetOptions &options);
 
-/// Reads the `flashc.launch` dictionary written by flash-to-sm80 (valid
+/// Reads the `flashc.launch` dictionary the GPU lowerings write (valid
 /// after lowerToGPU or lowerToLLVM, before compileToPTX consumes the module).
 mlir::FailureOr<std::vector<KernelLaunchInfo>> readLaunchInfo(mlir::ModuleOp module);
 

@@ -112,3 +112,61 @@ void AuxTensorAttr::print(AsmPrinter &printer) const {
   });
   printer << "]>";
 }
+
+LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, GemmKind gemm,
+                                 GridKind grid, int64_t threadsPerBlock,
+                                 int64_t dynamicSharedBytes, int64_t blockRows,
+                                 int64_t blockCols, int64_t headDim, int64_t numWarps,
+                                 int64_t rowsPerWarp, Type elementType, int64_t tensorMaps,
+                                 ArrayAttr params, ArrayAttr paramTypes, ArrayAttr tensors) {
+  if (blockRows <= 0 || blockCols <= 0 || headDim <= 0)
+    return emitError() << "tile sizes must be positive, got block_rows = " << blockRows
+                       << ", block_cols = " << blockCols << ", head_dim = " << headDim;
+  if (rowsPerWarp != 16 && rowsPerWarp != 32)
+    return emitError() << "rows_per_warp must be 16 or 32, got " << rowsPerWarp;
+  if (numWarps <= 0 || threadsPerBlock != 32 * numWarps)
+    return emitError() << "threads_per_block = " << threadsPerBlock << " must be 32 x num_warps ("
+                       << numWarps << ")";
+  if (threadsPerBlock > 1024)
+    return emitError() << "threads_per_block = " << threadsPerBlock
+                       << " is more than a block can have (1024)";
+  // Every warp owns rows_per_warp query rows of the tile; a warp-specialized
+  // wgmma kernel adds one producer warpgroup (4 warps) that owns none.
+  int64_t computeWarps = blockRows / rowsPerWarp;
+  bool rowsCovered = blockRows % rowsPerWarp == 0 &&
+                     (numWarps == computeWarps ||
+                      (gemm == GemmKind::Wgmma && numWarps == computeWarps + 4));
+  if (!rowsCovered)
+    return emitError() << "num_warps = " << numWarps << " does not cover block_rows = "
+                       << blockRows << " at " << rowsPerWarp << " rows per warp";
+  if (dynamicSharedBytes < 0)
+    return emitError() << "dynamic_shared_bytes must not be negative";
+  if (!elementType || (!elementType.isBF16() && !elementType.isF16()))
+    return emitError() << "element_type must be bf16 or f16, got " << elementType;
+  if (tensorMaps != 0 && tensorMaps != 2 && tensorMaps != 3)
+    return emitError() << "tensor_maps must be 0 (none), 2 (k, v) or 3 (q, k, v), got "
+                       << tensorMaps;
+  if (tensorMaps && gemm != GemmKind::Wgmma)
+    return emitError() << "only the wgmma kernel takes tensor maps";
+  if ((grid == GridKind::Persistent) != (tensorMaps == 3))
+    return emitError() << "a persistent grid takes the tensor maps of q, k and v (3), and only "
+                          "it does; got grid = "
+                       << stringifyGridKind(grid) << " with tensor_maps = " << tensorMaps;
+  if (!params || !paramTypes || !tensors)
+    return emitError() << "params, param_types and tensors must be arrays";
+  if (params.size() != paramTypes.size())
+    return emitError() << params.size() << " params but " << paramTypes.size()
+                       << " param_types";
+  for (auto [name, type] : llvm::zip(params, paramTypes)) {
+    auto typeAttr = dyn_cast<TypeAttr>(type);
+    if (!isa<StringAttr>(name) || !typeAttr)
+      return emitError() << "params must be strings and param_types types";
+    if (!typeAttr.getValue().isSignlessInteger(32) && !typeAttr.getValue().isF32())
+      return emitError() << "parameter " << name << " must be i32 or f32, got "
+                         << typeAttr.getValue();
+  }
+  for (Attribute name : tensors)
+    if (!isa<StringAttr>(name))
+      return emitError() << "tensors must be names (strings), got " << name;
+  return success();
+}

@@ -31,6 +31,24 @@ def Flash_KVOperand : I32EnumAttr<"KVOperand", "key or value", [
   let cppNamespace = "::flashc::flash";
 }
 
+// The tensor-core instructions of a lowered kernel's GEMMs.
+def Flash_GemmKind : I32EnumAttr<"GemmKind", "GEMM instruction family", [
+    I32EnumAttrCase<"MmaSync", 0, "mma.sync">,
+    I32EnumAttrCase<"Wgmma", 1, "wgmma">,
+  ]> {
+  let cppNamespace = "::flashc::flash";
+}
+
+// How a lowered kernel's CTAs map to query tiles.
+def Flash_GridKind : I32EnumAttr<"GridKind", "launch grid of a lowered kernel", [
+    // (ceil(N / block_rows), H, B): one CTA per query tile.
+    I32EnumAttrCase<"PerTile", 0, "per_tile">,
+    // (min(tiles, CTAs resident at once), 1, 1): each CTA loops over tiles.
+    I32EnumAttrCase<"Persistent", 1, "persistent">,
+  ]> {
+  let cppNamespace = "::flashc::flash";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -80,6 +98,50 @@ def Flash_AuxTensorAttr : Flash_Attr<"AuxTensor", "aux_tensor"> {
     static DimRole decodeRole(int64_t extent) { return static_cast<DimRole>(-1 - extent); }
     int64_t getRank() const { return getExtents().size(); }
   }];
+}
+
+def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
+  let summary = "What a launcher needs to know about one lowered kernel";
+  let description = [{
+    Written by the GPU lowerings (flash-to-sm80, flash-to-sm90) for every
+    kernel they emit, as the value of its entry in the `flashc.launch`
+    dictionary of `gpu.module @flashc_kernels`; read back by PTX emission
+    (flashc/Target/NVPTX/EmitPTX.h, `readLaunchInfo`) into the kernel
+    package's manifest.
+
+    ```
+    #flash.launch<gemm = wgmma, grid = persistent, threads_per_block = 384,
+                  dynamic_shared_bytes = 99360, block_rows = 128,
+                  block_cols = 128, head_dim = 128, num_warps = 12,
+                  rows_per_warp = 16, element_type = bf16, tensor_maps = 3,
+                  params = ["window"], param_types = [i32], tensors = []>
+    ```
+
+    The grid is `(ceil(N / block_rows), H, B)` per tile or
+    `(min(tiles, CTAs resident at once), 1, 1)` when persistent; the block
+    is `(threads_per_block, 1, 1)`. `tensor_maps` CUtensorMaps follow the
+    aux tensor pointers in the ABI (2: k and v; 3: q, k and v, which only a
+    persistent grid takes). `params` and `param_types` name the run-time
+    scalars in ABI order, `tensors` the aux tensors.
+  }];
+  let parameters = (ins
+    EnumParameter<Flash_GemmKind>:$gemm,
+    EnumParameter<Flash_GridKind>:$grid,
+    "int64_t":$threads_per_block,
+    "int64_t":$dynamic_shared_bytes,
+    "int64_t":$block_rows,
+    "int64_t":$block_cols,
+    "int64_t":$head_dim,
+    "int64_t":$num_warps,
+    "int64_t":$rows_per_warp,
+    "::mlir::Type":$element_type,
+    "int64_t":$tensor_maps,
+    "::mlir::ArrayAttr":$params,
+    "::mlir::ArrayAttr":$param_types,
+    "::mlir::ArrayAttr":$tensors
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 #endif // FLASH_ATTRS_TD

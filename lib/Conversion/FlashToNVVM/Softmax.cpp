@@ -7,29 +7,29 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SM80Emitter.h"
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 
 #include <cmath>
 #include <limits>
 
 using namespace mlir;
 using namespace flashc;
-using namespace flashc::sm80;
+using namespace flashc::lowering;
 
 static constexpr double kLog2E = 1.4426950408889634;
 static constexpr double kLn2 = 0.6931471805599453;
 
-Value SM80Emitter::rowReduceMax(Value value) {
+Value KernelEmitter::rowReduceMax(Value value) {
   value = fmax(value, shuffleXor(value, 1));
   return fmax(value, shuffleXor(value, 2));
 }
 
-Value SM80Emitter::rowReduceSum(Value value) {
+Value KernelEmitter::rowReduceSum(Value value) {
   value = fadd(value, shuffleXor(value, 1));
   return fadd(value, shuffleXor(value, 2));
 }
 
-LogicalResult SM80Emitter::lowerOnlineSoftmax(flash::OnlineSoftmaxOp op) {
+LogicalResult KernelEmitter::lowerOnlineSoftmax(flash::OnlineSoftmaxOp op) {
   auto scoresIt = tiles.find(op.getScores()), maxIt = tiles.find(op.getMax()),
        sumIt = tiles.find(op.getSum());
   if (scoresIt == tiles.end() || scoresIt->second.kind != TileValue::Kind::Accum ||
@@ -86,7 +86,7 @@ LogicalResult SM80Emitter::lowerOnlineSoftmax(flash::OnlineSoftmaxOp op) {
   return success();
 }
 
-LogicalResult SM80Emitter::lowerRescale(flash::RescaleOp op) {
+LogicalResult KernelEmitter::lowerRescale(flash::RescaleOp op) {
   auto accIt = tiles.find(op.getAcc()), alphaIt = tiles.find(op.getAlpha());
   if (accIt == tiles.end() || accIt->second.kind != TileValue::Kind::Accum ||
       alphaIt == tiles.end() || alphaIt->second.kind != TileValue::Kind::Row)
@@ -99,7 +99,7 @@ LogicalResult SM80Emitter::lowerRescale(flash::RescaleOp op) {
   return success();
 }
 
-LogicalResult SM80Emitter::lowerFinalize(flash::FinalizeOp op) {
+LogicalResult KernelEmitter::lowerFinalize(flash::FinalizeOp op) {
   auto accIt = tiles.find(op.getAcc()), maxIt = tiles.find(op.getMax()),
        sumIt = tiles.find(op.getSum());
   if (accIt == tiles.end() || accIt->second.kind != TileValue::Kind::Accum ||

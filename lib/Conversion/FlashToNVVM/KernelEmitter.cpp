@@ -1,27 +1,25 @@
 //===- Emitter.cpp - Kernel skeleton, scalars and scf.for ------------------===//
 //
-// The gpu.func signature (the kernel ABI), thread coordinates, the walk over
-// the flash.kernel body, scalar ops and the scf.for over key blocks.
+// The llvm.func signature (the kernel ABI; a backend may append arguments),
+// thread coordinates, the walk over the flash.kernel body and scalar ops.
 //
 //===----------------------------------------------------------------------===//
 
-#include "SM80Emitter.h"
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Transforms/RegionUtils.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace flashc;
-using namespace flashc::sm80;
+using namespace flashc::lowering;
 
-SM80Emitter::SM80Emitter(flash::KernelOp kernel, const KernelConfig &config,
+KernelEmitter::KernelEmitter(flash::KernelOp kernel, const KernelConfig &config,
                          gpu::GPUModuleOp gpuModule)
     : kernel(kernel), config(config), gpuModule(gpuModule), b(kernel.getContext()),
       loc(kernel.getLoc()) {}
 
-InFlightDiagnostic SM80Emitter::error(Operation *op, const Twine &message) {
+InFlightDiagnostic KernelEmitter::error(Operation *op, const Twine &message) {
   return op->emitOpError() << passName() << ": " << message;
 }
 
@@ -29,55 +27,55 @@ InFlightDiagnostic SM80Emitter::error(Operation *op, const Twine &message) {
 // Small helpers
 //===----------------------------------------------------------------------===//
 
-Value SM80Emitter::i32(int64_t value) {
+Value KernelEmitter::i32(int64_t value) {
   return arith::ConstantIntOp::create(b, loc, value, 32);
 }
-Value SM80Emitter::i64(int64_t value) {
+Value KernelEmitter::i64(int64_t value) {
   return arith::ConstantIntOp::create(b, loc, value, 64);
 }
-Value SM80Emitter::f32(double value) {
+Value KernelEmitter::f32(double value) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(value)));
 }
-Value SM80Emitter::toI64(Value value) {
+Value KernelEmitter::toI64(Value value) {
   if (value.getType().isInteger(64))
     return value;
   return arith::ExtSIOp::create(b, loc, b.getI64Type(), value);
 }
-Value SM80Emitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
-Value SM80Emitter::mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
-Value SM80Emitter::select(Value cond, Value t, Value f) {
+Value KernelEmitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
+Value KernelEmitter::mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
+Value KernelEmitter::select(Value cond, Value t, Value f) {
   return arith::SelectOp::create(b, loc, cond, t, f);
 }
-Value SM80Emitter::cmpI(arith::CmpIPredicate predicate, Value a, Value c) {
+Value KernelEmitter::cmpI(arith::CmpIPredicate predicate, Value a, Value c) {
   return arith::CmpIOp::create(b, loc, predicate, a, c);
 }
-Value SM80Emitter::fadd(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
-Value SM80Emitter::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
-Value SM80Emitter::fmax(Value a, Value c) { return arith::MaxNumFOp::create(b, loc, a, c); }
-Value SM80Emitter::fma(Value a, Value c, Value d) {
+Value KernelEmitter::fadd(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
+Value KernelEmitter::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
+Value KernelEmitter::fmax(Value a, Value c) { return arith::MaxNumFOp::create(b, loc, a, c); }
+Value KernelEmitter::fma(Value a, Value c, Value d) {
   return LLVM::FMAOp::create(b, loc, a, c, d);
 }
 
-Value SM80Emitter::exp2Approx(Value x) {
+Value KernelEmitter::exp2Approx(Value x) {
   return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
                                        b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
                                        ValueRange{x})
       .getResult(0);
 }
 
-Value SM80Emitter::log2Approx(Value x) {
+Value KernelEmitter::log2Approx(Value x) {
   return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
                                        b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"),
                                        ValueRange{x})
       .getResult(0);
 }
 
-Value SM80Emitter::shuffleXor(Value value, int64_t laneMask) {
+Value KernelEmitter::shuffleXor(Value value, int64_t laneMask) {
   return NVVM::ShflOp::create(b, loc, value.getType(), i32(-1), value, i32(laneMask),
                               i32(31), NVVM::ShflKind::bfly, UnitAttr());
 }
 
-Value SM80Emitter::opaquePointer(Value pointer) {
+Value KernelEmitter::opaquePointer(Value pointer) {
   Type i64Type = b.getI64Type();
   Value bits = LLVM::PtrToIntOp::create(b, loc, i64Type, pointer);
   Value moved = LLVM::InlineAsmOp::create(b, loc, i64Type, ValueRange{bits}, "mov.b64 $0, $1;",
@@ -89,21 +87,21 @@ Value SM80Emitter::opaquePointer(Value pointer) {
   return LLVM::IntToPtrOp::create(b, loc, pointer.getType(), moved);
 }
 
-Value SM80Emitter::gepBytes(Value base, Value offset) {
+Value KernelEmitter::gepBytes(Value base, Value offset) {
   return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                              ArrayRef<LLVM::GEPArg>{offset});
 }
 
-Value SM80Emitter::gepElements(Value base, Value offset, Type elementType) {
+Value KernelEmitter::gepElements(Value base, Value offset, Type elementType) {
   return LLVM::GEPOp::create(b, loc, base.getType(), elementType, base,
                              ArrayRef<LLVM::GEPArg>{offset});
 }
 
-Value SM80Emitter::extract(Value aggregate, int64_t position) {
+Value KernelEmitter::extract(Value aggregate, int64_t position) {
   return LLVM::ExtractValueOp::create(b, loc, aggregate, position);
 }
 
-Value SM80Emitter::packHalves(Value lo, Value hi) {
+Value KernelEmitter::packHalves(Value lo, Value hi) {
   Type half = config.elementType;
   auto vectorType = VectorType::get({2}, half);
   Value vec = LLVM::UndefOp::create(b, loc, vectorType);
@@ -114,13 +112,13 @@ Value SM80Emitter::packHalves(Value lo, Value hi) {
   return LLVM::BitcastOp::create(b, loc, b.getI32Type(), vec);
 }
 
-Value SM80Emitter::fragmentRow(int64_t mb, int64_t e) {
+Value KernelEmitter::fragmentRow(int64_t mb, int64_t e) {
   Value row = add(mul(warp, i32(config.rowsPerWarp)), groupId);
   int64_t offset = 16 * mb + (e >= 2 ? 8 : 0);
   return offset ? add(row, i32(offset)) : row;
 }
 
-Value SM80Emitter::fragmentCol(int64_t nt, int64_t e) {
+Value KernelEmitter::fragmentCol(int64_t nt, int64_t e) {
   return add(mul(threadInGroup, i32(2)), i32(8 * nt + (e & 1)));
 }
 
@@ -128,7 +126,7 @@ Value SM80Emitter::fragmentCol(int64_t nt, int64_t e) {
 // Kernel skeleton
 //===----------------------------------------------------------------------===//
 
-LogicalResult SM80Emitter::emit() {
+LogicalResult KernelEmitter::emit() {
   MLIRContext *ctx = kernel.getContext();
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
@@ -146,9 +144,8 @@ LogicalResult SM80Emitter::emit() {
   }
   for (size_t i = 0; i < kernel.getTensors().size(); ++i)
     argTypes.push_back(globalPtr);
-  auto genericPtr = LLVM::LLVMPointerType::get(ctx);
-  int64_t tensorMaps = config.kvTensorMaps ? (config.persistent ? 3 : 2) : 0;
-  argTypes.append(tensorMaps, genericPtr);
+  unsigned firstTargetArgument = argTypes.size();
+  appendTargetArguments(argTypes);
 
   // An llvm.func rather than a gpu.func: convert-gpu-to-nvvm would turn
   // llvm.intr.sqrt/fabs/copysign into libdevice calls.
@@ -168,16 +165,7 @@ LogicalResult SM80Emitter::emit() {
       func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(), b.getUnitAttr());
   }
 
-  if (config.kvTensorMaps) {
-    // A CUtensorMap (128 bytes, 64-byte aligned) by value, left in the
-    // parameter space: TMA reads it through its generic address.
-    for (unsigned i = argTypes.size() - tensorMaps; i < argTypes.size(); ++i) {
-      func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
-                      TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
-      func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
-      func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
-    }
-  }
+  annotateTargetArguments(firstTargetArgument);
 
   Block &entry = *func.addEntryBlock(b);
   b.setInsertionPointToStart(&entry);
@@ -200,12 +188,7 @@ LogicalResult SM80Emitter::emit() {
   for (Attribute attr : kernel.getTensors())
     auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
-  if (config.kvTensorMaps) {
-    if (config.persistent)
-      qTensorMap = entry.getArgument(arg++);
-    kTensorMap = entry.getArgument(arg++);
-    vTensorMap = entry.getArgument(arg++);
-  }
+  bindTargetArguments(entry.getArguments().drop_front(arg));
 
   tid = NVVM::ThreadIdXOp::create(b, loc, i32Type);
   lane = arith::AndIOp::create(b, loc, tid, i32(31));
@@ -216,11 +199,11 @@ LogicalResult SM80Emitter::emit() {
   return emitKernelBody();
 }
 
-bool SM80Emitter::visitsLongestFirst() {
+bool KernelEmitter::visitsLongestFirst() {
   return kernel.walk([](flash::MaskOp) { return WalkResult::interrupt(); }).wasInterrupted();
 }
 
-LogicalResult SM80Emitter::emitKernelBody() {
+LogicalResult KernelEmitter::emitKernelBody() {
   // Grid (ceil(N / Br), H, B). With a mask (causal, windows) the cost of a
   // query tile varies; the last tiles, the heaviest under a causal mask, get
   // the first CTAs (blockIdx.x = 0 runs tile ceil(N/Br) - 1) so that the
@@ -244,7 +227,7 @@ LogicalResult SM80Emitter::emitKernelBody() {
 // The walk
 //===----------------------------------------------------------------------===//
 
-LogicalResult SM80Emitter::lowerBlock(Block &block) {
+LogicalResult KernelEmitter::lowerBlock(Block &block) {
   for (Operation &op : block.without_terminator())
     if (!loweredAhead.contains(&op) && failed(lowerOp(&op)))
       return failure();
@@ -254,7 +237,7 @@ LogicalResult SM80Emitter::lowerBlock(Block &block) {
   return success();
 }
 
-LogicalResult SM80Emitter::lowerOp(Operation *op) {
+LogicalResult KernelEmitter::lowerOp(Operation *op) {
   loc = op->getLoc();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](scf::ForOp loop) { return lowerFor(loop); })
@@ -287,7 +270,7 @@ LogicalResult SM80Emitter::lowerOp(Operation *op) {
       .Default([&](Operation *other) { return lowerScalarOp(other); });
 }
 
-FailureOr<TileValue> SM80Emitter::constantTile(arith::ConstantOp op) {
+FailureOr<TileValue> KernelEmitter::constantTile(arith::ConstantOp op) {
   auto type = dyn_cast<RankedTensorType>(op.getType());
   auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
   if (!type || !dense || !dense.isSplat() || !type.getElementType().isF32())
@@ -309,11 +292,11 @@ FailureOr<TileValue> SM80Emitter::constantTile(arith::ConstantOp op) {
   return tile;
 }
 
-void SM80Emitter::flatten(const TileValue &tile, SmallVectorImpl<Value> &out) {
+void KernelEmitter::flatten(const TileValue &tile, SmallVectorImpl<Value> &out) {
   out.append(tile.regs.begin(), tile.regs.end());
 }
 
-FailureOr<TileValue> SM80Emitter::unflatten(Operation *user, Type type, ValueRange &values) {
+FailureOr<TileValue> KernelEmitter::unflatten(Operation *user, Type type, ValueRange &values) {
   auto tensor = cast<RankedTensorType>(type);
   TileValue tile;
   size_t count;
@@ -332,230 +315,7 @@ FailureOr<TileValue> SM80Emitter::unflatten(Operation *user, Type type, ValueRan
   return tile;
 }
 
-/// The mask that lets a whole key block be skipped when no element of the
-/// block survives it. The loop must be the FlashAttention recurrence: it
-/// yields exactly (new max, new sum, accumulator) of its one online_softmax,
-/// the accumulator being diag(α)·A + P·V of that softmax, and the mask's
-/// result reaches the softmax through masks only. For a block whose scores
-/// are all -inf the recurrence leaves (m, l, A) unchanged (m' = m; α = 1, or
-/// α = 0 with l = 0 and A = 0 while m = -inf; P = 0), so skipping the block
-/// is exact.
-flash::MaskOp sm80::findSkippableMask(scf::ForOp loop) {
-  Block *body = loop.getBody();
-  flash::OnlineSoftmaxOp softmax;
-  for (flash::OnlineSoftmaxOp op : body->getOps<flash::OnlineSoftmaxOp>()) {
-    if (softmax)
-      return {};
-    softmax = op;
-  }
-  if (!softmax)
-    return {};
-  flash::MaskOp mask;
-  Value scores = softmax.getScores();
-  while (!mask) {
-    Operation *def = scores.getDefiningOp();
-    if (auto found = dyn_cast_or_null<flash::MaskOp>(def))
-      mask = found;
-    else if (auto bounds = dyn_cast_or_null<flash::MaskKeyBoundsOp>(def))
-      scores = bounds.getScores();
-    else
-      return {};
-  }
-  if (mask->getBlock() != body || mask.getKeyTile() != loop.getInductionVar())
-    return {};
-  for (Value value : {mask.getBatch(), mask.getHead(), mask.getQueryTile()})
-    if (!loop.isDefinedOutsideOfLoop(value))
-      return {};
-  llvm::SetVector<Value> captured;
-  getUsedValuesDefinedAbove(mask.getBody(), captured);
-  for (Value value : captured)
-    if (!loop.isDefinedOutsideOfLoop(value))
-      return {};
-
-  auto yield = cast<scf::YieldOp>(body->getTerminator());
-  if (yield.getNumOperands() != 3)
-    return {};
-  auto iterArg = [&](Value value) -> int {
-    auto arg = dyn_cast<BlockArgument>(value);
-    if (!arg || arg.getOwner() != body || arg.getArgNumber() == 0)
-      return -1;
-    return static_cast<int>(arg.getArgNumber()) - 1;
-  };
-  int maxIndex = iterArg(softmax.getMax()), sumIndex = iterArg(softmax.getSum());
-  if (maxIndex < 0 || sumIndex < 0 || maxIndex == sumIndex ||
-      yield.getOperand(maxIndex) != softmax.getNewMax() ||
-      yield.getOperand(sumIndex) != softmax.getNewSum())
-    return {};
-  int accIndex = 3 - maxIndex - sumIndex;
-  Value acc = body->getArgument(accIndex + 1), result = yield.getOperand(accIndex);
-  if (auto fused = result.getDefiningOp<flash::RescaleAccumulateOp>()) {
-    if (fused.getAcc() == acc && fused.getAlpha() == softmax.getAlpha() &&
-        fused.getProbs() == softmax.getProbs())
-      return mask;
-    return {};
-  }
-  if (auto pv = result.getDefiningOp<flash::PVAccumulateOp>()) {
-    auto rescale = pv.getAcc().getDefiningOp<flash::RescaleOp>();
-    if (rescale && rescale.getAcc() == acc && rescale.getAlpha() == softmax.getAlpha() &&
-        pv.getProbs() == softmax.getProbs())
-      return mask;
-  }
-  return {};
-}
-
-LogicalResult SM80Emitter::lowerFor(scf::ForOp loop) {
-  Value lower = lookupScalar(loop.getLowerBound());
-  Value upper = lookupScalar(loop.getUpperBound());
-  Value step = lookupScalar(loop.getStep());
-  if (!lower || !upper || !step)
-    return error(loop, "loop bounds must be scalars defined before the loop");
-
-  SmallVector<Value> inits;
-  for (Value init : loop.getInitArgs()) {
-    if (isa<RankedTensorType>(init.getType())) {
-      auto it = tiles.find(init);
-      if (it == tiles.end() || (it->second.kind != TileValue::Kind::Accum &&
-                                it->second.kind != TileValue::Kind::Row))
-        return error(loop, "only f32 tiles and row vectors may be loop-carried");
-      flatten(it->second, inits);
-    } else {
-      Value mapped = lookupScalar(init);
-      if (!mapped)
-        return error(loop, "unknown loop-carried scalar");
-      inits.push_back(mapped);
-    }
-  }
-
-  // A loop that streams K/V starts its first copy before the loop.
-  KVPipeline state;
-  bool pipelined = false;
-  for (Operation &op : loop.getBody()->without_terminator()) {
-    auto load = dyn_cast<flash::LoadKVOp>(op);
-    if (!load)
-      continue;
-    if (load.getKeyTile() != loop.getInductionVar())
-      return error(load, "K/V blocks must be loaded at the loop's induction variable");
-    if (!lookupScalar(load.getBatch()) || !lookupScalar(load.getKvHead()))
-      return error(load, "batch and kv head must be defined before the key loop");
-    flash::LoadKVOp &slot =
-        load.getOperand() == flash::KVOperand::Key ? state.keyLoad : state.valueLoad;
-    if (slot)
-      return error(load, "one key and one value load per loop are supported");
-    slot = load;
-    pipelined = true;
-  }
-  if (pipelined && !state.keyLoad)
-    return error(loop, "a loop that loads V blocks must load K blocks too");
-  // The copy pipeline advances when a block is used: a block loaded and never
-  // read would stall it (with TMA, waiting on a barrier phase that never
-  // comes).
-  for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad})
-    if (load && load->use_empty())
-      return error(load, "a K/V block that is loaded must be used");
-  // Key blocks the mask removes entirely (above the causal diagonal, outside
-  // a window) are skipped by the whole CTA: outside the first..last visible
-  // block by narrowing the loop, inside by a branch (below).
-  flash::MaskOp skipMask = pipelined ? findSkippableMask(loop) : flash::MaskOp();
-  if (skipMask && skipMask.isClassified()) {
-    loc = skipMask.getLoc();
-    narrowToVisibleBlocks(skipMask, loop, lower, upper);
-    loc = loop.getLoc();
-  }
-  bool deferred = pipelined && state.valueLoad && defersAccumulate(loop, skipMask);
-  if (pipelined) {
-    keyLoopBegin = lower;
-    keyLoopEnd = upper;
-    issueKVCopy(state.keyLoad, lower);
-    if (deferred)
-      startDeferredCopies();
-    // With Q in registers, K(lower)'s cp.async group may stay in flight.
-    if (queryLoad && !queryAcquired && acquireQueryBeforeLoop())
-      acquireQuery(/*pendingGroups=*/config.qInRegisters ? 1 : 0);
-  }
-
-  if (deferred && failed(enterKeyLoop(loop, state)))
-    return failure();
-  if (deferred)
-    std::tie(lower, upper) = threadKeyRange(skipMask, loop, lower, upper);
-  size_t flashInits = inits.size();
-  if (deferred)
-    inits.append(deferredState());
-  auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(newLoop.getBody());
-  scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
-  if (failed(mapFlattened(loop, loop.getRegionIterArgs(), newLoop.getRegionIterArgs())))
-    return failure();
-  if (deferred)
-    setDeferredState(newLoop.getRegionIterArgs().drop_front(flashInits));
-
-  KVPipeline *outer = pipeline;
-  if (pipelined) {
-    state.inductionVar = newLoop.getInductionVar();
-    state.lowerBound = lower;
-    state.upperBound = upper;
-    state.step = step;
-    pipeline = &state;
-  }
-  // Inside the range, a skipped iteration only keeps the K copies flowing.
-  // A classified mask says so in its any_visible scalar (uniform over the
-  // CTA, computed ahead of the body); otherwise the CTA evaluates the mask
-  // and votes with one bar.red.or.
-  scf::IfOp skip;
-  if (flash::MaskOp mask = deferred ? flash::MaskOp() : skipMask) {
-    loc = mask.getLoc();
-    Value visible = mask.isClassified() ? hoistAnyVisible(mask, loop) : Value();
-    if (!visible) {
-      FailureOr<Value> vote = emitMaskVote(mask);
-      if (failed(vote))
-        return failure();
-      visible = *vote;
-    }
-    ValueRange state = newLoop.getRegionIterArgs();
-    skip = scf::IfOp::create(b, loc, state.getTypes(), visible, /*withElseRegion=*/true);
-    b.setInsertionPointToStart(skip.elseBlock());
-    skipKVBlock(add(newLoop.getInductionVar(), step), upper);
-    scf::YieldOp::create(b, loc, state);
-    b.setInsertionPointToStart(skip.thenBlock());
-  }
-  LogicalResult bodyResult = lowerBlock(*loop.getBody());
-  pipeline = outer;
-  if (failed(bodyResult))
-    return failure();
-
-  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
-  SmallVector<Value> yielded;
-  for (Value operand : yield.getOperands()) {
-    if (isa<RankedTensorType>(operand.getType())) {
-      auto it = tiles.find(operand);
-      if (it == tiles.end())
-        return error(yield, "unknown yielded tile");
-      flatten(it->second, yielded);
-    } else {
-      Value mapped = lookupScalar(operand);
-      if (!mapped)
-        return error(yield, "unknown yielded scalar");
-      yielded.push_back(mapped);
-    }
-  }
-  if (deferred)
-    yielded.append(deferredState());
-  loc = loop.getLoc();
-  scf::YieldOp::create(b, loc, yielded);
-  if (skip) {
-    b.setInsertionPointAfter(skip);
-    scf::YieldOp::create(b, loc, skip.getResults());
-  }
-
-  b.setInsertionPointAfter(newLoop);
-  if (failed(mapFlattened(loop, loop.getResults(), newLoop.getResults())))
-    return failure();
-  if (!deferred)
-    return success();
-  return finishDeferredAccumulate(loop, newLoop.getResults().drop_front(flashInits));
-}
-
-LogicalResult SM80Emitter::mapFlattened(Operation *user, ValueRange originals,
+LogicalResult KernelEmitter::mapFlattened(Operation *user, ValueRange originals,
                                         ValueRange lowered) {
   for (Value original : originals) {
     if (isa<RankedTensorType>(original.getType())) {
@@ -581,7 +341,7 @@ static Type lowerScalarType(Type type) {
   return type;
 }
 
-LogicalResult SM80Emitter::lowerScalarOp(Operation *op) {
+LogicalResult KernelEmitter::lowerScalarOp(Operation *op) {
   for (Value operand : op->getOperands())
     if (!lookupScalar(operand))
       return error(op, "operand is not a scalar this lowering knows");

@@ -6,9 +6,8 @@
 // (+1). LLVM's CSE merges what only depends on (b, h, i).
 //
 // A mask `classified(%all_visible, %any_visible)` (flash-classify-tiles)
-// skips the predicate on tiles it fully shows (one uniform scf.if), and its
-// any_visible replaces the CTA vote for skipping key blocks: the slice of
-// scalar ops computing it is lowered ahead of the loop body.
+// skips the predicate on tiles it fully shows (one uniform scf.if); its
+// any_visible decides which key blocks are skipped (KeyLoop.cpp).
 //
 // Math ops are expanded to PTX approximations so that no libdevice call is
 // left in the kernel (accuracy relative to the interpreter's libm):
@@ -22,26 +21,22 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SM80Emitter.h"
-
-#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
 
 using namespace mlir;
 using namespace flashc;
-using namespace flashc::sm80;
+using namespace flashc::lowering;
 
 static constexpr double kLog2E = 1.4426950408889634;
 static constexpr double kLn2 = 0.6931471805599453;
 
-FailureOr<Value> SM80Emitter::emitRegionElement(Operation *op, Value score, Value batch,
+FailureOr<Value> KernelEmitter::emitRegionElement(Operation *op, Value score, Value batch,
                                                 Value head, Value query, Value key) {
   Block &body = op->getRegion(0).front();
   unsigned argBase = score ? 1 : 0;
@@ -65,7 +60,7 @@ FailureOr<Value> SM80Emitter::emitRegionElement(Operation *op, Value score, Valu
   return yielded;
 }
 
-LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
+LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   Value scoresValue = op->getOperand(0);
   auto scoresIt = tiles.find(scoresValue);
   if (scoresIt == tiles.end() || scoresIt->second.kind != TileValue::Kind::Accum)
@@ -115,128 +110,7 @@ LogicalResult SM80Emitter::lowerElementRegion(Operation *op, bool isMask) {
   return success();
 }
 
-FailureOr<SmallVector<Operation *>> SM80Emitter::factSlice(ArrayRef<Value> facts,
-                                                            scf::ForOp loop) {
-  Block *body = loop.getBody();
-  llvm::SetVector<Operation *> slice;
-  SmallVector<Value> worklist(facts);
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    if (value == loop.getInductionVar())
-      continue;
-    if (loop.isDefinedOutsideOfLoop(value)) {
-      if (!lookupScalar(value))
-        return failure();
-      continue;
-    }
-    Operation *def = value.getDefiningOp();
-    if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
-        def->getNumResults() != 1 || isa<ShapedType>(def->getResult(0).getType()) ||
-        !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(def->getDialect()) ||
-        !isPure(def))
-      return failure();
-    if (slice.insert(def))
-      worklist.append(def->operand_begin(), def->operand_end());
-  }
-  SmallVector<Operation *> ordered(slice.begin(), slice.end());
-  llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
-  return ordered;
-}
-
-LogicalResult SM80Emitter::lowerSlice(ArrayRef<Operation *> slice) {
-  Location outer = loc;
-  for (Operation *op : slice) {
-    loc = op->getLoc();
-    if (failed(lowerScalarOp(op)))
-      return failure();
-  }
-  loc = outer;
-  return success();
-}
-
-Value SM80Emitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
-  FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
-  if (failed(slice) || failed(lowerSlice(*slice)))
-    return {};
-  loweredAhead.insert(slice->begin(), slice->end());
-  return lookupScalar(mask.getAnyVisible());
-}
-
-void SM80Emitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
-                                        Value &upper) {
-  Value fact = mask.getAnyVisible();
-  narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper);
-}
-
-bool SM80Emitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
-                                      function_ref<Value()> visible, Value &lower,
-                                      Value &upper) {
-  // The scan below walks blocks one by one.
-  if (getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
-    return false;
-  FailureOr<SmallVector<Operation *>> slice = factSlice(facts, loop);
-  if (failed(slice))
-    return false;
-  // Every thread tests every block: a handful of integer ops per block. A
-  // lane-strided scan with a shuffle reduction would be shorter, but ptxas
-  // then cannot see that the key loop's bounds are uniform and gives the
-  // loop ~40 more registers (measured: causal D = 128, 127 -> 168).
-  Value none = arith::SubIOp::create(b, loc, lower, i32(1));
-  auto scan = scf::ForOp::create(b, loc, lower, upper, i32(1), ValueRange{upper, none});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(scan.getBody());
-    Value block = scan.getInductionVar();
-    scalars.map(loop.getInductionVar(), block);
-    Value blockVisible = succeeded(lowerSlice(*slice)) ? visible() : Value();
-    if (!blockVisible) {
-      scan.erase();
-      return false;
-    }
-    Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{select(blockVisible, arith::MinSIOp::create(b, loc, first, block), first),
-                   select(blockVisible, block, last)});
-  }
-  // Clamped to the original range, which stays empty when it was; with no
-  // visible block first = upper and last = lower - 1 give an empty range.
-  Value first = scan.getResult(0), end = add(scan.getResult(1), i32(1));
-  lower = arith::MaxSIOp::create(b, loc, first, lower);
-  upper = arith::MinSIOp::create(b, loc, end, upper);
-  return true;
-}
-
-FailureOr<Value> SM80Emitter::emitMaskVote(flash::MaskOp op) {
-  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
-        queryTile = lookupScalar(op.getQueryTile()), keyTile = lookupScalar(op.getKeyTile());
-  if (!batch || !head || !queryTile || !keyTile)
-    return error(op, "unknown (b, h, qt, kt) operands");
-  int64_t cols = cast<RankedTensorType>(op.getType()).getDimSize(1);
-  Value firstQuery = mul(queryTile, i32(config.br));
-  Value firstKey = mul(keyTile, i32(cols));
-  Value any;
-  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
-    for (int64_t nt = 0; nt < cols / 8; ++nt)
-      for (int64_t e = 0; e < 4; ++e) {
-        FailureOr<Value> keep =
-            emitRegionElement(op, Value(), batch, head, add(firstQuery, fragmentRow(mb, e)),
-                              add(firstKey, fragmentCol(nt, e)));
-        if (failed(keep))
-          return failure();
-        any = any ? Value(arith::OrIOp::create(b, loc, any, *keep)) : *keep;
-      }
-  // bar.red.or.pred: one CTA-wide vote, uniform in every thread.
-  Value predicate = arith::ExtUIOp::create(b, loc, b.getI32Type(), any);
-  Value vote = NVVM::BarrierOp::create(
-                   b, loc, b.getI32Type(), Value(), Value(),
-                   NVVM::BarrierReductionAttr::get(b.getContext(), NVVM::BarrierReduction::OR),
-                   predicate)
-                   .getRes();
-  return cmpI(arith::CmpIPredicate::ne, vote, i32(0));
-}
-
-LogicalResult SM80Emitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
+LogicalResult KernelEmitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
   auto scoresIt = tiles.find(op.getScores());
   if (scoresIt == tiles.end() || scoresIt->second.kind != TileValue::Kind::Accum)
     return error(op, "expects a score tile held in registers");
@@ -273,7 +147,7 @@ LogicalResult SM80Emitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
   return success();
 }
 
-FailureOr<Value> SM80Emitter::lowerAuxLoad(flash::AuxLoadOp op) {
+FailureOr<Value> KernelEmitter::lowerAuxLoad(flash::AuxLoadOp op) {
   flash::AuxTensorAttr decl = kernel.lookupTensor(op.getTensor());
   Value pointer = auxPointers.lookup(op.getTensor());
   if (!decl || !pointer)
@@ -318,7 +192,7 @@ FailureOr<Value> SM80Emitter::lowerAuxLoad(flash::AuxLoadOp op) {
   return select(valid, loaded, zero);
 }
 
-FailureOr<Value> SM80Emitter::lowerMathOp(Operation *op) {
+FailureOr<Value> KernelEmitter::lowerMathOp(Operation *op) {
   Value x = lookupScalar(op->getOperand(0));
   Type type = op->getResult(0).getType();
   if (!type.isF32() && !isa<math::AbsIOp>(op))

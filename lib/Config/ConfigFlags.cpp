@@ -1,13 +1,16 @@
-//===- TargetFlags.cpp - The GPU target's command-line flags --------------===//
+//===- ConfigFlags.cpp - The kernel configuration's command-line flags ----===//
 
-#include "flashc/Target/NVPTX/TargetFlags.h"
+#include "flashc/Config/ConfigFlags.h"
 
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Config/llvm-config.h"
 
-using namespace flashc::nvptx;
+using namespace flashc;
+using namespace flashc::config;
 namespace cl = llvm::cl;
 
-TargetFlags::TargetFlags(cl::OptionCategory &category)
+ConfigFlags::ConfigFlags(cl::OptionCategory &category)
     : gemm("gemm",
            cl::desc("Tensor-core instructions: auto (wgmma on sm_90a, mma.sync elsewhere), "
                     "mma.sync or wgmma"),
@@ -37,28 +40,44 @@ TargetFlags::TargetFlags(cl::OptionCategory &category)
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
                   cl::init(0), cl::cat(category)) {}
 
-bool TargetFlags::given() const {
-  return gemm.getNumOccurrences() || kvCopy.getNumOccurrences() ||
-         overlapSoftmax.getNumOccurrences() || warpSpecialize.getNumOccurrences() ||
-         pingPong.getNumOccurrences() || persistent.getNumOccurrences() ||
-         rowsPerWarp.getNumOccurrences();
+ConfigRequest ConfigFlags::request() const {
+  ConfigRequest request;
+  if (gemm.getNumOccurrences())
+    request.gemm = gemm;
+  if (kvCopy.getNumOccurrences())
+    request.kvCopy = kvCopy;
+  if (overlapSoftmax.getNumOccurrences())
+    request.overlapSoftmax = overlapSoftmax;
+  if (warpSpecialize.getNumOccurrences())
+    request.warpSpecialize = warpSpecialize;
+  if (pingPong.getNumOccurrences())
+    request.pingPong = pingPong;
+  if (persistent.getNumOccurrences())
+    request.persistent = persistent;
+  if (rowsPerWarp.getNumOccurrences())
+    request.rowsPerWarp = rowsPerWarp;
+  return request;
 }
 
-bool TargetFlags::persistentGrid(std::optional<int64_t> queryLength) const {
-  return persistent.getNumOccurrences() ? persistent : persistentGridPays(queryLength);
+llvm::Error config::parseTile(llvm::StringRef spec, ConfigRequest &request) {
+  llvm::SmallVector<llvm::StringRef> items;
+  spec.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [key, text] = item.split('=');
+    key = key.trim();
+    int64_t value;
+    if (key != "Br" && key != "Bc")
+      return llvm::createStringError("--tile: unknown key '" + key +
+                                     "' (expected one of Br, Bc)");
+    if (text.trim().getAsInteger(10, value) || value < 1)
+      return llvm::createStringError("--tile: '" + item + "' is not " + key +
+                                     "=<positive integer>");
+    (key == "Br" ? request.blockRows : request.blockCols) = value;
+  }
+  return llvm::Error::success();
 }
 
-void TargetFlags::applyTo(TargetOptions &options, std::optional<int64_t> queryLength) const {
-  options.gemm = gemm;
-  options.kvCopy = kvCopy;
-  options.overlapSoftmax = overlapSoftmax;
-  options.warpSpecialize = warpSpecialize;
-  options.pingPong = pingPong;
-  options.persistent = persistentGrid(queryLength);
-  options.rowsPerWarp = rowsPerWarp;
-}
-
-void flashc::nvptx::setVersionPrinter(llvm::StringRef tool) {
+void config::setVersionPrinter(llvm::StringRef tool) {
   cl::SetVersionPrinter([name = tool.str()](llvm::raw_ostream &os) {
     os << name << ": flashc " FLASHC_VERSION " (LLVM " LLVM_VERSION_STRING ")\n";
   });

@@ -1,9 +1,9 @@
 //===- LoadStore.cpp - cp.async tile copies, the K/V pipeline, stores ------===//
 //
 // flash.load_q / flash.load_kv become 16-byte `cp.async.cg.shared.global`
-// copies into padded shared-memory tiles (rows past the sequence length are
-// zero-filled with src-size 0); flash.store writes O in the element type and
-// LSE in f32, skipping rows past the query length.
+// copies into the backend's shared-memory tiles (rows past the sequence
+// length are zero-filled with src-size 0); flash.store writes O in the
+// element type and LSE in f32, skipping rows past the query length.
 //
 // The K/V schedule (FlashAttention-2): K(lb) is copied before the key loop;
 // in iteration kt the first use of K waits for it, then starts the copy of
@@ -14,17 +14,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "SM80Emitter.h"
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace flashc;
-using namespace flashc::sm80;
+using namespace flashc::lowering;
 
 static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
 
-Value SM80Emitter::sharedMemoryBase(int64_t alignment) {
+Value KernelEmitter::sharedMemoryBase(int64_t alignment) {
   auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
   if (!gpuModule.lookupSymbol(kSharedMemoryName)) {
     OpBuilder::InsertionGuard guard(b);
@@ -36,48 +36,14 @@ Value SM80Emitter::sharedMemoryBase(int64_t alignment) {
   return LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
 }
 
-void SM80Emitter::emitSharedMemoryLayout() {
-  Value base = sharedMemoryBase(/*alignment=*/16);
-  smemQ = gepBytes(base, i32(config.qSmemOffset()));
-  smemK = gepBytes(base, i32(config.kSmemOffset()));
-  smemV = gepBytes(base, i32(config.vSmemOffset()));
-
-  // ldmatrix.x4: lanes 8i..8i+7 give the row addresses of matrix i.
-  int64_t rowBytes = config.rowBytes();
-  Value low3 = arith::AndIOp::create(b, loc, lane, i32(7));
-  Value bit3 = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, lane, i32(3)), i32(1));
-  Value bit4 = arith::ShRUIOp::create(b, loc, lane, i32(4));
-  // A operand (Q): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7),
-  // (rows 0-7, k 8-15), (rows 8-15, k 8-15) of the warp's first 16 rows
-  // (row block mb adds 16·mb rows).
-  Value qRow = add(add(mul(warp, i32(config.rowsPerWarp)), low3), mul(bit3, i32(8)));
-  qLdOffset = add(mul(qRow, i32(rowBytes)), mul(bit4, i32(16)));
-  // B operand of Q·Kᵀ (K rows are n): (n 0-7, k 0-7), (n 0-7, k 8-15),
-  // (n 8-15, k 0-7), (n 8-15, k 8-15) -> b0, b1 of two n-tiles.
-  Value kRow = add(low3, mul(bit4, i32(8)));
-  kLdOffset = add(mul(kRow, i32(rowBytes)), mul(bit3, i32(16)));
-  // B operand of P·V through .trans (V rows are k): (k 0-7, n 0-7),
-  // (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
-  Value vRow = add(low3, mul(bit3, i32(8)));
-  vLdOffset = add(mul(vRow, i32(rowBytes)), mul(bit4, i32(16)));
-}
-
-Value SM80Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
-  return add(mul(row, i32(config.rowBytes())), mul(chunk, i32(16)));
-}
-
-std::optional<int64_t> SM80Emitter::sharedRowStepBytes(int64_t rowStep) {
-  return rowStep * config.rowBytes();
-}
-
-void SM80Emitter::waitForCopies(int64_t pendingGroups) {
+void KernelEmitter::waitForCopies(int64_t pendingGroups) {
   NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
   NVVM::Barrier0Op::create(b, loc);
 }
 
-void SM80Emitter::waitForKVBlock(flash::KVOperand) { waitForCopies(0); }
+void KernelEmitter::waitForKVBlock(flash::KVOperand) { waitForCopies(0); }
 
-void SM80Emitter::skipKVBlock(Value next, Value upper) {
+void KernelEmitter::skipKVBlock(Value next, Value upper) {
   // Nobody reads the K buffer in a skipped block: once this thread's copy
   // of K(kt) has landed, it may start K(kt+1) over it.
   NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
@@ -88,7 +54,7 @@ void SM80Emitter::skipKVBlock(Value next, Value upper) {
   issueKVCopy(pipeline->keyLoad, next);
 }
 
-void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
+void KernelEmitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
                                 Value tileIndex, int64_t rows, Value length, Value dst) {
   int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
   int64_t total = rows * chunksPerRow;
@@ -160,7 +126,7 @@ void SM80Emitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
-LogicalResult SM80Emitter::lowerLoadQ(flash::LoadQOp op) {
+LogicalResult KernelEmitter::lowerLoadQ(flash::LoadQOp op) {
   auto type = cast<RankedTensorType>(op.getType());
   if (type.getDimSize(0) != config.br || type.getDimSize(1) != config.headDim ||
       type.getElementType() != config.elementType)
@@ -176,14 +142,14 @@ LogicalResult SM80Emitter::lowerLoadQ(flash::LoadQOp op) {
   return success();
 }
 
-void SM80Emitter::issueQueryCopy(flash::LoadQOp op) {
+void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
   Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
         queryTile = lookupScalar(op.getQueryTile());
   Value headOffset = add(mul(toI64(batch), qStrides[0]), mul(toI64(head), qStrides[1]));
   issueTileCopy(qPtr, headOffset, qStrides[2], queryTile, config.br, queryLen, smemQ);
 }
 
-void SM80Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
+void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   Value *strides = isKey ? kStrides : vStrides;
   Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
@@ -192,7 +158,7 @@ void SM80Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
                 isKey ? smemK : smemV);
 }
 
-LogicalResult SM80Emitter::lowerLoadKV(flash::LoadKVOp op) {
+LogicalResult KernelEmitter::lowerLoadKV(flash::LoadKVOp op) {
   auto type = cast<RankedTensorType>(op.getType());
   if (type.getDimSize(0) != config.bc || type.getDimSize(1) != config.headDim ||
       type.getElementType() != config.elementType)
@@ -207,18 +173,14 @@ LogicalResult SM80Emitter::lowerLoadKV(flash::LoadKVOp op) {
   return success();
 }
 
-void SM80Emitter::acquireQuery(int64_t pendingGroups) {
+void KernelEmitter::acquireQuery(int64_t pendingGroups) {
   waitForCopies(pendingGroups);
   if (config.qInRegisters)
-    for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
-      for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep)
-        queryFragments.push_back(ldmatrixX4(
-            gepBytes(smemQ, add(qLdOffset, i32(mb * 16 * config.rowBytes() + kStep * 32))),
-            /*transpose=*/false));
+    loadQueryRegisters();
   queryAcquired = true;
 }
 
-LogicalResult SM80Emitter::checkKVUse(Operation *user, const TileValue &tile) {
+LogicalResult KernelEmitter::checkKVUse(Operation *user, const TileValue &tile) {
   if (!pipeline || (tile.source != pipeline->keyLoad && tile.source != pipeline->valueLoad))
     return error(user, "uses a K/V block outside its key loop");
   if (user->getBlock() != tile.source->getBlock())
@@ -226,7 +188,7 @@ LogicalResult SM80Emitter::checkKVUse(Operation *user, const TileValue &tile) {
   return success();
 }
 
-LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
+LogicalResult KernelEmitter::acquireKV(Operation *user, const TileValue &tile) {
   if (failed(checkKVUse(user, tile)))
     return failure();
   KVPipeline &state = *pipeline;
@@ -257,7 +219,7 @@ LogicalResult SM80Emitter::acquireKV(Operation *user, const TileValue &tile) {
   return success();
 }
 
-SmallVector<Value> SM80Emitter::transposeQuad(ArrayRef<Value> words, Value bit0, Value bit1) {
+SmallVector<Value> KernelEmitter::transposeQuad(ArrayRef<Value> words, Value bit0, Value bit1) {
   // Thread t of the quad holds words[i] = M[t][i]; afterwards it holds
   // M[0..3][t]. Two butterfly stages: across lanes t ^ 2 the off-diagonal
   // 2 x 2 blocks swap, across t ^ 1 the elements inside them.
@@ -271,7 +233,7 @@ SmallVector<Value> SM80Emitter::transposeQuad(ArrayRef<Value> words, Value bit0,
           select(bit0, c3, z1)};
 }
 
-LogicalResult SM80Emitter::lowerStore(flash::StoreOp op) {
+LogicalResult KernelEmitter::lowerStore(flash::StoreOp op) {
   auto outIt = tiles.find(op.getOutput());
   auto lseIt = tiles.find(op.getLse());
   if (outIt == tiles.end() || lseIt == tiles.end() ||

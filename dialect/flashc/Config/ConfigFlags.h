@@ -1,0 +1,45 @@
+//===- ConfigFlags.h - The kernel configuration's command-line flags -*- C++ -*-===//
+//
+// --gemm, --kv-copy, --overlap-softmax, --warp-specialize, --ping-pong,
+// --persistent and --rows-per-warp, declared once for every tool that
+// compiles kernels (flashc, flash-run). A tool owns one ConfigFlags object
+// (a global, so its options register with the command line before
+// parsing) and hands request() to the resolver (KernelConfig.h). Also the
+// --version text every flashc tool prints.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_CONFIG_CONFIGFLAGS_H
+#define FLASHC_CONFIG_CONFIGFLAGS_H
+
+#include "flashc/Config/ConfigRequest.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+
+namespace flashc::config {
+
+struct ConfigFlags {
+  explicit ConfigFlags(llvm::cl::OptionCategory &category);
+
+  llvm::cl::opt<std::string> gemm;
+  llvm::cl::opt<std::string> kvCopy;
+  llvm::cl::opt<bool> overlapSoftmax;
+  llvm::cl::opt<std::string> warpSpecialize;
+  llvm::cl::opt<bool> pingPong;
+  llvm::cl::opt<bool> persistent;
+  llvm::cl::opt<int> rowsPerWarp;
+
+  /// The flags given on the command line (those not given stay unset).
+  ConfigRequest request() const;
+};
+
+/// Parses --tile's "Br=64,Bc=128" (either or both) into `request`; the
+/// error names the item.
+llvm::Error parseTile(llvm::StringRef spec, ConfigRequest &request);
+
+/// Makes --version print "<tool>: flashc <version> (LLVM <version>)".
+void setVersionPrinter(llvm::StringRef tool);
+
+} // namespace flashc::config
+
+#endif // FLASHC_CONFIG_CONFIGFLAGS_H

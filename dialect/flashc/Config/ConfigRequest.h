@@ -1,0 +1,45 @@
+//===- ConfigRequest.h - The knobs of a kernel configuration ----*- C++ -*-===//
+//
+// Every knob a compilation can be asked for: from the command line
+// (ConfigFlags.h), from a tuned winner (flashc/Tuning/Tuning.h), from a
+// tuner candidate. A knob left unset is decided by the rules
+// (KernelRules.h) when the resolver (KernelConfig.h) runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_CONFIG_CONFIGREQUEST_H
+#define FLASHC_CONFIG_CONFIGREQUEST_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace flashc::config {
+
+struct ConfigRequest {
+  /// The tile: Br query rows, Bc key rows.
+  std::optional<int64_t> blockRows, blockCols;
+  /// "auto", "mma.sync" or "wgmma".
+  std::optional<std::string> gemm;
+  /// The wgmma kernel's K/V copy: "tma" or "cp.async".
+  std::optional<std::string> kvCopy;
+  /// The wgmma kernel: "auto", "on" or "off".
+  std::optional<std::string> warpSpecialize;
+  /// The one-warpgroup wgmma kernel with TMA: P·V under the next softmax.
+  std::optional<bool> overlapSoftmax;
+  /// Warp-specialized tiles of two or more consumer warpgroups.
+  std::optional<bool> pingPong;
+  /// Warp-specialized tiles: a persistent grid.
+  std::optional<bool> persistent;
+  /// The mma.sync kernel: 16, 32 or 0 (auto).
+  std::optional<int64_t> rowsPerWarp;
+
+  /// Whether any knob is set (then no tuned winner replaces them).
+  bool empty() const {
+    return !blockRows && !blockCols && !gemm && !kvCopy && !warpSpecialize &&
+           !overlapSoftmax && !pingPong && !persistent && !rowsPerWarp;
+  }
+};
+
+} // namespace flashc::config
+
+#endif // FLASHC_CONFIG_CONFIGREQUEST_H

@@ -1,0 +1,84 @@
+//===- KernelRules.h - Every rule that picks a kernel's configuration -*- C++ -*-===//
+//
+// The one place that says which kernel a variant gets when nobody asked for
+// a particular one: the GEMM kind for a chip, the default tile, whether the
+// wgmma kernel is warp-specialized, whether its grid is persistent, the
+// mma.sync kernel's rows per warp and Q registers. The resolver
+// (KernelConfig.h) applies them for the tools; the GPU lowerings apply the
+// ones they decide from the IR (warp specialization, the persistent grid's
+// fit, rows per warp). Each rule that a measurement set names its results
+// folder under bench/results/; the numbers live there, not here.
+//
+// No MLIR: the rules see numbers and a summary of the variant.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_CONFIG_KERNELRULES_H
+#define FLASHC_CONFIG_KERNELRULES_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace flashc::config {
+
+/// What the default-tile rules look at in a variant.
+struct VariantTraits {
+  bool masked = false;       // it has a mask
+  bool scored = false;       // it has a score modification
+  bool readsTensors = false; // it declares aux tensors
+  /// The keys its mask admits may come in pieces (`||`, `!`, a boolean
+  /// select), so whole key blocks inside the visible range can be empty.
+  bool maskMayLeaveHoles = false;
+};
+
+/// A tile and why it was chosen (one phrase, for --verbose).
+struct TileChoice {
+  int64_t blockRows = 0, blockCols = 0;
+  std::string why;
+};
+
+/// The GEMM kind ("mma.sync" or "wgmma") of `requested` ("auto",
+/// "mma.sync" or "wgmma") on `chip`: auto is wgmma on sm_90a, mma.sync
+/// elsewhere; wgmma needs sm_90a.
+llvm::Expected<std::string> selectGemm(llvm::StringRef chip, llvm::StringRef requested);
+
+/// Whether the default tile is the warp-specialized wgmma kernel's: wgmma,
+/// K/V by TMA and warp specialization not off.
+bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
+                              llvm::StringRef warpSpecialize);
+
+/// The tile a variant gets at head dim `headDim` when none is asked for.
+/// `queryLength` is N when the tool knows it.
+TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::StringRef gemm,
+                       bool warpSpecializedTiles, std::optional<int64_t> queryLength);
+
+/// Whether a persistent grid is the default for query length N: up to
+/// N = 8192, where it was measured faster than one CTA per tile; unknown N
+/// keeps one CTA per tile (bench/results/2026-11-29-h200-persistent).
+bool persistentGridPays(std::optional<int64_t> queryLength);
+/// Whether a warp-specialized tile of `blockCols` key columns at head dim
+/// `headDim` can run on a persistent grid: at D = 256 the consumers'
+/// registers (240, 128 of them the accumulator) leave room for the tile
+/// loop only up to Bc = 64.
+bool persistentGridFits(int64_t headDim, int64_t blockCols);
+/// The wgmma kernel's `warp-specialize=auto`: for tiles of two or more
+/// consumer warpgroups (Br >= 128); one warpgroup of 64 rows keeps several
+/// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws).
+bool warpSpecializesByDefault(int64_t blockRows);
+/// Ping-pong needs two or more consumer warpgroups.
+bool pingPongApplies(int64_t blockRows);
+
+/// The mma.sync kernel's rows per warp when none is asked for (16 or 32),
+/// for a Br x Bc tile at head dim D; `plainScores`: no mask or score mod.
+int64_t defaultRowsPerWarp(int64_t blockRows, int64_t blockCols, int64_t headDim,
+                           bool plainScores);
+/// The mma.sync kernel's q-in-registers=auto: keep the Q fragments when a
+/// warp's share (rowBlocks m16 blocks of D columns) is small enough.
+bool keepsQueryInRegisters(int64_t rowBlocks, int64_t headDim);
+
+} // namespace flashc::config
+
+#endif // FLASHC_CONFIG_KERNELRULES_H

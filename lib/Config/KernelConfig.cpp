@@ -1,0 +1,186 @@
+//===- KernelConfig.cpp - Which kernel a compilation gets, and why --------===//
+
+#include "flashc/Config/KernelConfig.h"
+
+#include "flashc/Tuning/Tuning.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace flashc;
+using namespace flashc::config;
+
+/// Whether the set of keys a mask admits may be a union of pieces (`||`,
+/// `!`, a boolean `select`), so that whole key blocks inside the visible
+/// range can be empty.
+static bool mayLeaveHoles(const frontend::Expr *expr) {
+  using frontend::ExprKind;
+  if (!expr)
+    return false;
+  if ((expr->kind == ExprKind::Binary && expr->binaryOp == frontend::BinaryOp::Or) ||
+      (expr->kind == ExprKind::Unary && expr->unaryOp == frontend::UnaryOp::Not) ||
+      (expr->kind == ExprKind::Call && expr->builtin == frontend::Builtin::Select &&
+       expr->type == frontend::ScalarType::Bool))
+    return true;
+  return llvm::any_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &operand) {
+    return mayLeaveHoles(operand.get());
+  });
+}
+
+VariantTraits config::traitsOf(const frontend::Variant &variant) {
+  VariantTraits traits;
+  traits.masked = bool(variant.mask);
+  traits.scored = bool(variant.score);
+  traits.readsTensors = !variant.tensors.empty();
+  traits.maskMayLeaveHoles = mayLeaveHoles(variant.mask.get());
+  return traits;
+}
+
+TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
+  if (blockRows && blockCols)
+    return {*blockRows, *blockCols, sourceText};
+  TileChoice rule =
+      defaultTile(traitsOf(variant), headDim, gemmKind, warpSpecializedTiles, queryLength);
+  if (blockRows)
+    return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
+  if (blockCols)
+    return {rule.blockRows, *blockCols, "Bc from the " + sourceText + ", Br: " + rule.why};
+  return rule;
+}
+
+frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headDim) const {
+  frontend::KernelOptions options;
+  options.headDim = headDim;
+  options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
+    TileChoice tile = config.tileFor(variant, d);
+    return std::make_pair(tile.blockRows, tile.blockCols);
+  };
+  return options;
+}
+
+std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
+                                           int64_t headDim) const {
+  TileChoice tile = tileFor(variant, headDim);
+  std::vector<std::string> lines = {"tile Br=" + std::to_string(tile.blockRows) +
+                                    " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
+  lines.insert(lines.end(), targetReasons.begin(), targetReasons.end());
+  if (gemmKind == "wgmma" && targetOptions.persistent && tile.blockRows >= 128 &&
+      !persistentGridFits(headDim, tile.blockCols))
+    lines.push_back("grid: one CTA per tile after all: at D = " + std::to_string(headDim) +
+                    " only Bc <= 64 fits the persistent grid");
+  return lines;
+}
+
+tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,
+                                              int64_t headDim) const {
+  TileChoice tile = tileFor(variant, headDim);
+  tuning::TileConfig config{tile.blockRows, tile.blockCols, gemmKind,
+                            gemmKind == "wgmma" ? targetOptions.kvCopy : "cp.async",
+                            targetOptions.rowsPerWarp};
+  config.overlapSoftmax = targetOptions.overlapSoftmax;
+  // Warp-specialized tiles name their grid, as the tuner's space does.
+  if (gemmKind == "wgmma" && tile.blockRows >= 128)
+    config.persistent =
+        targetOptions.persistent && persistentGridFits(headDim, tile.blockCols);
+  return config;
+}
+
+/// A tuned winner for the one variant of the compilation, or why there is
+/// none (`source`).
+static std::optional<ConfigRequest> lookUpTuned(const TuningSource &tuning,
+                                                const frontend::Module &ast,
+                                                const frontend::Variant &variant,
+                                                const KnownSizes &sizes, std::string &source,
+                                                std::string &warnings) {
+  frontend::KernelOptions options;
+  options.headDim = sizes.headDim;
+  std::optional<int64_t> headDim = frontend::resolveHeadDim(variant, options);
+  if (!headDim)
+    return std::nullopt; // the compilation reports the contradiction
+  std::optional<tuning::TuningKey> key =
+      tuning::makeKey(*tuning.context, ast, *tuning.sourceMgr, variant.name, *headDim,
+                      tuning.queryLength, tuning.keyLength, tuning.gpu,
+                      tuning.computeCapability);
+  if (!key)
+    return std::nullopt; // the variant does not build: its compilation says why
+  tuning::TuningCache cache(tuning.cachePath);
+  std::optional<tuning::TuningEntry> entry = cache.lookup(*key, warnings);
+  if (!entry) {
+    source = "default tile (no tuning cache entry for " + tuning.gpu + ", " +
+             key->shapeBucket + ", variant " + key->variant + ")";
+    return std::nullopt;
+  }
+  source = "tuned for " + tuning.gpu + " (" + cache.path() + ")";
+  return entry->config.request();
+}
+
+llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &options,
+                                                         const frontend::Module &ast,
+                                                         llvm::StringRef onlyVariant) {
+  KernelConfig result;
+  ConfigRequest request = options.request;
+  bool tuned = false;
+  if (!request.empty()) {
+    result.sourceText = "command line";
+  } else if (!options.tuning) {
+    result.sourceText = options.noTuningReason.empty()
+                            ? std::string("default tile")
+                            : "default tile (" + options.noTuningReason + ")";
+  } else {
+    const frontend::Variant *variant = !onlyVariant.empty() ? ast.lookup(onlyVariant)
+                                       : ast.variants.size() == 1 ? &ast.variants.front()
+                                                                  : nullptr;
+    result.sourceText = "default tile";
+    if (!variant) {
+      result.sourceText =
+          "default tile (the tuning cache applies to one variant: use --variant)";
+    } else if (std::optional<ConfigRequest> winner =
+                   lookUpTuned(*options.tuning, ast, *variant, options.sizes,
+                               result.sourceText, result.warningText)) {
+      request = *winner;
+      tuned = true;
+    }
+  }
+
+  nvptx::TargetOptions &target = result.targetOptions;
+  target.chip = options.chip;
+  target.gemm = request.gemm.value_or("auto");
+  target.kvCopy = request.kvCopy.value_or("tma");
+  target.overlapSoftmax = request.overlapSoftmax.value_or(false);
+  target.warpSpecialize = request.warpSpecialize.value_or("auto");
+  target.pingPong = request.pingPong.value_or(true);
+  target.rowsPerWarp = request.rowsPerWarp.value_or(0);
+  target.persistent = request.persistent.value_or(persistentGridPays(options.sizes.queryLength));
+
+  llvm::Expected<std::string> gemm = selectGemm(target.chip, target.gemm);
+  if (!gemm)
+    return gemm.takeError();
+  result.gemmKind = *gemm;
+  result.warpSpecializedTiles =
+      usesWarpSpecializedTiles(result.gemmKind, target.kvCopy, target.warpSpecialize);
+  result.queryLength = options.sizes.queryLength;
+  if (request.blockRows && *request.blockRows > 0)
+    result.blockRows = request.blockRows;
+  if (request.blockCols && *request.blockCols > 0)
+    result.blockCols = request.blockCols;
+
+  // The target-level decisions, for --verbose.
+  std::string asked = tuned ? "tuned" : "asked for";
+  result.targetReasons.push_back(
+      "GEMM " + result.gemmKind +
+      (request.gemm && *request.gemm != "auto" ? " (" + asked + ")"
+                                               : ": the default on " + target.chip));
+  if (result.gemmKind == "wgmma") {
+    std::string grid = target.persistent ? "persistent" : "one CTA per tile";
+    std::string because;
+    if (request.persistent)
+      because = asked;
+    else if (!options.sizes.queryLength)
+      because = "N unknown; --shape N=... <= 8192 gives the persistent grid";
+    else
+      because = "N = " + std::to_string(*options.sizes.queryLength) +
+                (target.persistent ? " <= 8192" : " > 8192");
+    result.targetReasons.push_back("grid of warp-specialized tiles: " + grid + " (" + because +
+                                   ")");
+  }
+  return result;
+}

@@ -1,0 +1,122 @@
+//===- KernelRules.cpp - Every rule that picks a kernel's configuration ---===//
+//
+// The measurements behind each rule are in the bench/results/ folder its
+// comment names (tables with the peers of the same run).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Config/KernelRules.h"
+
+using namespace flashc;
+using namespace flashc::config;
+
+llvm::Expected<std::string> config::selectGemm(llvm::StringRef chip, llvm::StringRef requested) {
+  bool hasWgmma = chip == "sm_90a";
+  if (requested == "auto")
+    return std::string(hasWgmma ? "wgmma" : "mma.sync");
+  if (requested == "mma.sync")
+    return requested.str();
+  if (requested == "wgmma") {
+    if (!hasWgmma)
+      return llvm::createStringError("wgmma needs --arch=sm_90a, not " + chip);
+    return requested.str();
+  }
+  return llvm::createStringError("unknown GEMM kind '" + requested +
+                                 "' (expected auto, mma.sync or wgmma)");
+}
+
+bool config::usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
+                                      llvm::StringRef warpSpecialize) {
+  return gemm == "wgmma" && kvCopy == "tma" && warpSpecialize != "off";
+}
+
+TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
+                               llvm::StringRef gemm, bool warpSpecializedTiles,
+                               std::optional<int64_t> queryLength) {
+  if (gemm == "wgmma") {
+    // Above D = 64, two consumer warpgroups and a producer
+    // (bench/results/2026-11-29-h200-ws). Up to D = 128, short masked
+    // queries (N <= 512) stay with several 64-row CTAs per SM, whose
+    // prologues and epilogues overlap; elsewhere the persistent grid
+    // overlaps them (bench/results/2026-11-29-h200-persistent).
+    bool shortMaskedQueries =
+        queryLength && *queryLength <= 512 && variant.masked && headDim <= 128;
+    if (warpSpecializedTiles && headDim > 64 && !shortMaskedQueries &&
+        !variant.maskMayLeaveHoles) {
+      // Reads of aux tensors in a mask or score mod need registers of their
+      // own: a narrower Bc keeps them free of spills.
+      if (headDim > 128) {
+        if (variant.readsTensors)
+          return {128, 32, "warp-specialized wgmma tile at D = 256; Bc = 32 because the "
+                           "variant reads aux tensors (no spills)"};
+        // N <= 1024: Bc = 64, the widest tile whose consumers still fit the
+        // persistent grid's tile loop in 240 registers; the grid's overlap
+        // of one tile's epilogue with the next tile's loads matters most
+        // for short queries.
+        if (queryLength && *queryLength <= 1024)
+          return {128, 64, "warp-specialized wgmma tile at D = 256 with N <= 1024: Bc = 64 "
+                           "fits the persistent grid"};
+        return {128, 80, "warp-specialized wgmma tile at D = 256"};
+      }
+      if (variant.readsTensors)
+        return {128, 96, "warp-specialized wgmma tile above D = 64; Bc = 96 because the "
+                         "variant reads aux tensors (no spills)"};
+      return {128, 128, "warp-specialized wgmma tile above D = 64"};
+    }
+    // Otherwise one warpgroup per CTA and several CTAs per SM, whose GEMMs
+    // and softmax interleave (bench/results/2026-11-29-h200-sm90); at
+    // D = 64 also ahead of the warp-specialized 128x128.
+    std::string why = "one-warpgroup wgmma tile";
+    if (headDim <= 64)
+      return {64, 128, why + " up to D = 64"};
+    if (!warpSpecializedTiles)
+      why += " (warp specialization off or K/V not by TMA)";
+    else if (variant.maskMayLeaveHoles)
+      why += " (the mask's keys may come in pieces, which the warp-specialized loop "
+             "would compute)";
+    else
+      why += " (masked, N <= 512)";
+    return {64, 64, why};
+  }
+  // mma.sync (bench/results/2026-11-29-h200/tile-sweep-n4096.csv).
+  if (headDim <= 64)
+    return {128, 64, "mma.sync tile up to D = 64"};
+  if (headDim <= 128) {
+    // Masks and score mods need registers of their own; reads of aux
+    // tensors need more still, and go to 16 rows per warp with Bc = 64.
+    if (!variant.masked && !variant.scored)
+      return {128, 64, "mma.sync tile up to D = 128 without a mask or score mod"};
+    if (variant.readsTensors)
+      return {128, 64, "mma.sync tile up to D = 128 reading aux tensors"};
+    return {128, 32, "mma.sync tile up to D = 128 with a mask or score mod (no spills)"};
+  }
+  return {64, 64, "mma.sync tile above D = 128"};
+}
+
+bool config::persistentGridPays(std::optional<int64_t> queryLength) {
+  return queryLength && *queryLength <= 8192;
+}
+
+bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {
+  return headDim <= 128 || blockCols <= 64;
+}
+
+bool config::warpSpecializesByDefault(int64_t blockRows) { return blockRows >= 128; }
+
+bool config::pingPongApplies(int64_t blockRows) { return blockRows >= 128; }
+
+int64_t config::defaultRowsPerWarp(int64_t blockRows, int64_t blockCols, int64_t headDim,
+                                   bool plainScores) {
+  // Two m16 row blocks per warp halve the ldmatrix traffic of K and V per
+  // mma (FlashAttention-2's 4 warps x 32 rows). A thread then holds D + Bc
+  // f32 of A and S: 32 rows while that is at most 160 (ptxas spills at
+  // D = 128, Bc = 64 with a mask and at D = 64, Bc = 128) and Br keeps at
+  // least 4 warps. Without a mask or score mod, D = 128 with Bc = 64 fits
+  // too (bench/results/2026-11-29-h200).
+  bool fits = headDim + blockCols <= 160 || (plainScores && headDim + blockCols <= 192);
+  return blockRows % 128 == 0 && fits ? 32 : 16;
+}
+
+bool config::keepsQueryInRegisters(int64_t rowBlocks, int64_t headDim) {
+  return rowBlocks * headDim <= 128;
+}

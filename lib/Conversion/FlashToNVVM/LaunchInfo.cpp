@@ -1,0 +1,103 @@
+//===- LaunchInfo.cpp - What every backend supports, launch facts, the driver ===//
+//
+// baseConfig checks a kernel against what every GPU backend supports;
+// KernelEmitter::launchAttr writes the kernel's #flash.launch (verified:
+// an inconsistent one is an internal error, not a package); and
+// lowerFlashKernels is the body every flash-to-<target> pass shares.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
+#include "flashc/Conversion/FlashToNVVM/KernelModule.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::lowering;
+
+FailureOr<KernelConfig> lowering::baseConfig(flash::KernelOp kernel, StringRef passName,
+                                             flash::GemmKind gemm) {
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << passName << ": " << message;
+    return failure();
+  };
+  KernelConfig config;
+  flash::TileConfigAttr tile = kernel.getConfig();
+  config.br = tile.getBr();
+  config.bc = tile.getBc();
+  config.headDim = tile.getHeadDim();
+  config.elementType = kernel.getElementType();
+  if (config.elementType.isF32())
+    return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
+  if (!config.elementType.isBF16() && !config.elementType.isF16())
+    return fail("element type must be bf16 or f16");
+  int64_t d = config.headDim;
+  if (d != 64 && d != 96 && d != 128 && d != 256)
+    return fail("head dim " + Twine(d) + " is not supported by the " +
+                flash::stringifyGemmKind(gemm) + " kernel " + "(supported: 64, 96, 128, 256)");
+  return config;
+}
+
+flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {
+  SmallVector<Attribute> paramNames, paramTypes, tensorNames;
+  for (Attribute attr : kernel.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    paramNames.push_back(param.getName());
+    paramTypes.push_back(TypeAttr::get(param.getType()));
+  }
+  for (Attribute attr : kernel.getTensors())
+    tensorNames.push_back(cast<flash::AuxTensorAttr>(attr).getName());
+  flash::GridKind grid = persistentGrid() ? flash::GridKind::Persistent : flash::GridKind::PerTile;
+  auto emitError = [&] {
+    return kernel.emitOpError() << passName() << ": internal error: invalid launch facts: ";
+  };
+  return flash::LaunchAttr::getChecked(
+      emitError, kernel.getContext(), gemm, grid, config.numThreads, dynamicSharedBytes(),
+      config.br, config.bc, config.headDim, config.numWarps, config.rowsPerWarp,
+      config.elementType, tensorMapArguments(), b.getArrayAttr(paramNames),
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
+}
+
+LogicalResult lowering::lowerFlashKernels(
+    ModuleOp module, flash::GemmKind gemm,
+    function_ref<std::unique_ptr<KernelEmitter>(flash::KernelOp, gpu::GPUModuleOp)>
+        makeEmitter) {
+  SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
+  if (kernels.empty())
+    return success();
+  OpBuilder b(module.getContext());
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+
+  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName);
+  if (!gpuModule) {
+    b.setInsertionPointToEnd(module.getBody());
+    gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModuleName);
+  }
+  SmallVector<NamedAttribute> launches;
+  if (auto existing = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName))
+    launches.assign(existing.begin(), existing.end());
+
+  bool failedAny = false;
+  for (flash::KernelOp kernel : kernels) {
+    std::unique_ptr<KernelEmitter> emitter = makeEmitter(kernel, gpuModule);
+    if (!emitter) {
+      failedAny = true;
+      continue;
+    }
+    flash::LaunchAttr launch;
+    if (succeeded(emitter->emit()))
+      launch = emitter->launchAttr(gemm);
+    if (!launch) {
+      if (emitter->getFunc())
+        emitter->getFunc().erase();
+      failedAny = true;
+      continue;
+    }
+    launches.push_back(b.getNamedAttr(kernel.getSymName(), launch));
+  }
+  if (failedAny)
+    return failure();
+  gpuModule->setAttr(kLaunchAttrName, b.getDictionaryAttr(launches));
+  for (flash::KernelOp kernel : kernels)
+    kernel.erase();
+  return success();
+}

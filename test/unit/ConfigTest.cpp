@@ -1,0 +1,219 @@
+//===- ConfigTest.cpp - The kernel-configuration resolver and its rules ---===//
+//
+// resolveKernelConfig against the rules it owns: the default tile per
+// variant, GEMM kind and head dim; what a request overrides and what it
+// leaves to the rules; the persistent grid by N; errors; and what IRGen
+// does without a tile (it chooses none itself).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Config/ConfigFlags.h"
+#include "flashc/Config/KernelConfig.h"
+#include "flashc/Frontend/Frontend.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/InitAllDialects.h"
+#include "flashc/Tuning/Tuning.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace flashc;
+
+namespace {
+
+constexpr const char *kVariants = R"(
+attention causal { mask = j <= i }
+attention full { }
+attention document {
+  tensor doc: i32[B, N]
+  mask = doc[b, i] == doc[b, j] && j <= i
+}
+attention prefix_lm {
+  param prefix: i32 = 128
+  mask = j < prefix || j <= i
+}
+attention softcap { score = 30.0 * tanh(s / 30.0) }
+)";
+
+struct Parsed {
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  std::optional<frontend::Module> ast;
+
+  Parsed() {
+    sourceMgr.setDiagHandler(
+        [](const llvm::SMDiagnostic &diag, void *out) {
+          llvm::raw_string_ostream os(*static_cast<std::string *>(out));
+          diag.print("test", os);
+        },
+        &diagnostics);
+    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(kVariants, "v.flash"),
+                                 llvm::SMLoc());
+    ast = frontend::parseFlashFile(sourceMgr);
+  }
+  const frontend::Variant &variant(llvm::StringRef name) const { return *ast->lookup(name); }
+};
+
+config::KernelConfig resolve(const Parsed &parsed, llvm::StringRef chip,
+                             std::optional<int64_t> headDim, std::optional<int64_t> queryLength,
+                             const config::ConfigRequest &request = {}) {
+  config::ResolveOptions options;
+  options.chip = chip.str();
+  options.request = request;
+  options.sizes.headDim = headDim;
+  options.sizes.queryLength = queryLength;
+  llvm::Expected<config::KernelConfig> resolved =
+      config::resolveKernelConfig(options, *parsed.ast);
+  EXPECT_TRUE(bool(resolved)) << (resolved ? "" : llvm::toString(resolved.takeError()));
+  return std::move(*resolved);
+}
+
+std::pair<int64_t, int64_t> tileOf(const config::KernelConfig &resolved,
+                                   const frontend::Variant &variant, int64_t headDim) {
+  config::TileChoice tile = resolved.tileFor(variant, headDim);
+  return {tile.blockRows, tile.blockCols};
+}
+
+using Tile = std::pair<int64_t, int64_t>;
+
+TEST(KernelConfig, DefaultTilesFollowTheRules) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  config::KernelConfig hopper = resolve(parsed, "sm_90a", 128, 4096);
+  EXPECT_EQ(hopper.gemm(), "wgmma");
+  EXPECT_EQ(tileOf(hopper, parsed.variant("causal"), 128), Tile(128, 128));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("causal"), 64), Tile(64, 128));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("causal"), 256), Tile(128, 80));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 128), Tile(128, 96));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 256), Tile(128, 32));
+  // Keys in pieces keep the one-warpgroup tile.
+  EXPECT_EQ(tileOf(hopper, parsed.variant("prefix_lm"), 128), Tile(64, 64));
+  // Short masked queries keep it too; short unmasked ones do not.
+  config::KernelConfig shortQueries = resolve(parsed, "sm_90a", 128, 512);
+  EXPECT_EQ(tileOf(shortQueries, parsed.variant("causal"), 128), Tile(64, 64));
+  EXPECT_EQ(tileOf(shortQueries, parsed.variant("full"), 128), Tile(128, 128));
+  EXPECT_EQ(tileOf(shortQueries, parsed.variant("causal"), 256), Tile(128, 64));
+
+  config::KernelConfig ampere = resolve(parsed, "sm_80", 128, std::nullopt);
+  EXPECT_EQ(ampere.gemm(), "mma.sync");
+  EXPECT_EQ(tileOf(ampere, parsed.variant("full"), 128), Tile(128, 64));
+  EXPECT_EQ(tileOf(ampere, parsed.variant("causal"), 128), Tile(128, 32));
+  EXPECT_EQ(tileOf(ampere, parsed.variant("softcap"), 128), Tile(128, 32));
+  EXPECT_EQ(tileOf(ampere, parsed.variant("document"), 128), Tile(128, 64));
+  EXPECT_EQ(tileOf(ampere, parsed.variant("causal"), 256), Tile(64, 64));
+  EXPECT_EQ(hopper.source(), "default tile");
+}
+
+TEST(KernelConfig, ARequestWinsKnobByKnob) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  config::ConfigRequest request;
+  request.blockRows = 192;
+  config::KernelConfig resolved = resolve(parsed, "sm_90a", 128, 4096, request);
+  // Bc still comes from the rule, and the source says what was asked.
+  EXPECT_EQ(tileOf(resolved, parsed.variant("causal"), 128), Tile(192, 128));
+  EXPECT_EQ(resolved.source(), "command line");
+  EXPECT_NE(resolved.tileFor(parsed.variant("causal"), 128).why.find("Br from the command line"),
+            std::string::npos);
+
+  // warp-specialize=off changes the default tile; mma.sync on Hopper too.
+  config::ConfigRequest off;
+  off.warpSpecialize = "off";
+  EXPECT_EQ(tileOf(resolve(parsed, "sm_90a", 128, 4096, off), parsed.variant("causal"), 128),
+            Tile(64, 64));
+  config::ConfigRequest sync;
+  sync.gemm = "mma.sync";
+  config::KernelConfig onHopper = resolve(parsed, "sm_90a", 128, 4096, sync);
+  EXPECT_EQ(onHopper.gemm(), "mma.sync");
+  EXPECT_EQ(tileOf(onHopper, parsed.variant("causal"), 128), Tile(128, 32));
+  EXPECT_EQ(onHopper.target().gemm, "mma.sync");
+
+  // A tuned winner is a request with every knob set.
+  tuning::TileConfig winner{128, 64, "wgmma", "tma", 0};
+  winner.persistent = false;
+  config::KernelConfig tuned = resolve(parsed, "sm_90a", 128, 4096, winner.request());
+  EXPECT_FALSE(tuned.target().persistent);
+  EXPECT_EQ(tileOf(tuned, parsed.variant("document"), 128), Tile(128, 64));
+}
+
+TEST(KernelConfig, PersistentGridByQueryLength) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  EXPECT_TRUE(resolve(parsed, "sm_90a", 128, 8192).target().persistent);
+  EXPECT_FALSE(resolve(parsed, "sm_90a", 128, 16384).target().persistent);
+  EXPECT_FALSE(resolve(parsed, "sm_90a", 128, std::nullopt).target().persistent);
+  config::ConfigRequest request;
+  request.persistent = true;
+  EXPECT_TRUE(resolve(parsed, "sm_90a", 128, 16384, request).target().persistent);
+
+  // --verbose says why, and that D = 256 with Bc = 80 stays off the grid.
+  config::KernelConfig resolved = resolve(parsed, "sm_90a", 256, 4096);
+  std::string why;
+  for (const std::string &line : resolved.why(parsed.variant("causal"), 256))
+    why += line + "\n";
+  EXPECT_NE(why.find("tile Br=128 Bc=80: warp-specialized wgmma tile at D = 256"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("persistent (N = 4096 <= 8192)"), std::string::npos) << why;
+  EXPECT_NE(why.find("only Bc <= 64 fits the persistent grid"), std::string::npos) << why;
+  // ... and the tuner names that default as the per-tile kernel it is.
+  EXPECT_EQ(resolved.asTileConfig(parsed.variant("causal"), 256).str(),
+            "Br=128 Bc=80 wgmma tma per-tile");
+  EXPECT_EQ(resolve(parsed, "sm_90a", 128, 4096).asTileConfig(parsed.variant("causal"), 128).str(),
+            "Br=128 Bc=128 wgmma tma persistent");
+}
+
+TEST(KernelConfig, BadRequestsAreErrors) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  config::ResolveOptions options;
+  options.chip = "sm_80";
+  options.request.gemm = "wgmma";
+  llvm::Expected<config::KernelConfig> resolved = config::resolveKernelConfig(options, *parsed.ast);
+  ASSERT_FALSE(bool(resolved));
+  EXPECT_EQ(llvm::toString(resolved.takeError()), "wgmma needs --arch=sm_90a, not sm_80");
+  options.request.gemm = "hmma";
+  resolved = config::resolveKernelConfig(options, *parsed.ast);
+  ASSERT_FALSE(bool(resolved));
+  EXPECT_EQ(llvm::toString(resolved.takeError()),
+            "unknown GEMM kind 'hmma' (expected auto, mma.sync or wgmma)");
+
+  config::ConfigRequest request;
+  EXPECT_FALSE(bool(config::parseTile("Br=64,Bc=32", request)));
+  EXPECT_EQ(request.blockRows, std::optional<int64_t>(64));
+  EXPECT_EQ(request.blockCols, std::optional<int64_t>(32));
+  EXPECT_EQ(llvm::toString(config::parseTile("Bx=1", request)),
+            "--tile: unknown key 'Bx' (expected one of Br, Bc)");
+  EXPECT_EQ(llvm::toString(config::parseTile("Br=0", request)),
+            "--tile: 'Br=0' is not Br=<positive integer>");
+}
+
+TEST(KernelConfig, IRGenChoosesNoTileItself) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  frontend::KernelOptions none;
+  EXPECT_FALSE(frontend::emitFlashIR(context, *parsed.ast, none, parsed.sourceMgr, "causal"));
+  EXPECT_NE(parsed.diagnostics.find("variant 'causal' has no tile"), std::string::npos)
+      << parsed.diagnostics;
+  // With the resolver's options every variant gets its own tile.
+  mlir::OwningOpRef<mlir::ModuleOp> module = frontend::emitFlashIR(
+      context, *parsed.ast, resolve(parsed, "sm_90a", 128, 4096).kernelOptions(128),
+      parsed.sourceMgr);
+  ASSERT_TRUE(module) << parsed.diagnostics;
+  std::map<std::string, Tile> tiles;
+  for (flash::KernelOp kernel : module->getOps<flash::KernelOp>())
+    tiles[kernel.getSymName().str()] = {kernel.getConfig().getBr(), kernel.getConfig().getBc()};
+  EXPECT_EQ(tiles["causal"], Tile(128, 128));
+  EXPECT_EQ(tiles["document"], Tile(128, 96));
+  EXPECT_EQ(tiles["prefix_lm"], Tile(64, 64));
+}
+
+} // namespace
