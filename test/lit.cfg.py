@@ -21,7 +21,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.flashc_tools_dir, config.llvm_tools_dir]
-tools = ["flashc-opt", "flashc", "flashc-tune"]
+tools = ["flashc-opt", "flashc", "flashc-tune", "flashc-fuzz"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # PTX is assembled with ptxas where the CUDA toolkit is installed.

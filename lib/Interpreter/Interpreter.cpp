@@ -95,10 +95,16 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 class KernelExecutor {
 public:
   KernelExecutor(flash::KernelOp kernel, const AttentionInputs &inputs,
-                 AttentionOutputs &outputs)
-      : kernel(kernel), inputs(inputs), outputs(outputs),
+                 AttentionOutputs &outputs, const RunOptions &options)
+      : kernel(kernel), inputs(inputs), outputs(outputs), options(options),
         config(kernel.getConfig()), elementType(kernel.getElementType()) {
     env.inputs = &inputs;
+    // One entry per SSA value the walk can define, so `values` never rehashes
+    // while the kernel runs.
+    unsigned numValues = 0;
+    kernel->walk([&](Block *block) { numValues += block->getNumArguments(); });
+    kernel->walk([&](Operation *op) { numValues += op->getNumResults(); });
+    values.reserve(numValues);
     for (Attribute attr : kernel.getParams()) {
       auto param = cast<flash::ParamAttr>(attr);
       double value = 0;
@@ -128,6 +134,9 @@ private:
     return failure();
   }
 
+  /// The returned reference is valid only until the next get/setTile of a
+  /// value not seen before (DenseMap insertion may rehash): never hold it
+  /// across one. The constructor reserves a slot per SSA value of the kernel.
   RuntimeValue &get(Value value) { return values[value]; }
   const Tile &tile(Value value) { return *values[value].tile; }
   double scalar(Value value) { return values[value].scalar; }
@@ -145,6 +154,12 @@ private:
   LogicalResult execConstant(arith::ConstantOp op);
   LogicalResult execElementRegion(Operation *op, Value scores, Value batch, Value head,
                                   Value queryTile, Value keyTile, bool isMask);
+  /// The compiled program of a score_mod or mask region.
+  FailureOr<const RegionProgram *> regionProgram(Operation *op);
+  /// RunOptions::checkClassification: evaluates `mask` on every element of
+  /// its tile inside the problem (i < N, j < M) and fails when a claim of
+  /// flash-classify-tiles (tile empty, tile full, row band empty) is false.
+  LogicalResult checkClaims(flash::MaskOp mask);
 
   // Tile ops.
   void loadRows(Value result, const std::vector<float> &source, int64_t b,
@@ -157,6 +172,7 @@ private:
   flash::KernelOp kernel;
   const AttentionInputs &inputs;
   AttentionOutputs &outputs;
+  RunOptions options;
   flash::TileConfigAttr config;
   Type elementType;
   LaunchEnv env;
@@ -264,9 +280,7 @@ void KernelExecutor::loadRows(Value result, const std::vector<float> &source, in
   setTile(result, std::move(tile));
 }
 
-LogicalResult KernelExecutor::execElementRegion(Operation *op, Value scores, Value batch,
-                                                Value head, Value queryTile,
-                                                Value keyTile, bool isMask) {
+FailureOr<const RegionProgram *> KernelExecutor::regionProgram(Operation *op) {
   auto it = regionCache.find(op);
   if (it == regionCache.end()) {
     FailureOr<RegionProgram> program =
@@ -275,7 +289,57 @@ LogicalResult KernelExecutor::execElementRegion(Operation *op, Value scores, Val
       return failure();
     it = regionCache.try_emplace(op, std::move(*program)).first;
   }
-  const RegionProgram &program = it->second;
+  return &it->second;
+}
+
+LogicalResult KernelExecutor::checkClaims(flash::MaskOp mask) {
+  FailureOr<const RegionProgram *> compiled = regionProgram(mask);
+  if (failed(compiled))
+    return failure();
+  const RegionProgram &program = **compiled;
+  std::vector<double> slots(program.numSlots, 0.0);
+  for (auto [slot, value] : program.captures)
+    slots[slot] = scalar(value);
+  auto type = cast<RankedTensorType>(mask.getType());
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  int64_t queryTile = index(mask.getQueryTile()), keyTile = index(mask.getKeyTile());
+  int64_t firstQuery = queryTile * rows, firstKey = keyTile * cols;
+  ValueRange bands = mask.getRowsVisible();
+  int64_t bandRows = bands.empty() ? rows : rows / static_cast<int64_t>(bands.size());
+  bool claimsEmpty = scalar(mask.getAnyVisible()) == 0;
+  bool claimsFull = scalar(mask.getAllVisible()) != 0;
+  slots[0] = scalar(mask.getBatch());
+  slots[1] = scalar(mask.getHead());
+  for (int64_t r = 0; r < rows && firstQuery + r < inputs.shape.queryLen(); ++r) {
+    slots[2] = static_cast<double>(firstQuery + r);
+    bool bandClaimsEmpty = !bands.empty() && scalar(bands[r / bandRows]) == 0;
+    for (int64_t c = 0; c < cols && firstKey + c < inputs.shape.keyLen(); ++c) {
+      slots[3] = static_cast<double>(firstKey + c);
+      bool visible = program.run(slots.data()) != 0;
+      const char *claim = visible && claimsEmpty       ? "empty"
+                          : visible && bandClaimsEmpty ? "empty in its row band"
+                          : !visible && claimsFull     ? "full"
+                                                       : nullptr;
+      if (claim)
+        return fail(mask, Twine("flash-classify-tiles proved the tile (b = ") +
+                              Twine(static_cast<int64_t>(slots[0])) + ", h = " +
+                              Twine(static_cast<int64_t>(slots[1])) + ", query tile " +
+                              Twine(queryTile) + ", key block " + Twine(keyTile) + ") " +
+                              claim + ", but (i = " + Twine(firstQuery + r) + ", j = " +
+                              Twine(firstKey + c) + ") is " +
+                              (visible ? "visible" : "masked"));
+    }
+  }
+  return success();
+}
+
+LogicalResult KernelExecutor::execElementRegion(Operation *op, Value scores, Value batch,
+                                                Value head, Value queryTile,
+                                                Value keyTile, bool isMask) {
+  FailureOr<const RegionProgram *> compiled = regionProgram(op);
+  if (failed(compiled))
+    return failure();
+  const RegionProgram &program = **compiled;
   std::vector<double> slots(program.numSlots, 0.0);
   for (auto [slot, value] : program.captures) {
     if (get(value).tile)
@@ -425,7 +489,10 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
       })
       .Case([&](flash::MaskOp mask) {
         // Tiles flash-classify-tiles proved full or empty take the same
-        // shortcut as on the GPU, so a wrong proof fails the reference check.
+        // shortcut as on the GPU, so a wrong proof fails the reference check
+        // (and, with checkClassification, the brute-force check first).
+        if (options.checkClassification && mask.isClassified() && failed(checkClaims(mask)))
+          return failure();
         if (mask.isClassified() && scalar(mask.getAnyVisible()) == 0) {
           ++outputs.tiles.empty;
           Tile result = tile(mask.getScores());
@@ -435,7 +502,10 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
         }
         if (mask.isClassified() && scalar(mask.getAllVisible()) != 0) {
           ++outputs.tiles.full;
-          get(mask.getResult()).tile = get(mask.getScores()).tile;
+          // Copy the pointer out first: get(result) may insert into `values`
+          // and rehash it, which would leave a reference into it dangling.
+          TilePtr scores = get(mask.getScores()).tile;
+          get(mask.getResult()).tile = std::move(scores);
         } else {
           ++outputs.tiles.partial;
           if (failed(execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
@@ -589,7 +659,8 @@ std::string interp::checkInputs(flash::KernelOp kernel, const AttentionInputs &i
 }
 
 LogicalResult interp::runKernel(flash::KernelOp kernel, const AttentionInputs &inputs,
-                                AttentionOutputs &outputs, std::string &error) {
+                                AttentionOutputs &outputs, std::string &error,
+                                const RunOptions &options) {
   error = checkInputs(kernel, inputs);
   if (!error.empty())
     return failure();
@@ -599,6 +670,6 @@ LogicalResult interp::runKernel(flash::KernelOp kernel, const AttentionInputs &i
             std::to_string(kernel.getConfig().getHeadDim());
     return failure();
   }
-  KernelExecutor executor(kernel, inputs, outputs);
+  KernelExecutor executor(kernel, inputs, outputs, options);
   return executor.run(error);
 }

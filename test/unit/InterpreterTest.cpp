@@ -480,6 +480,69 @@ TEST(ClassifyTiles, RowBandsAreProvedAndObeyed) {
   EXPECT_TRUE(std::isfinite(out.lse[64])) << out.lse[64];
 }
 
+TEST(ClassifyTiles, WrongClaimsFailTheBruteForceCheck) {
+  // checkClassification evaluates the mask on every element of a classified
+  // tile: a planted wrong claim (tile "empty", tile "full", band "empty")
+  // fails, naming the tile and the element, while the true claims pass.
+  Case c = causalCase({1, 1, 1, 256, 256, 16}, 128, 64);
+  interp::RunOptions checked;
+  checked.checkClassification = true;
+  auto run = [&](llvm::function_ref<void(flash::MaskOp, mlir::OpBuilder &)> plant) {
+    CompiledKernel compiled = compile(c.source, 128, 64, 16, /*optimize=*/true);
+    compiled.kernel.walk([&](flash::MaskOp mask) {
+      mlir::OpBuilder builder(mask);
+      plant(mask, builder);
+    });
+    AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(c.sizes), 1);
+    AttentionOutputs out;
+    std::string error;
+    bool failed = mlir::failed(interp::runKernel(compiled.kernel, inputs, out, error, checked));
+    EXPECT_EQ(failed, !error.empty());
+    return error;
+  };
+  EXPECT_EQ(run([](flash::MaskOp, mlir::OpBuilder &) {}), "");
+  std::string empty = run([](flash::MaskOp mask, mlir::OpBuilder &builder) {
+    mask.getAnyVisibleMutable().assign(
+        mlir::arith::ConstantIntOp::create(builder, mask.getLoc(), 0, 1));
+  });
+  EXPECT_NE(empty.find("flash-classify-tiles proved the tile (b = 0, h = 0, query tile 0, key "
+                       "block 0) empty, but (i = 0, j = 0) is visible"),
+            std::string::npos)
+      << empty;
+  std::string full = run([](flash::MaskOp mask, mlir::OpBuilder &builder) {
+    mask.getAllVisibleMutable().assign(
+        mlir::arith::ConstantIntOp::create(builder, mask.getLoc(), 1, 1));
+  });
+  EXPECT_NE(full.find(") full, but (i = 0, j = 1) is masked"), std::string::npos) << full;
+  std::string band = run([](flash::MaskOp mask, mlir::OpBuilder &builder) {
+    mask.getRowsVisibleMutable().slice(1, 1).assign(
+        mlir::arith::ConstantIntOp::create(builder, mask.getLoc(), 0, 1));
+  });
+  EXPECT_NE(band.find("empty in its row band, but (i = 64, j = 0) is visible"),
+            std::string::npos)
+      << band;
+}
+
+TEST(Interpreter, FullTilesAtAnyValueCount) {
+  // A tile proved full copies the scores' tile to the mask's result. That
+  // copy once read a reference into the value map after the insertion of
+  // the result had rehashed it (a crash whenever the result was the 48th,
+  // 96th, ... value). Masks of growing size cross those counts.
+  for (int depth = 0; depth <= 40; ++depth) {
+    std::string expr = "j";
+    for (int d = 0; d < depth; ++d)
+      expr = "max(" + expr + ", " + std::to_string(d % 3) + ")";
+    Case c;
+    c.source = variant("mask = " + expr + " >= b");
+    c.sizes = {1, 2, 2, 40, 40, 16};
+    c.reference = [&](const AttentionInputs &) {
+      return masked(c.sizes, [](int64_t, int64_t, int64_t, int64_t) { return true; });
+    };
+    SCOPED_TRACE("depth " + std::to_string(depth));
+    check(c);
+  }
+}
+
 TEST(ClassifyTiles, WrapAroundIsNotProvedEmpty) {
   // j * 2^32 wraps to 0 in 32-bit arithmetic, so every key is visible. An
   // analysis that ignored wrap-around would prove blocks kt >= 1 empty.

@@ -74,8 +74,18 @@ std::string checkInputs(flash::KernelOp kernel, const AttentionInputs &inputs);
 /// Runs `kernel` over the whole grid. Outputs are resized and poisoned with
 /// NaN first, so a row the kernel never stores stays NaN. On failure returns
 /// a message naming the op that could not run.
+struct RunOptions {
+  /// Also evaluate every classified mask on its whole tile (inside the
+  /// problem) and fail, naming the tile and element, when a claim of
+  /// flash-classify-tiles is false: a tile proved empty with a visible
+  /// element, a tile proved full with a masked one, a row band proved empty
+  /// with a visible element. Costs a full mask evaluation per tile.
+  bool checkClassification = false;
+};
+
 mlir::LogicalResult runKernel(flash::KernelOp kernel, const AttentionInputs &inputs,
-                              AttentionOutputs &outputs, std::string &error);
+                              AttentionOutputs &outputs, std::string &error,
+                              const RunOptions &options = {});
 
 /// Rounds to the nearest representable value of `type` (bf16, f16 or f32),
 /// ties to even, as the GPU's conversions do.

@@ -1,0 +1,255 @@
+//===- DifferentialCheck.cpp - One generated variant, every check ----------===//
+
+#include "flashc/Fuzz/DifferentialCheck.h"
+
+#include "flashc/Config/KernelConfig.h"
+#include "flashc/Dialect/Flash/Transforms/Passes.h"
+#include "flashc/Frontend/Frontend.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/InitAllDialects.h"
+#include "flashc/Interpreter/Inputs.h"
+#include "flashc/Interpreter/Interpreter.h"
+#include "flashc/Interpreter/Reference.h"
+#include "flashc/Interpreter/VariantReference.h"
+#include "flashc/Target/NVPTX/EmitPTX.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::fuzz;
+
+namespace {
+
+CheckResult fail(std::string stage, std::string message) {
+  return {Outcome::Fail, std::move(stage), std::move(message)};
+}
+CheckResult skip(std::string why, std::string detail = "") {
+  return {Outcome::Skip, std::move(why), std::move(detail)};
+}
+
+std::string format(double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.2e", value);
+  return text;
+}
+
+/// The element type's bound on O's relative error (its rounding of O).
+double outputBound(llvm::StringRef elementType) {
+  return elementType == "bf16" ? 1e-2 : elementType == "f16" ? 2e-3 : 1e-5;
+}
+
+/// Parses the case, reporting diagnostics into `diagnostics`.
+struct ParsedCase {
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  std::optional<frontend::Module> ast;
+
+  explicit ParsedCase(const GeneratedCase &c) {
+    sourceMgr.setDiagHandler(
+        [](const llvm::SMDiagnostic &diag, void *out) {
+          llvm::raw_string_ostream os(*static_cast<std::string *>(out));
+          diag.print("fuzz.flash", os, /*ShowColors=*/false);
+        },
+        &diagnostics);
+    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(c.source(), "fuzz.flash"),
+                                 llvm::SMLoc());
+    ast = frontend::parseFlashFile(sourceMgr);
+  }
+};
+
+/// PTX for `chip` at the default tile, assembled by `ptxas` when given.
+CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
+                     llvm::StringRef chip, const std::string &ptxas) {
+  std::string stage = "ptx " + chip.str();
+  config::ResolveOptions resolve;
+  resolve.chip = chip.str();
+  resolve.sizes.headDim = 64;
+  resolve.sizes.queryLength = c.queryLen;
+  llvm::Expected<config::KernelConfig> resolved = config::resolveKernelConfig(resolve, *parsed.ast);
+  if (!resolved)
+    return fail(stage, llvm::toString(resolved.takeError()));
+  std::string diagnostics;
+  ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error)
+      llvm::raw_string_ostream(diagnostics) << diag.str() << "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = frontend::emitFlashIR(context, *parsed.ast,
+                                                       resolved->kernelOptions(64), parsed.sourceMgr);
+  if (!module)
+    return fail(stage, "IRGen: " + parsed.diagnostics);
+  PassManager pm(&context);
+  flash::buildFlashPipeline(pm);
+  if (failed(pm.run(*module)))
+    return fail(stage, "pipeline: " + diagnostics);
+  FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, resolved->target());
+  if (failed(compiled))
+    return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);
+  if (ptxas.empty())
+    return {};
+  llvm::SmallString<128> file, log;
+  int fd;
+  if (llvm::sys::fs::createTemporaryFile("flashc-fuzz", "ptx", fd, file))
+    return fail(stage, "cannot create a temporary file for ptxas");
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << compiled->ptx;
+  }
+  llvm::sys::fs::createTemporaryFile("flashc-fuzz", "log", log);
+  std::string arch = "-arch=" + chip.str();
+  llvm::StringRef args[] = {ptxas, arch, file, "-o", "/dev/null"};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(), log.str()};
+  int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
+  std::string report;
+  if (auto buffer = llvm::MemoryBuffer::getFile(log))
+    report = (*buffer)->getBuffer().str();
+  llvm::sys::fs::remove(file);
+  llvm::sys::fs::remove(log);
+  if (status != 0)
+    return fail("ptxas " + chip.str(), report);
+  return {};
+}
+
+} // namespace
+
+CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options) {
+  ParsedCase parsed(c);
+  if (!parsed.ast)
+    return fail("front end", "a generated variant was rejected:\n" + parsed.diagnostics);
+  const frontend::Variant &variant = parsed.ast->variants.front();
+
+  static const DialectRegistry registry = [] {
+    DialectRegistry r;
+    registerAllDialects(r);
+    return r;
+  }();
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  std::string diagnostics;
+  ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream(diagnostics) << diag.str() << "\n";
+    return success();
+  });
+
+  frontend::KernelOptions kernelOptions;
+  kernelOptions.blockRows = c.blockRows;
+  kernelOptions.blockCols = c.blockCols;
+  kernelOptions.headDim = c.headDim;
+  OwningOpRef<ModuleOp> module =
+      frontend::emitFlashIR(context, *parsed.ast, kernelOptions, parsed.sourceMgr);
+  if (!module)
+    return fail("IRGen", parsed.diagnostics + diagnostics);
+  flash::KernelOp kernel = *module->getOps<flash::KernelOp>().begin();
+
+  llvm::StringMap<int64_t> sizes = {{"B", c.batch},    {"H", c.heads},   {"HKV", c.kvHeads},
+                                    {"N", c.queryLen}, {"M", c.keyLen}, {"D", c.headDim}};
+  interp::ProblemShape shape = interp::resolveShape(kernel, sizes);
+  interp::AttentionInputs inputs = interp::makeRandomInputs(kernel, shape, c.seed);
+
+  // The reference, recording the largest score it saw and whether any was
+  // not finite.
+  interp::ReferenceSpec spec = interp::referenceFor(variant, inputs);
+  double maxScore = 0;
+  bool nonFinite = false;
+  auto recordScore = [&](double score) {
+    if (!std::isfinite(score))
+      nonFinite = true;
+    else
+      maxScore = std::max(maxScore, std::fabs(score));
+    return score;
+  };
+  auto score = spec.score;
+  spec.score = [&, score](double s, int64_t b, int64_t h, int64_t i, int64_t j) {
+    recordScore(s);
+    return recordScore(score ? score(s, b, h, i, j) : s);
+  };
+  interp::ReferenceOutputs reference = interp::naiveAttention(inputs, spec);
+  if (nonFinite)
+    return skip("a score is not finite for these inputs");
+  constexpr double kF32Epsilon = 1.0 / (1 << 24);
+  double scoreError = 64 * kF32Epsilon * (1 + maxScore);
+  double outBound = outputBound(c.elementType) + scoreError;
+  double lseBound = 1e-5 + scoreError;
+  if (outBound > options.maxBound)
+    return skip("scores too large for an f32 comparison", "up to " + format(maxScore));
+
+  // The interpreter before the passes and after each of them.
+  struct Stage {
+    const char *name;
+    std::function<void(OpPassManager &)> add;
+  };
+  std::vector<Stage> stages = {
+      {"IRGen", nullptr},
+      {"flash-fuse-rescale", [](OpPassManager &pm) { pm.addPass(flash::createFlashFuseRescale()); }},
+      {"flash-classify-tiles",
+       [](OpPassManager &pm) {
+         flash::FlashClassifyTilesOptions classify;
+         classify.groupRows = 64;
+         pm.addPass(flash::createFlashClassifyTiles(classify));
+       }},
+      {"cse", [](OpPassManager &pm) { pm.addPass(mlir::createCSEPass()); }},
+      {"flash-fold-scale", [](OpPassManager &pm) { pm.addPass(flash::createFlashFoldScale()); }},
+  };
+  for (const Stage &stage : stages) {
+    std::string where = std::string("interpreter after ") + stage.name;
+    if (stage.add) {
+      PassManager pm(&context);
+      stage.add(pm.nest<flash::KernelOp>());
+      if (failed(pm.run(*module)))
+        return fail(std::string("pass ") + stage.name, diagnostics);
+    }
+    kernel = *module->getOps<flash::KernelOp>().begin();
+    interp::AttentionOutputs outputs;
+    std::string error;
+    interp::RunOptions run;
+    run.checkClassification = true;
+    if (failed(interp::runKernel(kernel, inputs, outputs, error, run)))
+      return fail(where, error);
+    interp::ErrorStats out = interp::compare(outputs.out, reference.out);
+    interp::ErrorStats lse = interp::compare(outputs.lse, reference.lse);
+    if (!out.passes(outBound) || !lse.passes(lseBound))
+      return fail(where, "O rel " + format(out.relative) + " (bound " + format(outBound) +
+                             ", " + std::to_string(out.nonFinite) + " NaN/inf), LSE rel " +
+                             format(lse.relative) + " (bound " + format(lseBound) + ", " +
+                             std::to_string(lse.nonFinite) + " NaN/inf, " +
+                             std::to_string(lse.mismatchedInf) + " rows empty on one side)");
+  }
+
+  if (options.ptx && c.elementType != "f32")
+    for (llvm::StringRef chip : {"sm_90a", "sm_80"}) {
+      CheckResult result = checkPTX(c, parsed, context, chip, options.ptxas);
+      if (result.outcome != Outcome::Pass)
+        return result;
+    }
+  return {};
+}
+
+GeneratedCase fuzz::minimize(const GeneratedCase &c, const CheckResult &failure,
+                             const CheckOptions &options, CheckFn check, int budget) {
+  GeneratedCase best = c;
+  bool progress = true;
+  while (progress && budget > 0) {
+    progress = false;
+    for (const GeneratedCase &candidate : simplifications(best)) {
+      if (--budget < 0)
+        break;
+      CheckResult result = check(candidate, options);
+      if (result.outcome == Outcome::Fail && result.stage == failure.stage) {
+        best = candidate;
+        progress = true;
+        break;
+      }
+    }
+  }
+  return best;
+}

@@ -1,0 +1,254 @@
+//===- flashc-fuzz.cpp - Differential fuzzing of flashc ---------------------===//
+//
+//   flashc-fuzz --seed 1 --count 200             a fixed seed range (CI)
+//   flashc-fuzz --seconds 3600 --out fuzz-out/   longer, by hand
+//   flashc-fuzz --emit-cases DIR --count 300     the cases as .flash files and
+//                                                flash-run command lines (GPU)
+//
+// Generates random valid variants (lib/Fuzz/VariantGenerator.cpp) and checks
+// each (lib/Fuzz/DifferentialCheck.cpp: the interpreter after every pass
+// against the fp64 reference, the claims of flash-classify-tiles element by
+// element, PTX for sm_90a and sm_80 through ptxas). A failing case is
+// minimized and saved as a .flash file whose header says how to reproduce
+// it. Prints progress, then "N passed, N failed, N skipped". Exit codes: 0
+// nothing failed, 1 a case failed, 2 bad command line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Config/ConfigFlags.h"
+#include "flashc/Fuzz/DifferentialCheck.h"
+#include "flashc/Fuzz/VariantGenerator.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <map>
+
+#include <csignal>
+#include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace flashc;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("flashc-fuzz options");
+cl::opt<uint64_t> firstSeed("seed", cl::desc("First seed (cases use seed, seed + 1, ...)"),
+                            cl::init(1), cl::cat(category));
+cl::opt<uint64_t> count("count", cl::desc("Cases to run (0: until --seconds)"), cl::init(0),
+                        cl::cat(category));
+cl::opt<unsigned> seconds("seconds", cl::desc("Stop after this many seconds (0: no limit)"),
+                          cl::init(0), cl::cat(category));
+cl::opt<std::string> outDir("out", cl::desc("Save minimized failing cases here"),
+                            cl::init("fuzz-failures"), cl::cat(category));
+cl::opt<unsigned> ptxEvery("ptx-every",
+                           cl::desc("Check PTX (sm_90a and sm_80, ptxas) on every Kth case "
+                                    "(0: never; default 4)"),
+                           cl::init(4), cl::cat(category));
+cl::opt<std::string> ptxasPath("ptxas",
+                               cl::desc("ptxas (default: on PATH, then /usr/local/cuda/bin; "
+                                        "'none' skips assembling)"),
+                               cl::cat(category));
+cl::opt<std::string> emitCases("emit-cases",
+                               cl::desc("Write the cases (.flash and a flash-run command per "
+                                        "case in cases.txt) here instead of checking them"),
+                               cl::cat(category));
+cl::opt<bool> noMinimize("no-minimize", cl::desc("Save failing cases as generated"),
+                         cl::cat(category));
+cl::opt<bool> verbose("verbose", cl::desc("One line per case"), cl::cat(category));
+cl::opt<bool> noFork("no-fork",
+                     cl::desc("Check cases in this process (a crash then ends the run "
+                              "instead of being reported and minimized)"),
+                     cl::cat(category));
+
+/// checkCase in a child process, so that a crash of the compiler or the
+/// interpreter is a failing case ("crash") like any other.
+fuzz::CheckResult checkIsolated(const fuzz::GeneratedCase &c, const fuzz::CheckOptions &options) {
+  if (noFork)
+    return fuzz::checkCase(c, options);
+  int fds[2];
+  if (pipe(fds) != 0)
+    return fuzz::checkCase(c, options);
+  pid_t child = fork();
+  if (child < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return fuzz::checkCase(c, options);
+  }
+  if (child == 0) {
+    close(fds[0]);
+    fuzz::CheckResult result = fuzz::checkCase(c, options);
+    std::string text = std::to_string(static_cast<int>(result.outcome)) + "\n" + result.stage +
+                       "\n" + result.message;
+    size_t written = 0;
+    while (written < text.size()) {
+      ssize_t n = write(fds[1], text.data() + written, text.size() - written);
+      if (n <= 0)
+        break;
+      written += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (WIFSIGNALED(status))
+    return {fuzz::Outcome::Fail, "crash",
+            std::string("the check died of signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                strsignal(WTERMSIG(status)) + ")"};
+  llvm::StringRef rest(text);
+  auto [outcome, afterOutcome] = rest.split('\n');
+  auto [stage, message] = afterOutcome.split('\n');
+  int kind;
+  if (outcome.getAsInteger(10, kind) || kind < 0 || kind > 2)
+    return {fuzz::Outcome::Fail, "crash", "the check exited without a result"};
+  return {static_cast<fuzz::Outcome>(kind), stage.str(), message.str()};
+}
+
+std::string findPtxas() {
+  if (ptxasPath == "none")
+    return "";
+  if (!ptxasPath.empty())
+    return ptxasPath;
+  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
+    return *found;
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
+    return "/usr/local/cuda/bin/ptxas";
+  return "";
+}
+
+bool writeFile(const std::string &path, const std::string &text) {
+  std::error_code error;
+  llvm::raw_fd_ostream os(path, error);
+  if (error) {
+    llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << path << ": " << error.message() << "\n";
+    return false;
+  }
+  os << text;
+  return true;
+}
+
+/// The reproducer: the case's source with a header saying how it failed
+/// and how to run it.
+std::string reproducer(const fuzz::GeneratedCase &c, const fuzz::CheckResult &result) {
+  std::string header = "# flashc-fuzz seed " + std::to_string(c.seed) + ": " + result.stage +
+                       "\n";
+  for (llvm::StringRef line : llvm::split(result.message, '\n'))
+    if (!line.empty())
+      header += "#   " + line.str() + "\n";
+  header += "# flashc THIS.flash --run=cpu --shape " + c.shapeSpec() + " --tile " + c.tileSpec() +
+            " --seed " + std::to_string(c.seed) + "\n";
+  return header + c.source();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  config::setVersionPrinter("flashc-fuzz");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "flashc-fuzz: differential fuzzing of random valid variants "
+                              "(interpreter after every pass vs fp64, tile claims, PTX)\n");
+  if (count == 0 && seconds == 0) {
+    llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << "give --count and/or --seconds\n";
+    return 2;
+  }
+
+  if (!emitCases.empty()) {
+    if (std::error_code error = llvm::sys::fs::create_directories(emitCases)) {
+      llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << emitCases << ": " << error.message()
+                                                          << "\n";
+      return 2;
+    }
+    std::string commands;
+    uint64_t emitted = 0;
+    for (uint64_t seed = firstSeed; emitted < count; ++seed) {
+      fuzz::GeneratedCase c = fuzz::generateCase(seed);
+      if (c.elementType == "f32")
+        continue; // interpreter-only on the GPU path
+      std::string name = "case-" + std::to_string(seed) + ".flash";
+      if (!writeFile(emitCases + "/" + name, c.source()))
+        return 1;
+      // The GPU kernels need a head dim they support; lengths and tiles stay.
+      fuzz::GeneratedCase gpu = c;
+      gpu.headDim = 64;
+      commands += name + " --shape " + gpu.shapeSpec() + " --seed " + std::to_string(seed) + "\n";
+      ++emitted;
+    }
+    if (!writeFile(emitCases + "/cases.txt", commands))
+      return 1;
+    llvm::outs() << "wrote " << emitted << " cases and " << emitCases << "/cases.txt\n";
+    return 0;
+  }
+
+  fuzz::CheckOptions options;
+  options.ptxas = findPtxas();
+  bool terminal = llvm::sys::Process::StandardErrIsDisplayed();
+  auto started = std::chrono::steady_clock::now();
+  uint64_t passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, uint64_t> skipReasons;
+  for (uint64_t n = 0;; ++n) {
+    if (count && n >= count)
+      break;
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (seconds && elapsed >= seconds)
+      break;
+    uint64_t seed = firstSeed + n;
+    fuzz::GeneratedCase c = fuzz::generateCase(seed);
+    options.ptx = ptxEvery && n % ptxEvery == 0;
+    fuzz::CheckResult result = checkIsolated(c, options);
+    if (result.outcome == fuzz::Outcome::Pass) {
+      ++passed;
+    } else if (result.outcome == fuzz::Outcome::Skip) {
+      ++skipped;
+      ++skipReasons[result.stage];
+    } else {
+      ++failed;
+      llvm::errs() << (terminal ? "\r\x1b[K" : "") << "FAIL seed " << seed << ": "
+                   << result.stage << ": " << result.message << "\n";
+      fuzz::GeneratedCase small =
+          noMinimize ? c : fuzz::minimize(c, result, options, checkIsolated);
+      fuzz::CheckResult smallResult = noMinimize ? result : checkIsolated(small, options);
+      llvm::sys::fs::create_directories(outDir);
+      std::string path = outDir + "/fuzz-" + std::to_string(seed) + ".flash";
+      if (writeFile(path, reproducer(small, smallResult)))
+        llvm::errs() << "  minimized to " << small.mask.size() + small.score.size()
+                     << " expression nodes, saved as " << path << "\n";
+    }
+    if (verbose)
+      llvm::errs() << "seed " << seed << ": "
+                   << (result.outcome == fuzz::Outcome::Pass   ? "ok"
+                       : result.outcome == fuzz::Outcome::Skip ? "skip (" + result.stage + ")"
+                                                               : "FAIL")
+                   << "\n";
+    else if ((n + 1) % 100 == 0 || terminal)
+      llvm::errs() << (terminal ? "\r" : "") << "flashc-fuzz: " << n + 1 << " cases, "
+                   << failed << " failed, " << skipped << " skipped"
+                   << (terminal ? "\x1b[K" : "\n");
+  }
+  if (terminal)
+    llvm::errs() << "\n";
+  for (const auto &[reason, n] : skipReasons)
+    llvm::outs() << "skipped " << n << ": " << reason << "\n";
+  llvm::outs() << "fuzz: " << passed << " passed, " << failed << " failed, " << skipped
+               << " skipped\n";
+  return failed ? 1 : 0;
+}
