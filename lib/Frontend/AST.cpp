@@ -288,3 +288,10 @@ std::string flashc::frontend::toString(const Module &module) {
   }
   return text;
 }
+
+llvm::SMLoc flashc::frontend::startOf(const Expr &expr) {
+  const Expr *e = &expr;
+  while (e->kind == ExprKind::Binary && !e->operands.empty())
+    e = e->operands[0].get();
+  return e->loc;
+}

@@ -85,15 +85,6 @@ ScalarType promote(ScalarType a, ScalarType b) {
                                                           : ScalarType::Int;
 }
 
-/// The leftmost source position of an expression (binary nodes are located
-/// at their operator).
-SMLoc startOf(const Expr &expr) {
-  const Expr *e = &expr;
-  while (e->kind == ExprKind::Binary && !e->operands.empty())
-    e = e->operands[0].get();
-  return e->loc;
-}
-
 enum class Item { Scale, Score, Mask };
 const char *itemName(Item item) {
   switch (item) {

@@ -16,6 +16,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace flashc;
@@ -419,6 +420,106 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 
 } // namespace
 
+/// Whether `expr` has one value for every input: literals and the sizes
+/// the compilation fixes (the head dim, sizes the source fixes).
+static bool isConstant(const Expr &expr, const Variant &variant) {
+  switch (expr.kind) {
+  case ExprKind::IntLiteral:
+  case ExprKind::FloatLiteral:
+  case ExprKind::BoolLiteral:
+    return true;
+  case ExprKind::DimSize:
+    return expr.dimRole == DimRole::HeadDim || variant.dim(expr.dimRole).isFixed();
+  case ExprKind::Unary:
+  case ExprKind::Binary:
+  case ExprKind::Call:
+    return llvm::all_of(expr.operands, [&](const std::unique_ptr<Expr> &operand) {
+      return isConstant(*operand, variant);
+    });
+  default:
+    return false;
+  }
+}
+
+static double evaluateConstant(const Expr &expr, const Variant &variant, int64_t headDim) {
+  int64_t sizes[6];
+  for (int role = 0; role < 6; ++role)
+    sizes[role] = variant.dims[role].isFixed() ? variant.dims[role].value : -1;
+  sizes[static_cast<int>(DimRole::HeadDim)] = headDim;
+  EvalContext context;
+  context.dimSizes = sizes;
+  return evaluate(expr, context);
+}
+
+/// Warns at every largest constant float subexpression of `expr` that is
+/// NaN or infinite for every input (`log(0.0)`, `0.0 / 0.0`): it is a typo
+/// far more often than an intent.
+static void warnNonFiniteConstants(const Expr &expr, const Variant &variant, int64_t headDim,
+                                   llvm::SourceMgr &sourceMgr) {
+  if (isConstant(expr, variant)) {
+    if (expr.type != ScalarType::Float)
+      return;
+    double value = evaluateConstant(expr, variant, headDim);
+    if (!std::isfinite(value))
+      sourceMgr.PrintMessage(startOf(expr), llvm::SourceMgr::DK_Warning,
+                             std::string("this expression is ") +
+                                 (std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf") +
+                                 " for every input");
+    return;
+  }
+  for (const std::unique_ptr<Expr> &operand : expr.operands)
+    warnNonFiniteConstants(*operand, variant, headDim, sourceMgr);
+}
+
+/// Suspicious constants: a scale that is 0 (uniform attention: `1 / 0` is 0
+/// in integer arithmetic) warns, a scale or score that is NaN or +inf for
+/// every input is an error (every output would be NaN), a score that is
+/// -inf or a mask that is false for every input hides every key (O = 0,
+/// LSE = -inf) and warns. Returns false after an error.
+static bool checkConstants(const Variant &variant, int64_t headDim, llvm::SourceMgr &sourceMgr) {
+  bool ok = true;
+  double scale = evaluateScale(variant, headDim);
+  llvm::SMLoc scaleLoc = variant.scale ? startOf(*variant.scale) : variant.loc;
+  if (!std::isfinite(scale)) {
+    sourceMgr.PrintMessage(scaleLoc, llvm::SourceMgr::DK_Error,
+                           std::string("the scale is ") + (std::isnan(scale) ? "NaN" : "infinite") +
+                               ": every score would be NaN");
+    ok = false;
+  } else if (scale == 0) {
+    sourceMgr.PrintMessage(scaleLoc, llvm::SourceMgr::DK_Warning,
+                           "the scale is 0: every score is 0 and every key weighs the same "
+                           "(integer division truncates: write 1.0 / 8 rather than 1 / 8)");
+  }
+  if (variant.score) {
+    if (isConstant(*variant.score, variant)) {
+      double value = evaluateConstant(*variant.score, variant, headDim);
+      if (std::isnan(value) || value == std::numeric_limits<double>::infinity()) {
+        sourceMgr.PrintMessage(startOf(*variant.score), llvm::SourceMgr::DK_Error,
+                               std::string("the score is ") + (std::isnan(value) ? "NaN" : "+inf") +
+                                   " for every input: every output would be NaN");
+        ok = false;
+      } else if (value == -std::numeric_limits<double>::infinity()) {
+        sourceMgr.PrintMessage(startOf(*variant.score), llvm::SourceMgr::DK_Warning,
+                               "the score is -inf for every input: no key is visible (O = 0, "
+                               "LSE = -inf)");
+      }
+    } else {
+      warnNonFiniteConstants(*variant.score, variant, headDim, sourceMgr);
+    }
+  }
+  if (variant.mask) {
+    if (isConstant(*variant.mask, variant)) {
+      if (evaluateConstant(*variant.mask, variant, headDim) == 0)
+        sourceMgr.PrintMessage(startOf(*variant.mask), llvm::SourceMgr::DK_Warning,
+                               "the mask is false for every input: no key is visible (O = 0, "
+                               "LSE = -inf)");
+    } else {
+      warnNonFiniteConstants(*variant.mask, variant, headDim, sourceMgr);
+    }
+  }
+  return ok;
+}
+
 std::optional<int64_t> frontend::resolveHeadDim(const Variant &variant,
                                                 const KernelOptions &options) {
   const Dim &dim = variant.dim(DimRole::HeadDim);
@@ -495,6 +596,10 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
                              "variant '" + variant.name + "' has no tile (Br = " +
                                  std::to_string(br) + ", Bc = " + std::to_string(bc) +
                                  "): tile sizes must be positive");
+      failed = true;
+      continue;
+    }
+    if (!checkConstants(variant, *headDim, sourceMgr)) {
       failed = true;
       continue;
     }

@@ -147,6 +147,10 @@ struct Module {
   const Variant *lookup(llvm::StringRef name) const;
 };
 
+/// The leftmost source position of an expression (binary nodes are located
+/// at their operator).
+llvm::SMLoc startOf(const Expr &expr);
+
 /// Prints in .flash syntax with minimal parentheses (`j <= i && i - j < w`).
 std::string toString(const Expr &expr);
 /// Prints a checked variant as .flash source (q/k/v as declared or

@@ -9,6 +9,8 @@
 //      magnitude: f32 scores carry a relative rounding error of about 2^-24,
 //      which softmax turns into an absolute error of the probabilities, so
 //      the bound is the element type's plus 64 · 2^-24 · (1 + max |score|);
+//      LSE passes on its relative or its absolute error (rows whose LSE is
+//      near 0 make the relative one meaningless);
 //      a case whose bound would exceed `maxBound` (huge scores) or whose
 //      reference sees a non-finite score is skipped, not failed;
 //   3. every claim flash-classify-tiles makes holds, element by element
