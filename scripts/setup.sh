@@ -8,8 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
+# clang-22 and its compiler-rt: the front end's libFuzzer target
+# (scripts/frontend-fuzz.sh, run by scripts/test.sh).
 packages=(cmake ninja-build g++ ccache libgtest-dev libzstd-dev
-          llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools)
+          llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+          clang-22 libclang-rt-22-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
