@@ -62,9 +62,13 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   TileChoice tile = tileFor(variant, headDim);
   std::vector<std::string> lines = {"tile Br=" + std::to_string(tile.blockRows) +
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
-  lines.insert(lines.end(), targetReasons.begin(), targetReasons.end());
-  if (gemmKind == "wgmma" && targetOptions.persistent && tile.blockRows >= 128 &&
-      !persistentGridFits(headDim, tile.blockCols))
+  // The GEMM line, then the grid line only where the tile is warp-specialized
+  // (the grid applies to nothing else).
+  bool specialized = warpSpecializedTiles && tile.blockRows >= 128;
+  for (const std::string &reason : targetReasons)
+    if (specialized || !llvm::StringRef(reason).starts_with("grid"))
+      lines.push_back(reason);
+  if (specialized && targetOptions.persistent && !persistentGridFits(headDim, tile.blockCols))
     lines.push_back("grid: one CTA per tile after all: at D = " + std::to_string(headDim) +
                     " only Bc <= 64 fits the persistent grid");
   return lines;
@@ -89,8 +93,8 @@ tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,
 static std::optional<ConfigRequest> lookUpTuned(const TuningSource &tuning,
                                                 const frontend::Module &ast,
                                                 const frontend::Variant &variant,
-                                                const KnownSizes &sizes, std::string &source,
-                                                std::string &warnings) {
+                                                const KnownSizes &sizes, llvm::StringRef chip,
+                                                std::string &source, std::string &warnings) {
   frontend::KernelOptions options;
   options.headDim = sizes.headDim;
   std::optional<int64_t> headDim = frontend::resolveHeadDim(variant, options);
@@ -109,7 +113,12 @@ static std::optional<ConfigRequest> lookUpTuned(const TuningSource &tuning,
              key->shapeBucket + ", variant " + key->variant + ")";
     return std::nullopt;
   }
-  source = "tuned for " + tuning.gpu + " (" + cache.path() + ")";
+  if (!selectGemm(chip, entry->config.gemm)) {
+    source = "default tile (the tuning cache's winner for " + tuning.gpu + " is a " +
+             entry->config.gemm + " kernel, which " + chip.str() + " cannot run)";
+    return std::nullopt;
+  }
+  source = "tuned for " + tuning.gpu + " (" + cache.path() + "): " + entry->config.str();
   return entry->config.request();
 }
 
@@ -134,7 +143,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
       result.sourceText =
           "default tile (the tuning cache applies to one variant: use --variant)";
     } else if (std::optional<ConfigRequest> winner =
-                   lookUpTuned(*options.tuning, ast, *variant, options.sizes,
+                   lookUpTuned(*options.tuning, ast, *variant, options.sizes, options.chip,
                                result.sourceText, result.warningText)) {
       request = *winner;
       tuned = true;
@@ -169,7 +178,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
       "GEMM " + result.gemmKind +
       (request.gemm && *request.gemm != "auto" ? " (" + asked + ")"
                                                : ": the default on " + target.chip));
-  if (result.gemmKind == "wgmma") {
+  if (result.gemmKind == "wgmma" && result.warpSpecializedTiles) {
     std::string grid = target.persistent ? "persistent" : "one CTA per tile";
     std::string because;
     if (request.persistent)

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <map>
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <sys/wait.h>
@@ -66,6 +67,10 @@ cl::opt<std::string> emitCases("emit-cases",
 cl::opt<bool> noMinimize("no-minimize", cl::desc("Save failing cases as generated"),
                          cl::cat(category));
 cl::opt<bool> verbose("verbose", cl::desc("One line per case"), cl::cat(category));
+cl::opt<unsigned> caseTimeout("case-timeout",
+                              cl::desc("Seconds one case may take before it counts as a hang "
+                                       "(default 300)"),
+                              cl::init(300), cl::cat(category));
 cl::opt<bool> noFork("no-fork",
                      cl::desc("Check cases in this process (a crash then ends the run "
                               "instead of being reported and minimized)"),
@@ -87,6 +92,8 @@ fuzz::CheckResult checkIsolated(const fuzz::GeneratedCase &c, const fuzz::CheckO
   }
   if (child == 0) {
     close(fds[0]);
+    // A check that hangs is a failing case too (SIGALRM).
+    alarm(caseTimeout);
     fuzz::CheckResult result = fuzz::checkCase(c, options);
     std::string text = std::to_string(static_cast<int>(result.outcome)) + "\n" + result.stage +
                        "\n" + result.message;
@@ -103,8 +110,14 @@ fuzz::CheckResult checkIsolated(const fuzz::GeneratedCase &c, const fuzz::CheckO
   std::string text;
   char buffer[4096];
   ssize_t n;
-  while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
+  while ((n = read(fds[0], buffer, sizeof buffer)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      break;
+    }
     text.append(buffer, static_cast<size_t>(n));
+  }
   close(fds[0]);
   int status = 0;
   waitpid(child, &status, 0);
@@ -152,8 +165,17 @@ std::string reproducer(const fuzz::GeneratedCase &c, const fuzz::CheckResult &re
   for (llvm::StringRef line : llvm::split(result.message, '\n'))
     if (!line.empty())
       header += "#   " + line.str() + "\n";
-  header += "# flashc THIS.flash --run=cpu --shape " + c.shapeSpec() + " --tile " + c.tileSpec() +
-            " --seed " + std::to_string(c.seed) + "\n";
+  if (llvm::StringRef(result.stage).starts_with("ptx")) {
+    // The PTX checks compile at D = 64 with the default tile.
+    llvm::StringRef chip = llvm::StringRef(result.stage).rsplit(' ').second;
+    header += "# flashc THIS.flash --emit=ptx --arch=" + chip.str() + " --shape D=64,N=" +
+              std::to_string(c.queryLen) + " -o THIS.ptx (then ptxas -arch=" + chip.str() +
+              " THIS.ptx)\n";
+  } else {
+    header += "# flashc THIS.flash --run=cpu --shape " + c.shapeSpec() + " --tile " +
+              c.tileSpec() + " --seed " + std::to_string(c.seed) +
+              " (a false tile claim shows only in flashc-fuzz, which checks every claim)\n";
+  }
   return header + c.source();
 }
 
@@ -172,13 +194,17 @@ int main(int argc, char **argv) {
   }
 
   if (!emitCases.empty()) {
+    if (count == 0) {
+      llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << "--emit-cases needs --count\n";
+      return 2;
+    }
     if (std::error_code error = llvm::sys::fs::create_directories(emitCases)) {
       llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << emitCases << ": " << error.message()
                                                           << "\n";
       return 2;
     }
     std::string commands;
-    uint64_t emitted = 0, filtered = 0;
+    uint64_t emitted = 0, filtered = 0, failedOnCpu = 0;
     fuzz::CheckOptions cpuOnly;
     cpuOnly.ptx = false;
     for (uint64_t seed = firstSeed; emitted < count; ++seed) {
@@ -190,7 +216,13 @@ int main(int argc, char **argv) {
       // the GPU (flash-run fails it, as NaN never passes).
       fuzz::GeneratedCase gpu = c;
       gpu.headDim = 64;
-      if (checkIsolated(gpu, cpuOnly).outcome != fuzz::Outcome::Pass) {
+      fuzz::CheckResult cpu = checkIsolated(gpu, cpuOnly);
+      if (cpu.outcome == fuzz::Outcome::Fail) {
+        ++failedOnCpu;
+        llvm::errs() << "FAIL seed " << seed << " (on the CPU, at D = 64): " << cpu.stage << ": "
+                     << cpu.message << "\n";
+      }
+      if (cpu.outcome != fuzz::Outcome::Pass) {
         ++filtered;
         continue;
       }
@@ -205,8 +237,8 @@ int main(int argc, char **argv) {
     if (!writeFile(emitCases + "/cases.txt", commands))
       return 1;
     llvm::outs() << "wrote " << emitted << " cases and " << emitCases << "/cases.txt (" << filtered
-                 << " left out: they fail or are skipped on the CPU)\n";
-    return 0;
+                 << " left out: skipped or failed on the CPU; " << failedOnCpu << " failed)\n";
+    return failedOnCpu ? 1 : 0;
   }
 
   fuzz::CheckOptions options;
