@@ -8,7 +8,10 @@
 //      the naive fp64 reference within a bound that accounts for the score
 //      magnitude: f32 scores carry a relative rounding error of about 2^-24,
 //      which softmax turns into an absolute error of the probabilities, so
-//      the bound is the element type's plus 64 · 2^-24 · (1 + max |score|);
+//      the bound is the element type's plus 64 · 2^-24 · (1 + max |score|)
+//      plus twice the largest change of the score mod under a perturbation
+//      of s by 64 · 2^-24 · (1 + |s|) (what f32 rounding of s can do to
+//      an ill-conditioned score such as c / s near s = 0);
 //      LSE passes on its relative or its absolute error (rows whose LSE is
 //      near 0 make the relative one meaningless);
 //      a case whose bound would exceed `maxBound` (huge scores) or whose
