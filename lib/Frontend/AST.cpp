@@ -198,10 +198,21 @@ void print(const Expr &expr, int minPrecedence, llvm::raw_ostream &os) {
   case ExprKind::DimSize:
     os << expr.name;
     break;
-  case ExprKind::Unary:
+  case ExprKind::Unary: {
     os << toString(expr.unaryOp);
-    print(*expr.operands[0], 7, os);
+    // The parser folds `-` into a number that follows it (`-5` is one
+    // literal), so a negation of a literal keeps its parentheses to parse
+    // back as the same tree.
+    const Expr &operand = *expr.operands[0];
+    bool literal = expr.unaryOp == UnaryOp::Neg && (operand.kind == ExprKind::IntLiteral ||
+                                                    operand.kind == ExprKind::FloatLiteral);
+    if (literal)
+      os << "(";
+    print(operand, literal ? 1 : 7, os);
+    if (literal)
+      os << ")";
     break;
+  }
   case ExprKind::Binary:
     // Left associative: the right operand needs parentheses at equal
     // precedence (`a - (b - c)`).

@@ -480,6 +480,26 @@ TEST(ClassifyTiles, RowBandsAreProvedAndObeyed) {
   EXPECT_TRUE(std::isfinite(out.lse[64])) << out.lse[64];
 }
 
+TEST(Frontend, PrintedNegationsOfLiteralsParseBack) {
+  // Found by the libFuzzer target: `- -0` parsed as -(literal -0) and printed
+  // as `-0`, which parses as the literal alone, so every print/parse cycle
+  // lost a negation. The printer now keeps `-(0)`.
+  for (const char *score : {"0.0 - ---0", "- -0.0 * s", "s + -(2)", "- -5 + s"}) {
+    llvm::SourceMgr first, second;
+    std::string source = variant(std::string("score = ") + score);
+    first.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, "a.flash"),
+                             llvm::SMLoc());
+    std::optional<frontend::Module> ast = frontend::parseFlashFile(first);
+    ASSERT_TRUE(ast) << source;
+    std::string printed = frontend::toString(*ast);
+    second.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(printed, "b.flash"),
+                              llvm::SMLoc());
+    std::optional<frontend::Module> reparsed = frontend::parseFlashFile(second);
+    ASSERT_TRUE(reparsed) << printed;
+    EXPECT_EQ(frontend::toString(*reparsed), printed) << score;
+  }
+}
+
 TEST(ClassifyTiles, WrongClaimsFailTheBruteForceCheck) {
   // checkClassification evaluates the mask on every element of a classified
   // tile: a planted wrong claim (tile "empty", tile "full", band "empty")
