@@ -534,13 +534,7 @@ std::optional<int64_t> frontend::resolveHeadDim(const Variant &variant,
 double frontend::evaluateScale(const Variant &variant, int64_t headDim) {
   if (!variant.scale)
     return 1.0 / std::sqrt(static_cast<double>(headDim));
-  int64_t sizes[6];
-  for (int role = 0; role < 6; ++role)
-    sizes[role] = variant.dims[role].isFixed() ? variant.dims[role].value : -1;
-  sizes[static_cast<int>(DimRole::HeadDim)] = headDim;
-  EvalContext context;
-  context.dimSizes = sizes;
-  return evaluate(*variant.scale, context);
+  return evaluateConstant(*variant.scale, variant, headDim);
 }
 
 OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &module,

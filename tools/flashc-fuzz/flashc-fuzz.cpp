@@ -18,6 +18,7 @@
 #include "flashc/Config/ConfigFlags.h"
 #include "flashc/Fuzz/DifferentialCheck.h"
 #include "flashc/Fuzz/VariantGenerator.h"
+#include "flashc/Target/NVPTX/Ptxas.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -134,18 +135,6 @@ fuzz::CheckResult checkIsolated(const fuzz::GeneratedCase &c, const fuzz::CheckO
   return {static_cast<fuzz::Outcome>(kind), stage.str(), message.str()};
 }
 
-std::string findPtxas() {
-  if (ptxasPath == "none")
-    return "";
-  if (!ptxasPath.empty())
-    return ptxasPath;
-  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
-    return *found;
-  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
-    return "/usr/local/cuda/bin/ptxas";
-  return "";
-}
-
 bool writeFile(const std::string &path, const std::string &text) {
   std::error_code error;
   llvm::raw_fd_ostream os(path, error);
@@ -242,7 +231,7 @@ int main(int argc, char **argv) {
   }
 
   fuzz::CheckOptions options;
-  options.ptxas = findPtxas();
+  options.ptxas = nvptx::findPtxas(ptxasPath);
   bool terminal = llvm::sys::Process::StandardErrIsDisplayed();
   auto started = std::chrono::steady_clock::now();
   uint64_t passed = 0, failed = 0, skipped = 0;

@@ -25,6 +25,7 @@
 #include "flashc/InitAllDialects.h"
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Target/NVPTX/EmitPTX.h"
+#include "flashc/Target/NVPTX/Ptxas.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Autotune.h"
 #include "flashc/Tuning/Tuning.h"
@@ -107,18 +108,6 @@ std::chrono::seconds parseBudget(llvm::StringRef text) {
       text.size() - number.size() != 1)
     die(2, "--budget: '" + text + "' is not a duration like 60s or 5m");
   return std::chrono::seconds(text.back() == 'm' ? value * 60 : value);
-}
-
-std::string findPtxas() {
-  if (ptxasPath == "none")
-    return "";
-  if (!ptxasPath.empty())
-    return ptxasPath;
-  if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
-    return *found;
-  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
-    return "/usr/local/cuda/bin/ptxas";
-  return "";
 }
 
 } // namespace
@@ -241,7 +230,7 @@ int main(int argc, char **argv) {
   };
   auto started = std::chrono::steady_clock::now();
   tuning::compileCandidates(candidates, problem, CompileCache(CompileCache::defaultDirectory()),
-                            findPtxas(), progress);
+                            nvptx::findPtxas(ptxasPath), progress);
 
   // On the GPU: validate, then time, within the budget.
   size_t runnable = std::count_if(candidates.begin(), candidates.end(),

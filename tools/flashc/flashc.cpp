@@ -18,6 +18,7 @@
 #include "flashc/Interpreter/Reference.h"
 #include "flashc/Interpreter/VariantReference.h"
 #include "flashc/Target/NVPTX/EmitPTX.h"
+#include "flashc/Target/NVPTX/Ptxas.h"
 #include "flashc/Target/Package/AOT.h"
 #include "flashc/Target/Package/KernelPackage.h"
 #include "flashc/Tuning/Tuning.h"
@@ -330,18 +331,10 @@ int main(int argc, char **argv) {
   if (emitKind == EmitKind::Aot) {
     if (outputFile == "-")
       return usageError("--emit=aot writes files: give the directory with -o");
-    std::string ptxas = ptxasPath;
-    if (ptxas.empty()) {
-      if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
-        ptxas = *found;
-      else if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
-        ptxas = "/usr/local/cuda/bin/ptxas";
-      else
-        llvm::WithColor::note(llvm::errs(), "flashc")
-            << "no ptxas found: writing PTX without a cubin (the runtime JIT-compiles it)\n";
-    } else if (ptxas == "none") {
-      ptxas.clear();
-    }
+    std::string ptxas = nvptx::findPtxas(ptxasPath);
+    if (ptxas.empty() && ptxasPath.empty())
+      llvm::WithColor::note(llvm::errs(), "flashc")
+          << "no ptxas found: writing PTX without a cubin (the runtime JIT-compiles it)\n";
     FailureOr<std::vector<flashrt::KernelPackage>> packages =
         buildKernelPackages(*module, target);
     if (failed(packages))
