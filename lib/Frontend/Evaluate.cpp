@@ -178,3 +178,78 @@ double flashc::frontend::evaluate(const Expr &expr, const EvalContext &context) 
   }
   return 0;
 }
+
+Tangent flashc::frontend::evaluateTangent(const Expr &expr, const EvalContext &context,
+                                          const Expr *wrt) {
+  if (expr.type != ScalarType::Float)
+    return {evaluate(expr, context), 0};
+  auto operand = [&](size_t n) { return evaluateTangent(*expr.operands[n], context, wrt); };
+  switch (expr.kind) {
+  case ExprKind::Score:
+    return {context.score, wrt == nullptr ? 1.0 : 0.0};
+  case ExprKind::Index:
+    return {evaluate(expr, context), &expr == wrt ? 1.0 : 0.0};
+  case ExprKind::Unary: {
+    Tangent a = operand(0);
+    return {-a.value, -a.derivative};
+  }
+  case ExprKind::Binary: {
+    Tangent a = operand(0), b = operand(1);
+    switch (expr.binaryOp) {
+    case BinaryOp::Add:
+      return {a.value + b.value, a.derivative + b.derivative};
+    case BinaryOp::Sub:
+      return {a.value - b.value, a.derivative - b.derivative};
+    case BinaryOp::Mul:
+      return {a.value * b.value, a.derivative * b.value + a.value * b.derivative};
+    case BinaryOp::Div:
+      return {a.value / b.value,
+              (a.derivative * b.value - a.value * b.derivative) / (b.value * b.value)};
+    default:
+      break;
+    }
+    break;
+  }
+  case ExprKind::Call: {
+    switch (expr.builtin) {
+    case Builtin::Select:
+      return evaluate(*expr.operands[0], context) != 0 ? operand(1) : operand(2);
+    case Builtin::Min: {
+      Tangent a = operand(0), b = operand(1);
+      return a.value <= b.value ? a : b;
+    }
+    case Builtin::Max: {
+      Tangent a = operand(0), b = operand(1);
+      return a.value >= b.value ? a : b;
+    }
+    case Builtin::Abs: {
+      Tangent a = operand(0);
+      return a.value < 0 ? Tangent{-a.value, -a.derivative} : a;
+    }
+    case Builtin::Exp: {
+      Tangent a = operand(0);
+      double e = std::exp(a.value);
+      return {e, e * a.derivative};
+    }
+    case Builtin::Log: {
+      Tangent a = operand(0);
+      return {std::log(a.value), a.derivative / a.value};
+    }
+    case Builtin::Tanh: {
+      Tangent a = operand(0);
+      double t = std::tanh(a.value);
+      return {t, (1 - t * t) * a.derivative};
+    }
+    case Builtin::Sqrt: {
+      Tangent a = operand(0);
+      double r = std::sqrt(a.value);
+      return {r, a.derivative / (2 * r)};
+    }
+    }
+    break;
+  }
+  default:
+    break;
+  }
+  return {evaluate(expr, context), 0}; // literals, params, sizes
+}

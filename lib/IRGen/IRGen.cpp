@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashc/IRGen/IRGen.h"
+#include "flashc/Frontend/Derivative.h"
 #include "flashc/Frontend/Frontend.h"
 
 #include "flashc/Dialect/Flash/IR/FlashDialect.h"
@@ -52,6 +53,10 @@ public:
         fileName(fileName) {}
 
   void emit(int64_t br, int64_t bc, int64_t headDim);
+  /// The backward kernel: `derivatives` of the variant's score (empty when
+  /// it has none).
+  void emitBackward(int64_t br, int64_t bc, int64_t headDim,
+                    const ScoreDerivatives &derivatives);
 
 private:
   Location loc(llvm::SMLoc smLoc) {
@@ -75,8 +80,26 @@ private:
   }
   /// Emits the body of a score_mod (withScore) or mask region.
   void emitRegion(Operation *op, const Expr &expr, bool withScore);
+  /// The variant's signature attributes, shared by both kernel ops.
+  struct Signature {
+    flash::TileConfigAttr config;
+    TypeAttr elementType;
+    ArrayAttr params, tensors;
+    DenseI64ArrayAttr staticSizes, dimClasses;
+  };
+  Signature signature(int64_t br, int64_t bc, int64_t headDim);
   /// Creates the kernel op with the variant's signature attributes.
   flash::KernelOp createKernel(Location at, int64_t br, int64_t bc, int64_t headDim);
+  /// The score, mod and mask of one (query tile, key block): the scaled
+  /// scores, the modified ones, and the masked ones ready for a softmax.
+  struct Scores {
+    Value scaled, modified, masked;
+  };
+  Scores emitScores(Value q, Value k, Value b, Value h, Value qt, Value kt, Value keyLen,
+                    double scale, int64_t br, int64_t bc);
+  /// The score_mod_grad region: g·∂score/∂s, and g·∂score/∂t added into the
+  /// gradient of each float aux tensor t the score reads.
+  void emitScoreGradRegion(flash::ScoreModGradOp op, const ScoreDerivatives &derivatives);
 
   OpBuilder &builder;
   const Variant &variant;
@@ -287,8 +310,7 @@ void KernelEmitter::emitRegion(Operation *op, const Expr &expr, bool withScore) 
   builder.setInsertionPointAfter(op);
 }
 
-flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
-                                            int64_t headDim) {
+KernelEmitter::Signature KernelEmitter::signature(int64_t br, int64_t bc, int64_t headDim) {
   MLIRContext *ctx = builder.getContext();
   SmallVector<Attribute> params, tensors;
   for (const ParamDecl &param : variant.params) {
@@ -335,12 +357,47 @@ flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
   }
   staticSizes[static_cast<int>(DimRole::HeadDim)] = headDim;
 
-  return flash::KernelOp::create(
-      builder, at, builder.getStringAttr(variant.name),
-      flash::TileConfigAttr::get(ctx, br, bc, headDim),
-      TypeAttr::get(toMLIRType(ctx, variant.q.elementType)),
-      builder.getArrayAttr(params), builder.getArrayAttr(tensors),
-      builder.getDenseI64ArrayAttr(staticSizes), builder.getDenseI64ArrayAttr(classes));
+  return {flash::TileConfigAttr::get(ctx, br, bc, headDim),
+          TypeAttr::get(toMLIRType(ctx, variant.q.elementType)),
+          builder.getArrayAttr(params),
+          builder.getArrayAttr(tensors),
+          builder.getDenseI64ArrayAttr(staticSizes),
+          builder.getDenseI64ArrayAttr(classes)};
+}
+
+flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
+                                            int64_t headDim) {
+  Signature sig = signature(br, bc, headDim);
+  return flash::KernelOp::create(builder, at, builder.getStringAttr(variant.name), sig.config,
+                                 sig.elementType, sig.params, sig.tensors, sig.staticSizes,
+                                 sig.dimClasses);
+}
+
+KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value h, Value qt,
+                                                Value kt, Value keyLen, double scale,
+                                                int64_t br, int64_t bc) {
+  Location at = loc(variant.loc);
+  auto scoreTile = RankedTensorType::get({br, bc}, builder.getF32Type());
+  Scores result;
+  Value s = flash::QKDotOp::create(builder, at, scoreTile, q, k,
+                                   builder.getF32FloatAttr(static_cast<float>(scale)));
+  result.scaled = s;
+  if (variant.score) {
+    auto scoreMod = flash::ScoreModOp::create(builder, loc(variant.score->loc),
+                                              scoreTile, s, b, h, qt, kt);
+    emitRegion(scoreMod, *variant.score, /*withScore=*/true);
+    s = scoreMod.getResult();
+  }
+  result.modified = s;
+  if (variant.mask) {
+    auto mask = flash::MaskOp::create(builder, loc(variant.mask->loc), scoreTile, s,
+                                      b, h, qt, kt, /*all_visible=*/Value(),
+                                      /*any_visible=*/Value(), /*rows_visible=*/ValueRange());
+    emitRegion(mask, *variant.mask, /*withScore=*/false);
+    s = mask.getResult();
+  }
+  result.masked = flash::MaskKeyBoundsOp::create(builder, at, scoreTile, s, kt, keyLen);
+  return result;
 }
 
 void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
@@ -385,22 +442,7 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
         acc = loop.getRegionIterArg(2);
   Value k = flash::LoadKVOp::create(builder, at, keyTile, flash::KVOperand::Key, b, kvHead, kt);
   Value v = flash::LoadKVOp::create(builder, at, keyTile, flash::KVOperand::Value, b, kvHead, kt);
-  Value s = flash::QKDotOp::create(builder, at, scoreTile, q, k,
-                                   builder.getF32FloatAttr(static_cast<float>(scale)));
-  if (variant.score) {
-    auto scoreMod = flash::ScoreModOp::create(builder, loc(variant.score->loc),
-                                              scoreTile, s, b, h, qt, kt);
-    emitRegion(scoreMod, *variant.score, /*withScore=*/true);
-    s = scoreMod.getResult();
-  }
-  if (variant.mask) {
-    auto mask = flash::MaskOp::create(builder, loc(variant.mask->loc), scoreTile, s,
-                                      b, h, qt, kt, /*all_visible=*/Value(),
-                                      /*any_visible=*/Value(), /*rows_visible=*/ValueRange());
-    emitRegion(mask, *variant.mask, /*withScore=*/false);
-    s = mask.getResult();
-  }
-  s = flash::MaskKeyBoundsOp::create(builder, at, scoreTile, s, kt, keyLen);
+  Value s = emitScores(q, k, b, h, qt, kt, keyLen, scale, br, bc).masked;
   auto softmax = flash::OnlineSoftmaxOp::create(builder, at, rowVector, rowVector,
                                                 scoreTile, rowVector, s, m, l,
                                                 /*exp2_scale=*/FloatAttr());
@@ -415,6 +457,126 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
                                             loop.getResult(2), loop.getResult(0),
                                             loop.getResult(1), builder.getF32FloatAttr(1.0f));
   flash::StoreOp::create(builder, at, finalize.getOutput(), finalize.getLse(), b, h, qt);
+  flash::ReturnOp::create(builder, at);
+}
+
+void KernelEmitter::emitScoreGradRegion(flash::ScoreModGradOp op,
+                                        const ScoreDerivatives &derivatives) {
+  Location at = loc(variant.score->loc);
+  Block *block = builder.createBlock(&op.getBody());
+  Type i32 = builder.getI32Type(), f32 = builder.getF32Type();
+  Value grad = block->addArgument(f32, at);
+  score = block->addArgument(f32, at);
+  batchIndex = block->addArgument(i32, at);
+  headIndex = block->addArgument(i32, at);
+  queryIndex = block->addArgument(i32, at);
+  keyIndex = block->addArgument(i32, at);
+  for (const ScoreDerivatives::TensorRead &read : derivatives.tensorReads) {
+    SmallVector<Value> indices;
+    for (const auto &operand : read.read->operands)
+      indices.push_back(emitExpr(*operand));
+    Value partial = promote(emitExpr(*read.partial), ScalarType::Float, at);
+    Value contribution = arith::MulFOp::create(builder, loc(read.read->loc), grad, partial);
+    flash::AuxGradAddOp::create(builder, loc(read.read->loc), read.read->name, indices,
+                                contribution);
+  }
+  Value wrtScore = promote(emitExpr(*derivatives.wrtScore), ScalarType::Float, at);
+  flash::YieldOp::create(builder, at, arith::MulFOp::create(builder, at, grad, wrtScore).getResult());
+  builder.setInsertionPointAfter(op);
+}
+
+void KernelEmitter::emitBackward(int64_t br, int64_t bc, int64_t headDim,
+                                 const ScoreDerivatives &derivatives) {
+  MLIRContext *ctx = builder.getContext();
+  Location at = loc(variant.loc);
+  Type element = toMLIRType(ctx, variant.q.elementType);
+  Type f32 = builder.getF32Type(), index = builder.getIndexType();
+  auto queryTile = RankedTensorType::get({br, headDim}, element);
+  auto keyTile = RankedTensorType::get({bc, headDim}, element);
+  auto scoreTile = RankedTensorType::get({br, bc}, f32);
+  auto keyAccTile = RankedTensorType::get({bc, headDim}, f32);
+  auto rowVector = RankedTensorType::get({br}, f32);
+  float scale = static_cast<float>(evaluateScale(variant, headDim));
+
+  Signature sig = signature(br, bc, headDim);
+  auto kernel = flash::BackwardKernelOp::create(
+      builder, at, builder.getStringAttr(variant.name), sig.config, sig.elementType,
+      sig.params, sig.tensors, sig.staticSizes, sig.dimClasses);
+  OpBuilder::InsertionGuard guard(builder);
+
+  // preprocess(b, h, qt): Δ = rowsum(dO ∘ O).
+  Block *pre = builder.createBlock(&kernel.getPreprocess(), {}, {index, index, index},
+                                   {at, at, at});
+  {
+    Value b = pre->getArgument(0), h = pre->getArgument(1), qt = pre->getArgument(2);
+    Value out = flash::LoadRowsOp::create(builder, at, queryTile, flash::RowOperand::Output,
+                                          b, h, qt);
+    Value outGrad = flash::LoadRowsOp::create(builder, at, queryTile,
+                                              flash::RowOperand::OutputGrad, b, h, qt);
+    Value delta = flash::RowDotOp::create(builder, at, rowVector, outGrad, out);
+    flash::StoreDeltaOp::create(builder, at, delta, b, h, qt);
+    flash::ReturnOp::create(builder, at);
+  }
+
+  // main(b, kv_head, kt): dK, dV of one key block over the query heads of
+  // its group and all their query tiles.
+  Block *body = builder.createBlock(&kernel.getBody(), {}, {index, index, index},
+                                    {at, at, at});
+  Value b = body->getArgument(0), kvHead = body->getArgument(1), kt = body->getArgument(2);
+  Value k = flash::LoadKVOp::create(builder, at, keyTile, flash::KVOperand::Key, b, kvHead, kt);
+  Value v = flash::LoadKVOp::create(builder, at, keyTile, flash::KVOperand::Value, b, kvHead, kt);
+  Value heads = flash::DimOp::create(builder, at, index, flash::DimRole::Heads);
+  Value kvHeads = flash::DimOp::create(builder, at, index, flash::DimRole::KVHeads);
+  Value queryLen = flash::DimOp::create(builder, at, index, flash::DimRole::QueryLen);
+  Value keyLen = flash::DimOp::create(builder, at, index, flash::DimRole::KeyLen);
+  Value c0 = arith::ConstantIndexOp::create(builder, at, 0);
+  Value c1 = arith::ConstantIndexOp::create(builder, at, 1);
+  Value group = arith::DivUIOp::create(builder, at, heads, kvHeads);
+  Value numQueryTiles = arith::CeilDivUIOp::create(
+      builder, at, queryLen, arith::ConstantIndexOp::create(builder, at, br));
+  Value zero = arith::ConstantOp::create(
+      builder, at, DenseElementsAttr::get(keyAccTile, builder.getF32FloatAttr(0.0f)));
+
+  auto headLoop = scf::ForOp::create(builder, at, c0, group, c1, ValueRange{zero, zero});
+  builder.setInsertionPointToStart(headLoop.getBody());
+  Value h = arith::AddIOp::create(builder, at,
+                                  arith::MulIOp::create(builder, at, kvHead, group),
+                                  headLoop.getInductionVar());
+  auto tileLoop = scf::ForOp::create(builder, at, c0, numQueryTiles, c1,
+                                     headLoop.getRegionIterArgs());
+  builder.setInsertionPointToStart(tileLoop.getBody());
+  Value qt = tileLoop.getInductionVar();
+  Value keyGrad = tileLoop.getRegionIterArg(0), valueGrad = tileLoop.getRegionIterArg(1);
+  Value q = flash::LoadQOp::create(builder, at, queryTile, b, h, qt);
+  Value outGrad = flash::LoadRowsOp::create(builder, at, queryTile,
+                                            flash::RowOperand::OutputGrad, b, h, qt);
+  Value lse = flash::LoadRowStatOp::create(builder, at, rowVector, flash::RowStat::Lse, b, h, qt);
+  Value delta =
+      flash::LoadRowStatOp::create(builder, at, rowVector, flash::RowStat::Delta, b, h, qt);
+  Scores scores = emitScores(q, k, b, h, qt, kt, keyLen, scale, br, bc);
+  Value probs = flash::RecomputeProbsOp::create(builder, at, scoreTile, scores.masked, lse);
+  Value probGrad = flash::OutputGradDotOp::create(builder, at, scoreTile, outGrad, v);
+  Value scoreGrad =
+      flash::SoftmaxGradOp::create(builder, at, scoreTile, probs, probGrad, delta);
+  if (variant.score) {
+    auto chain = flash::ScoreModGradOp::create(builder, loc(variant.score->loc), scoreTile,
+                                               scoreGrad, scores.scaled, b, h, qt, kt);
+    emitScoreGradRegion(chain, derivatives);
+    scoreGrad = chain.getResult();
+  }
+  Value nextValueGrad =
+      flash::AccumulateTransposedOp::create(builder, at, keyAccTile, valueGrad, probs, outGrad);
+  Value nextKeyGrad =
+      flash::AccumulateTransposedOp::create(builder, at, keyAccTile, keyGrad, scoreGrad, q);
+  flash::QueryGradAddOp::create(builder, at, scoreGrad, k, b, h, qt,
+                                builder.getF32FloatAttr(scale));
+  scf::YieldOp::create(builder, at, ValueRange{nextKeyGrad, nextValueGrad});
+  builder.setInsertionPointAfter(tileLoop);
+  scf::YieldOp::create(builder, at, tileLoop.getResults());
+
+  builder.setInsertionPointAfter(headLoop);
+  flash::StoreKeyGradsOp::create(builder, at, headLoop.getResult(0), headLoop.getResult(1), b,
+                                 kvHead, kt, builder.getF32FloatAttr(scale));
   flash::ReturnOp::create(builder, at);
 }
 
@@ -598,6 +760,16 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       continue;
     }
     builder.setInsertionPointToEnd(result->getBody());
+    if (options.backward) {
+      std::optional<ScoreDerivatives> derivatives = differentiateScore(variant, sourceMgr);
+      if (!derivatives) {
+        failed = true;
+        continue;
+      }
+      KernelEmitter(builder, variant, sourceMgr, fileName)
+          .emitBackward(br, bc, *headDim, *derivatives);
+      continue;
+    }
     KernelEmitter(builder, variant, sourceMgr, fileName).emit(br, bc, *headDim);
   }
   if (failed)

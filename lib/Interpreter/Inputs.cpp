@@ -61,7 +61,7 @@ HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
 
 } // namespace
 
-AttentionInputs interp::makeRandomInputs(flash::KernelOp kernel, const ProblemShape &shape,
+AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
                                          uint64_t seed) {
   std::mt19937_64 rng(seed);
   AttentionInputs inputs;
@@ -79,9 +79,18 @@ AttentionInputs interp::makeRandomInputs(flash::KernelOp kernel, const ProblemSh
   return inputs;
 }
 
+std::vector<float> interp::makeRandomOutputGrad(flash::KernelSignature kernel,
+                                                const ProblemShape &shape, uint64_t seed) {
+  // A stream of its own, so dO does not depend on how many aux elements
+  // the forward inputs drew.
+  std::mt19937_64 rng(seed ^ 0x6a09e667f3bcc909ull);
+  return randomNormal(shape.batch() * shape.heads() * shape.queryLen() * shape.headDim(),
+                      kernel.getElementType(), rng);
+}
+
 const llvm::StringRef interp::kShapeKeys[flash::kNumDimRoles] = {"B", "H", "HKV", "N", "M", "D"};
 
-ProblemShape interp::resolveShape(flash::KernelOp kernel, const llvm::StringMap<int64_t> &given,
+ProblemShape interp::resolveShape(flash::KernelSignature kernel, const llvm::StringMap<int64_t> &given,
                                   const ProblemShape *base) {
   auto isGiven = [&](flash::DimRole role) {
     return given.count(kShapeKeys[static_cast<int>(role)]) != 0;

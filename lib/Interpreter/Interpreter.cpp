@@ -9,7 +9,7 @@
 
 #include "flashc/Interpreter/Interpreter.h"
 
-#include "ScalarProgram.h"
+#include "KernelExecutor.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -22,6 +22,7 @@
 using namespace mlir;
 using namespace flashc;
 using namespace flashc::interp;
+using namespace flashc::interp::detail;
 
 //===----------------------------------------------------------------------===//
 // Small pieces
@@ -70,119 +71,53 @@ float interp::roundToElementType(float value, Type type) {
   return value;
 }
 
-namespace {
 
-/// A row-major f32 tile; 1-D tiles (row vectors) have cols == 1.
-struct Tile {
-  int64_t rows = 0, cols = 0;
-  std::vector<float> data;
+//===----------------------------------------------------------------------===//
+// Construction
+//===----------------------------------------------------------------------===//
 
-  Tile(int64_t rows, int64_t cols, float fill = 0.0f)
-      : rows(rows), cols(cols), data(rows * cols, fill) {}
-  float &operator()(int64_t r, int64_t c) { return data[r * cols + c]; }
-  float operator()(int64_t r, int64_t c) const { return data[r * cols + c]; }
-};
-using TilePtr = std::shared_ptr<const Tile>;
+KernelExecutor::KernelExecutor(flash::KernelOp kernel, const AttentionInputs &inputs,
+                               AttentionOutputs &outputs, const RunOptions &options)
+    : kernelOp(kernel), signature(kernel), inputs(inputs), outputs(&outputs),
+      tiles(&outputs.tiles), options(options) {
+  initialize();
+}
 
-/// What an SSA value holds during execution.
-struct RuntimeValue {
-  double scalar = 0;
-  TilePtr tile;
-};
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-class KernelExecutor {
-public:
-  KernelExecutor(flash::KernelOp kernel, const AttentionInputs &inputs,
-                 AttentionOutputs &outputs, const RunOptions &options)
-      : kernel(kernel), inputs(inputs), outputs(outputs), options(options),
-        config(kernel.getConfig()), elementType(kernel.getElementType()) {
-    env.inputs = &inputs;
-    // One entry per SSA value the walk can define, so `values` never rehashes
-    // while the kernel runs.
-    unsigned numValues = 0;
-    kernel->walk([&](Block *block) { numValues += block->getNumArguments(); });
-    kernel->walk([&](Operation *op) { numValues += op->getNumResults(); });
-    values.reserve(numValues);
-    for (Attribute attr : kernel.getParams()) {
-      auto param = cast<flash::ParamAttr>(attr);
-      double value = 0;
-      if (auto intAttr = dyn_cast<IntegerAttr>(param.getDefaultValue()))
-        value = static_cast<double>(intAttr.getInt());
-      else
-        value = cast<FloatAttr>(param.getDefaultValue()).getValueAsDouble();
-      auto it = inputs.params.find(param.getName().getValue());
-      if (it != inputs.params.end())
-        value = it->second;
-      if (param.getType().isInteger(32))
-        value = static_cast<double>(static_cast<int32_t>(value));
-      else
-        value = static_cast<double>(static_cast<float>(value));
-      env.params[param.getName().getValue()] = value;
-    }
+void KernelExecutor::initialize() {
+  config = signature.getConfig();
+  elementType = signature.getElementType();
+  env.inputs = &inputs;
+  // One entry per SSA value the walk can define, so `values` never rehashes
+  // while the kernel runs.
+  unsigned numValues = 0;
+  kernelOp->walk([&](Block *block) { numValues += block->getNumArguments(); });
+  kernelOp->walk([&](Operation *op) { numValues += op->getNumResults(); });
+  values.reserve(numValues);
+  for (Attribute attr : signature.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    double value = 0;
+    if (auto intAttr = dyn_cast<IntegerAttr>(param.getDefaultValue()))
+      value = static_cast<double>(intAttr.getInt());
+    else
+      value = cast<FloatAttr>(param.getDefaultValue()).getValueAsDouble();
+    auto it = inputs.params.find(param.getName().getValue());
+    if (it != inputs.params.end())
+      value = it->second;
+    if (param.getType().isInteger(32))
+      value = static_cast<double>(static_cast<int32_t>(value));
+    else
+      value = static_cast<double>(static_cast<float>(value));
+    env.params[param.getName().getValue()] = value;
   }
+}
 
-  LogicalResult run(std::string &error);
-
-private:
-  LogicalResult fail(Operation *op, const Twine &message) {
-    std::string location;
-    llvm::raw_string_ostream os(location);
-    op->getLoc().print(os);
-    errorMessage = ("interpreter: " + message + " (at " + location + ")").str();
-    return failure();
-  }
-
-  /// The returned reference is valid only until the next get/setTile of a
-  /// value not seen before (DenseMap insertion may rehash): never hold it
-  /// across one. The constructor reserves a slot per SSA value of the kernel.
-  RuntimeValue &get(Value value) { return values[value]; }
-  const Tile &tile(Value value) { return *values[value].tile; }
-  double scalar(Value value) { return values[value].scalar; }
-  int64_t index(Value value) { return static_cast<int64_t>(values[value].scalar); }
-  void setTile(Value value, Tile &&tile) {
-    values[value].tile = std::make_shared<const Tile>(std::move(tile));
-  }
-
-  /// Executes the ops of `block` up to its terminator and returns the
-  /// terminator's operand values.
-  LogicalResult execBlock(Block &block, SmallVectorImpl<RuntimeValue> &yielded);
-  LogicalResult execOp(Operation &op);
-  LogicalResult execScalar(Operation &op);
-  LogicalResult execFor(scf::ForOp loop);
-  LogicalResult execConstant(arith::ConstantOp op);
-  LogicalResult execElementRegion(Operation *op, Value scores, Value batch, Value head,
-                                  Value queryTile, Value keyTile, bool isMask);
-  /// The compiled program of a score_mod or mask region.
-  FailureOr<const RegionProgram *> regionProgram(Operation *op);
-  /// RunOptions::checkClassification: evaluates `mask` on every element of
-  /// its tile inside the problem (i < N, j < M) and fails when a claim of
-  /// flash-classify-tiles (tile empty, tile full, row band empty) is false.
-  LogicalResult checkClaims(flash::MaskOp mask);
-
-  // Tile ops.
-  void loadRows(Value result, const std::vector<float> &source, int64_t b,
-                int64_t head, int64_t heads, int64_t length, int64_t tileIndex);
-  void onlineSoftmax(flash::OnlineSoftmaxOp op);
-  Tile accumulate(const Tile *acc, const Tile *alpha, const Tile &probs, const Tile &value);
-  void finalize(flash::FinalizeOp op);
-  void store(flash::StoreOp op);
-
-  flash::KernelOp kernel;
-  const AttentionInputs &inputs;
-  AttentionOutputs &outputs;
-  RunOptions options;
-  flash::TileConfigAttr config;
-  Type elementType;
-  LaunchEnv env;
-  llvm::DenseMap<Value, RuntimeValue> values;
-  llvm::DenseMap<Operation *, ScalarInstr> scalarCache;
-  llvm::DenseMap<Operation *, RegionProgram> regionCache;
-  std::string errorMessage;
-};
-
-} // namespace
+LogicalResult KernelExecutor::fail(Operation *op, const Twine &message) {
+  std::string location;
+  llvm::raw_string_ostream os(location);
+  op->getLoc().print(os);
+  errorMessage = ("interpreter: " + message + " (at " + location + ")").str();
+  return failure();
+}
 
 //===----------------------------------------------------------------------===//
 // Control flow and scalars
@@ -447,9 +382,50 @@ void KernelExecutor::store(flash::StoreOp op) {
   for (int64_t r = 0; r < out.rows && first + r < shape.queryLen(); ++r) {
     int64_t row = (b * shape.heads() + h) * shape.queryLen() + first + r;
     for (int64_t d = 0; d < out.cols; ++d)
-      outputs.out[row * out.cols + d] = roundToElementType(out(r, d), elementType);
-    outputs.lse[row] = lse(r, 0);
+      outputs->out[row * out.cols + d] = roundToElementType(out(r, d), elementType);
+    outputs->lse[row] = lse(r, 0);
   }
+}
+
+LogicalResult KernelExecutor::execMask(flash::MaskOp mask) {
+  // Tiles flash-classify-tiles proved full or empty take the same
+  // shortcut as on the GPU, so a wrong proof fails the reference check
+  // (and, with checkClassification, the brute-force check first).
+  if (options.checkClassification && mask.isClassified() && failed(checkClaims(mask)))
+    return failure();
+  if (mask.isClassified() && scalar(mask.getAnyVisible()) == 0) {
+    ++tiles->empty;
+    Tile result = tile(mask.getScores());
+    std::fill(result.data.begin(), result.data.end(), kNegInf);
+    setTile(mask.getResult(), std::move(result));
+    return success();
+  }
+  if (mask.isClassified() && scalar(mask.getAllVisible()) != 0) {
+    ++tiles->full;
+    // Copy the pointer out first: get(result) may insert into `values`
+    // and rehash it, which would leave a reference into it dangling.
+    TilePtr scores = get(mask.getScores()).tile;
+    get(mask.getResult()).tile = std::move(scores);
+  } else {
+    ++tiles->partial;
+    if (failed(execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
+                                 mask.getQueryTile(), mask.getKeyTile(), /*isMask=*/true)))
+      return failure();
+  }
+  // Row bands proved empty: -inf without looking, as the warpgroup
+  // that owns them on the GPU skips the block.
+  ValueRange bands = mask.getRowsVisible();
+  if (llvm::all_of(bands, [&](Value visible) { return scalar(visible) != 0; }))
+    return success();
+  Tile result = tile(mask.getResult());
+  int64_t bandRows = result.rows / static_cast<int64_t>(bands.size());
+  for (auto [band, visible] : llvm::enumerate(bands))
+    if (scalar(visible) == 0)
+      for (int64_t r = band * bandRows; r < (band + 1) * bandRows; ++r)
+        for (int64_t c = 0; c < result.cols; ++c)
+          result(r, c) = kNegInf;
+  setTile(mask.getResult(), std::move(result));
+  return success();
 }
 
 LogicalResult KernelExecutor::execOp(Operation &op) {
@@ -487,46 +463,7 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
         return execElementRegion(mod, mod.getScores(), mod.getBatch(), mod.getHead(),
                                  mod.getQueryTile(), mod.getKeyTile(), /*isMask=*/false);
       })
-      .Case([&](flash::MaskOp mask) {
-        // Tiles flash-classify-tiles proved full or empty take the same
-        // shortcut as on the GPU, so a wrong proof fails the reference check
-        // (and, with checkClassification, the brute-force check first).
-        if (options.checkClassification && mask.isClassified() && failed(checkClaims(mask)))
-          return failure();
-        if (mask.isClassified() && scalar(mask.getAnyVisible()) == 0) {
-          ++outputs.tiles.empty;
-          Tile result = tile(mask.getScores());
-          std::fill(result.data.begin(), result.data.end(), kNegInf);
-          setTile(mask.getResult(), std::move(result));
-          return success();
-        }
-        if (mask.isClassified() && scalar(mask.getAllVisible()) != 0) {
-          ++outputs.tiles.full;
-          // Copy the pointer out first: get(result) may insert into `values`
-          // and rehash it, which would leave a reference into it dangling.
-          TilePtr scores = get(mask.getScores()).tile;
-          get(mask.getResult()).tile = std::move(scores);
-        } else {
-          ++outputs.tiles.partial;
-          if (failed(execElementRegion(mask, mask.getScores(), mask.getBatch(), mask.getHead(),
-                                       mask.getQueryTile(), mask.getKeyTile(), /*isMask=*/true)))
-            return failure();
-        }
-        // Row bands proved empty: -inf without looking, as the warpgroup
-        // that owns them on the GPU skips the block.
-        ValueRange bands = mask.getRowsVisible();
-        if (llvm::all_of(bands, [&](Value visible) { return scalar(visible) != 0; }))
-          return success();
-        Tile result = tile(mask.getResult());
-        int64_t bandRows = result.rows / static_cast<int64_t>(bands.size());
-        for (auto [band, visible] : llvm::enumerate(bands))
-          if (scalar(visible) == 0)
-            for (int64_t r = band * bandRows; r < (band + 1) * bandRows; ++r)
-              for (int64_t c = 0; c < result.cols; ++c)
-                result(r, c) = kNegInf;
-        setTile(mask.getResult(), std::move(result));
-        return success();
-      })
+      .Case([&](flash::MaskOp mask) { return execMask(mask); })
       .Case([&](flash::MaskKeyBoundsOp bounds) {
         Tile s = tile(bounds.getScores());
         int64_t first = index(bounds.getKeyTile()) * s.cols, keyLen = index(bounds.getKeyLen());
@@ -567,12 +504,22 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
         store(op);
         return success();
       })
-      .Default([&](Operation *other) { return execScalar(*other); });
+      .Default([&](Operation *other) { return execBackwardOp(*other); });
 }
 
 LogicalResult KernelExecutor::run(std::string &error) {
+  *tiles = {};
+  if (failed(outputs ? runForward() : runBackward())) {
+    error = errorMessage;
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult KernelExecutor::runForward() {
   const ProblemShape &shape = inputs.shape;
-  outputs.tiles = {};
+  auto kernel = cast<flash::KernelOp>(kernelOp);
+  AttentionOutputs &outputs = *this->outputs;
   outputs.out.assign(shape.batch() * shape.heads() * shape.queryLen() * shape.headDim(),
                      std::numeric_limits<float>::quiet_NaN());
   outputs.lse.assign(shape.batch() * shape.heads() * shape.queryLen(),
@@ -587,10 +534,8 @@ LogicalResult KernelExecutor::run(std::string &error) {
         get(kernel.getBatch()).scalar = static_cast<double>(b);
         get(kernel.getHead()).scalar = static_cast<double>(h);
         get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
-        if (failed(execBlock(body, yielded))) {
-          error = errorMessage;
+        if (failed(execBlock(body, yielded)))
           return failure();
-        }
       }
   return success();
 }
@@ -599,7 +544,7 @@ LogicalResult KernelExecutor::run(std::string &error) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
-std::string interp::checkInputs(flash::KernelOp kernel, const AttentionInputs &inputs) {
+std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs) {
   const ProblemShape &shape = inputs.shape;
   auto roleName = [](int role) {
     static const char *names[] = {"B", "H", "HKV", "N", "M", "D"};

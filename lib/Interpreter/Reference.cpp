@@ -59,6 +59,103 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
   return result;
 }
 
+ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
+                                                  const ReferenceSpec &spec,
+                                                  llvm::ArrayRef<float> outputGrad) {
+  const ProblemShape &shape = inputs.shape;
+  int64_t B = shape.batch(), H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(),
+          M = shape.keyLen(), D = shape.headDim();
+  int64_t group = H / HKV;
+  ReferenceGradients grads;
+  grads.dq.assign(B * H * N * D, 0.0);
+  grads.dk.assign(B * HKV * M * D, 0.0);
+  grads.dv.assign(B * HKV * M * D, 0.0);
+  ReferenceSpec::TensorPartialFn noTensor;
+  std::vector<double> scaled(M), logits(M), probs(M), probGrads(M);
+  std::vector<bool> visible(M);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t kvHead = h / group;
+      auto keyRow = [&](const std::vector<float> &source, int64_t j) {
+        return &source[((b * HKV + kvHead) * M + j) * D];
+      };
+      for (int64_t i = 0; i < N; ++i) {
+        int64_t row = (b * H + h) * N + i;
+        const float *q = &inputs.q[row * D];
+        const float *dO = &outputGrad[row * D];
+        double rowMax = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < M; ++j) {
+          visible[j] = !spec.mask || spec.mask(b, h, i, j);
+          if (!visible[j])
+            continue;
+          const float *k = keyRow(inputs.k, j);
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
+          scaled[j] = spec.scale * dot;
+          logits[j] = spec.score ? spec.score(scaled[j], b, h, i, j) : scaled[j];
+          if (logits[j] == -std::numeric_limits<double>::infinity())
+            visible[j] = false; // a score of -inf is a masked key
+          else
+            rowMax = std::max(rowMax, logits[j]);
+        }
+        if (rowMax == -std::numeric_limits<double>::infinity())
+          continue; // no visible key: every gradient of the row is 0
+        double sum = 0;
+        for (int64_t j = 0; j < M; ++j)
+          if (visible[j])
+            sum += probs[j] = std::exp(logits[j] - rowMax);
+        double delta = 0;
+        for (int64_t j = 0; j < M; ++j) {
+          if (!visible[j])
+            continue;
+          probs[j] /= sum;
+          const float *v = keyRow(inputs.v, j);
+          double dp = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dp += static_cast<double>(dO[d]) * static_cast<double>(v[d]);
+          probGrads[j] = dp;
+          delta += probs[j] * dp;
+        }
+        for (int64_t j = 0; j < M; ++j) {
+          if (!visible[j] || probs[j] == 0)
+            continue;
+          double modGrad = probs[j] * (probGrads[j] - delta); // ∂L/∂score
+          double scoreGrad =
+              modGrad * (spec.scoreDerivative ? spec.scoreDerivative(scaled[j], b, h, i, j) : 1.0);
+          if (spec.tensorPartials)
+            spec.tensorPartials(scaled[j], b, h, i, j,
+                                [&](llvm::StringRef name, llvm::ArrayRef<int64_t> indices,
+                                    double partial) {
+                                  auto tensor = inputs.tensors.find(name);
+                                  if (tensor == inputs.tensors.end())
+                                    return;
+                                  const HostTensor &decl = tensor->second;
+                                  std::vector<double> &grad = grads.tensorGrads[name];
+                                  grad.resize(decl.numElements(), 0.0);
+                                  int64_t offset = 0;
+                                  for (size_t d = 0; d < indices.size(); ++d) {
+                                    if (indices[d] < 0 || indices[d] >= decl.shape[d])
+                                      return; // the read gave 0: no gradient
+                                    offset = offset * decl.shape[d] + indices[d];
+                                  }
+                                  grad[offset] += modGrad * partial;
+                                });
+          const float *k = keyRow(inputs.k, j);
+          double *dq = &grads.dq[row * D];
+          double *dk = &grads.dk[((b * HKV + kvHead) * M + j) * D];
+          double *dv = &grads.dv[((b * HKV + kvHead) * M + j) * D];
+          for (int64_t d = 0; d < D; ++d) {
+            dq[d] += spec.scale * scoreGrad * static_cast<double>(k[d]);
+            dk[d] += spec.scale * scoreGrad * static_cast<double>(q[d]);
+            dv[d] += probs[j] * static_cast<double>(dO[d]);
+          }
+        }
+      }
+    }
+  return grads;
+}
+
 ErrorStats interp::compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected) {
   ErrorStats stats;
   double diffSquares = 0, refSquares = 0;

@@ -196,6 +196,19 @@ double ScalarInstr::execute(const double *slots) const {
     r = tensor->at(llvm::ArrayRef<int64_t>(indices, operands.size()));
     break;
   }
+  case Opcode::AuxGradAdd: {
+    // The indices, then the value; f32 adds like the GPU's atomics.
+    size_t rank = operands.size() - 1;
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t at = i64(static_cast<int>(d));
+      if (at < 0 || at >= tensor->shape[d])
+        return 0; // outside the tensor: the read there gave 0
+      offset = offset * tensor->shape[d] + at;
+    }
+    gradient[offset] = static_cast<float>(gradient[offset] + in(static_cast<int>(rank)));
+    return 0;
+  }
   case Opcode::KVHead: // `predicate` holds the group size H / HKV
     r = static_cast<double>(i64(0) / static_cast<int64_t>(predicate));
     break;
@@ -215,6 +228,18 @@ interp::compileScalarOp(Operation *op, const LaunchEnv &env,
     error = (message + " (at " + location + ")").str();
     return failure();
   };
+  if (auto add = dyn_cast<flash::AuxGradAddOp>(op)) {
+    auto tensor = env.inputs->tensors.find(add.getTensor());
+    if (!env.tensorGrads || tensor == env.inputs->tensors.end())
+      return fail("interpreter: no gradient of aux tensor '" + add.getTensor() + "'");
+    std::vector<float> &gradient = (*env.tensorGrads)[add.getTensor()];
+    ScalarInstr instr{Opcode::AuxGradAdd};
+    instr.tensor = &tensor->second;
+    instr.gradient = gradient.data();
+    for (Value operand : op->getOperands())
+      instr.operands.push_back(slotOf(operand));
+    return instr;
+  }
   if (op->getNumResults() != 1)
     return fail("interpreter: '" + op->getName().getStringRef() +
                 "' is not a scalar operation");
@@ -353,7 +378,8 @@ FailureOr<RegionProgram> RegionProgram::compile(Region &region, const LaunchEnv 
     if (failed(instr))
       return failure();
     instr->result = program.numSlots++;
-    slots[op.getResult(0)] = instr->result;
+    if (op.getNumResults() == 1)
+      slots[op.getResult(0)] = instr->result;
     program.instrs.push_back(std::move(*instr));
   }
   return program;

@@ -24,6 +24,8 @@ namespace flashc::interp {
 struct LaunchEnv {
   const AttentionInputs *inputs = nullptr;
   llvm::StringMap<double> params; // every declared parameter's value
+  /// The backward pass's aux tensor gradients (flash.aux_grad_add), by name.
+  llvm::StringMap<std::vector<float>> *tensorGrads = nullptr;
 };
 
 enum class Opcode {
@@ -34,6 +36,7 @@ enum class Opcode {
   Select, SIToFP, FPToSI, IndexCast, ExtSI, ExtUI, TruncI, ExtF, TruncF,
   Exp, Exp2, Log, Log2, Tanh, Sqrt, Rsqrt, AbsF, AbsI,
   Param, Dim, AuxLoad, KVHead,
+  AuxGradAdd, // no result: adds its last operand into a gradient element
 };
 
 /// One scalar operation. All values are doubles: integers of up to 32 bits
@@ -45,14 +48,16 @@ struct ScalarInstr {
   bool roundToF32 = false; // f32 result: round like the GPU's f32 unit
   int predicate = 0;       // cmpi / cmpf predicate
   double constant = 0;     // Constant, Param, Dim
-  const HostTensor *tensor = nullptr; // AuxLoad
+  const HostTensor *tensor = nullptr; // AuxLoad, AuxGradAdd (its shape)
+  float *gradient = nullptr;          // AuxGradAdd: indexed like `tensor`
   llvm::SmallVector<int, 4> operands; // slots
   int result = -1;                    // slot
 
   double execute(const double *slots) const;
 };
 
-/// Compiles `op`, numbering its operands through `slotOf`. Fails with a
+/// Compiles `op`, numbering its operands through `slotOf` (an op without a
+/// result, flash.aux_grad_add, still gets a result slot, written 0). Fails with a
 /// message for ops the interpreter does not know.
 mlir::FailureOr<ScalarInstr> compileScalarOp(mlir::Operation *op, const LaunchEnv &env,
                                              const std::function<int(mlir::Value)> &slotOf,

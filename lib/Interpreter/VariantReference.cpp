@@ -65,5 +65,37 @@ ReferenceSpec interp::referenceFor(const frontend::Variant &variant,
     spec.mask = [makeContext, mask](int64_t b, int64_t h, int64_t i, int64_t j) {
       return frontend::evaluate(*mask, makeContext(b, h, i, j)) != 0;
     };
+  // The backward's derivatives by dual numbers over the same tree, never
+  // through the symbolic derivatives the kernel uses (Derivative.h).
+  if (const frontend::Expr *score = variant.score.get()) {
+    spec.scoreDerivative = [makeContext, score](double s, int64_t b, int64_t h, int64_t i,
+                                                int64_t j) {
+      frontend::EvalContext context = makeContext(b, h, i, j);
+      context.score = s;
+      return frontend::evaluateTangent(*score, context, nullptr).derivative;
+    };
+    auto reads = std::make_shared<std::vector<const frontend::Expr *>>();
+    std::function<void(const frontend::Expr &)> collect = [&](const frontend::Expr &expr) {
+      if (expr.kind == frontend::ExprKind::Index && expr.type == frontend::ScalarType::Float)
+        reads->push_back(&expr);
+      for (const auto &operand : expr.operands)
+        collect(*operand);
+    };
+    collect(*score);
+    if (!reads->empty())
+      spec.tensorPartials = [makeContext, score, reads, &variant](
+                                double s, int64_t b, int64_t h, int64_t i, int64_t j,
+                                const ReferenceSpec::TensorPartialFn &add) {
+        frontend::EvalContext context = makeContext(b, h, i, j);
+        context.score = s;
+        for (const frontend::Expr *read : *reads) {
+          llvm::SmallVector<int64_t, 4> indices;
+          for (const auto &operand : read->operands)
+            indices.push_back(static_cast<int64_t>(frontend::evaluate(*operand, context)));
+          add(variant.tensors[read->declIndex].name, indices,
+              frontend::evaluateTangent(*score, context, read).derivative);
+        }
+      };
+  }
   return spec;
 }

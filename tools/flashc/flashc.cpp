@@ -2,6 +2,7 @@
 //
 //   flashc variant.flash --emit=flash -o -        flash IR after the passes
 //   flashc variant.flash --run=cpu --shape B=2,H=4,N=1000,D=64
+//   flashc variant.flash --run=cpu --bwd       gradients against fp64
 //
 // Diagnostics go to stderr; exit 0 on success, 1 on bad input or a failed
 // check, 2 on bad command-line usage.
@@ -13,6 +14,7 @@
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
+#include "flashc/Interpreter/BackwardCheck.h"
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Interpreter/Interpreter.h"
 #include "flashc/Interpreter/Reference.h"
@@ -113,6 +115,12 @@ cl::opt<std::string> tileSpec("tile",
                               cl::value_desc("Br=..,Bc=.."), cl::cat(flashcCategory));
 cl::list<std::string> paramSpecs("param", cl::desc("Set a runtime parameter, e.g. window=256"),
                                  cl::value_desc("name=value"), cl::cat(flashcCategory));
+cl::opt<bool> backwardPass(
+    "bwd",
+    cl::desc("The backward pass: --emit=flash/flash-raw print each variant's "
+             "flash.backward_kernel; --run=cpu checks dQ, dK, dV and aux tensor "
+             "gradients against the fp64 reference"),
+    cl::cat(flashcCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
                        cl::cat(flashcCategory));
 
@@ -155,7 +163,37 @@ void printStats(llvm::raw_ostream &os, llvm::StringRef what, const interp::Error
 
 /// Runs every kernel of `module` on the interpreter and checks it. Returns
 /// the process exit code.
-int runOnCpu(ModuleOp module, const frontend::Module &ast,
+/// Checks the backward kernel of `kernel`'s variant from the forward's own
+/// O and LSE on `inputs`. Returns whether every gradient is within bounds.
+bool checkBackwardOnCpu(flash::KernelOp kernel, flash::BackwardKernelOp backward,
+                        const frontend::Variant &variant, const interp::AttentionInputs &inputs,
+                        bool &ranOk) {
+  std::vector<float> outputGrad =
+      interp::makeRandomOutputGrad(kernel, inputs.shape, seed);
+  interp::BackwardCheck check;
+  std::string error;
+  ranOk = succeeded(
+      interp::checkBackward(kernel, backward, variant, inputs, outputGrad, check, error));
+  if (!ranOk) {
+    llvm::WithColor::error(llvm::errs(), "flashc")
+        << "variant '" << kernel.getSymName() << "' (backward): " << error << "\n";
+    return false;
+  }
+  for (const interp::GradientCheck &gradient : check.gradients)
+    printStats(llvm::outs(), gradient.name, gradient.stats, gradient.bound);
+  llvm::outs() << "  interpreter " << llvm::format("%.2f", check.seconds)
+               << " s (forward + backward)";
+  const interp::AttentionOutputs::TileCounts &tiles = check.tiles;
+  if (tiles.empty + tiles.full + tiles.partial > 0)
+    llvm::outs() << ", backward mask tiles: " << tiles.empty << " empty, " << tiles.full
+                 << " full, " << tiles.partial << " partial";
+  if (check.emptyRows)
+    llvm::outs() << ", " << check.emptyRows << " rows see no key (zero gradients)";
+  llvm::outs() << "\n";
+  return check.passes();
+}
+
+int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &ast,
              const llvm::StringMap<int64_t> &sizes, const llvm::StringMap<double> &params) {
   bool allPassed = true;
   for (auto kernel : module.getOps<flash::KernelOp>()) {
@@ -168,7 +206,16 @@ int runOnCpu(ModuleOp module, const frontend::Module &ast,
     flash::TileConfigAttr config = kernel.getConfig();
     Type element = kernel.getElementType();
     llvm::outs() << kernel.getSymName() << "  " << shape.str() << "  Br=" << config.getBr()
-                 << " Bc=" << config.getBc() << "  " << element << "  seed=" << seed << "\n";
+                 << " Bc=" << config.getBc() << "  " << element << "  seed=" << seed
+                 << (backwardModule ? "  backward" : "") << "\n";
+    if (backwardModule) {
+      auto backward = backwardModule.lookupSymbol<flash::BackwardKernelOp>(kernel.getSymName());
+      bool ranOk = true;
+      allPassed &= checkBackwardOnCpu(kernel, backward, *variant, inputs, ranOk);
+      if (!ranOk)
+        return 1;
+      continue;
+    }
 
     auto start = std::chrono::steady_clock::now();
     interp::AttentionOutputs outputs;
@@ -300,10 +347,23 @@ int main(int argc, char **argv) {
     llvm::WithColor::warning(llvm::errs(), "flashc") << resolved->warnings();
   const nvptx::TargetOptions &target = resolved->target();
 
-  OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
-      context, *ast, resolved->kernelOptions(resolve.sizes.headDim), sourceMgr, variantName);
+  if (backwardPass && emitKind >= EmitKind::Gpu)
+    return usageError("--bwd: the backward kernels have no GPU lowering yet; use "
+                      "--emit=flash or --run=cpu");
+  frontend::KernelOptions kernelOptions = resolved->kernelOptions(resolve.sizes.headDim);
+  OwningOpRef<ModuleOp> module =
+      frontend::emitFlashIR(context, *ast, kernelOptions, sourceMgr, variantName);
   if (!module)
     return 1;
+  // The backward kernels, beside the forward ones (the CPU check runs the
+  // forward first for O and LSE).
+  OwningOpRef<ModuleOp> backwardModule;
+  if (backwardPass) {
+    kernelOptions.backward = true;
+    backwardModule = frontend::emitFlashIR(context, *ast, kernelOptions, sourceMgr, variantName);
+    if (!backwardModule)
+      return 1;
+  }
   if (verbose)
     for (flash::KernelOp kernel : module->getOps<flash::KernelOp>()) {
       flash::TileConfigAttr tileConfig = kernel.getConfig();
@@ -322,7 +382,7 @@ int main(int argc, char **argv) {
   if (emitKind != EmitKind::FlashRaw) {
     PassManager pm(&context);
     flash::buildFlashPipeline(pm);
-    if (failed(pm.run(*module)))
+    if (failed(pm.run(*module)) || (backwardModule && failed(pm.run(*backwardModule))))
       return 1;
   }
 
@@ -388,11 +448,12 @@ int main(int argc, char **argv) {
       llvm::WithColor::error(llvm::errs(), "flashc") << error << "\n";
       return 1;
     }
-    module->print(output->os());
+    (backwardModule ? *backwardModule : *module)->print(output->os());
     output->os() << "\n";
     output->keep();
   }
   if (runKind == RunKind::Cpu)
-    return runOnCpu(*module, *ast, *sizes, params);
+    return runOnCpu(*module, backwardModule ? *backwardModule : ModuleOp(), *ast, *sizes,
+                    params);
   return 0;
 }

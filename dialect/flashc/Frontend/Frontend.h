@@ -40,6 +40,18 @@ struct EvalContext {
 /// of the language, independent of the flash IR.
 double evaluate(const Expr &expr, const EvalContext &context);
 
+/// A value and its derivative with respect to one input.
+struct Tangent {
+  double value = 0, derivative = 0;
+};
+
+/// Evaluates a checked expression and, by forward-mode dual numbers (not
+/// through the symbolic derivatives of Derivative.h, which it checks), its
+/// derivative with respect to `wrt`: the score s when null, else that float
+/// aux tensor read (an Index node of `expr`). Int and Bool nodes have
+/// derivative 0; the conventions at kinks match Derivative.h.
+Tangent evaluateTangent(const Expr &expr, const EvalContext &context, const Expr *wrt);
+
 } // namespace flashc::frontend
 
 #endif // FLASHC_FRONTEND_FRONTEND_H

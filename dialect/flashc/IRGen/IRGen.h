@@ -25,11 +25,15 @@ struct KernelOptions {
   /// The head dim for variants whose D is symbolic (kDefaultHeadDim when
   /// unset); a fixed D in the source must agree with it when both are given.
   std::optional<int64_t> headDim;
+  /// Emit each variant's `flash.backward_kernel` (the gradients) instead of
+  /// its forward `flash.kernel`.
+  bool backward = false;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;
 
-/// Builds one `flash.kernel` per variant (or only `onlyVariant` when set)
+/// Builds one `flash.kernel` (or, with options.backward, one
+/// `flash.backward_kernel`) per variant (or only `onlyVariant` when set)
 /// into a new module. Errors (an unknown variant, no head dim, a head dim
 /// that contradicts the source) go through `sourceMgr` like parse errors and
 /// give a null module. The returned module has passed the verifier.

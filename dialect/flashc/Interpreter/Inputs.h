@@ -17,14 +17,19 @@ namespace flashc::interp {
 ///  - other i32 (`kv_len: i32[B]`): lengths in [1, M];
 ///  - floating point (`slopes: f32[H]`): uniform in [0, 1).
 /// The same seed gives the same inputs.
-AttentionInputs makeRandomInputs(flash::KernelOp kernel, const ProblemShape &shape,
+AttentionInputs makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
                                  uint64_t seed);
+
+/// The backward pass's dO [B, H, N, D]: N(0, 1) in the element type, from
+/// `seed` (a stream separate from makeRandomInputs').
+std::vector<float> makeRandomOutputGrad(flash::KernelSignature kernel,
+                                        const ProblemShape &shape, uint64_t seed);
 
 /// The sizes of a launch from the sizes a user gave (keys B, H, HKV, N, M,
 /// D), then what the kernel fixes or ties, then `base` when given (a smaller
 /// shape derived from a run: its H / HKV grouping is kept where it fits) or
 /// the defaults B = 1, H = 2, HKV = H, N = 256, M = N. D is the kernel's.
-ProblemShape resolveShape(flash::KernelOp kernel, const llvm::StringMap<int64_t> &given,
+ProblemShape resolveShape(flash::KernelSignature kernel, const llvm::StringMap<int64_t> &given,
                           const ProblemShape *base = nullptr);
 
 /// The keys resolveShape understands, in DimRole order.

@@ -69,7 +69,7 @@ struct AttentionOutputs {
 /// Checks `inputs` against the kernel's signature (fixed sizes, tied
 /// dimensions, H divisible by HKV, aux tensors present with their shapes,
 /// parameters declared). Returns an empty string when they fit, else why not.
-std::string checkInputs(flash::KernelOp kernel, const AttentionInputs &inputs);
+std::string checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs);
 
 /// Runs `kernel` over the whole grid. Outputs are resized and poisoned with
 /// NaN first, so a row the kernel never stores stays NaN. On failure returns
@@ -86,6 +86,33 @@ struct RunOptions {
 mlir::LogicalResult runKernel(flash::KernelOp kernel, const AttentionInputs &inputs,
                               AttentionOutputs &outputs, std::string &error,
                               const RunOptions &options = {});
+
+/// What the backward pass reads besides the forward's inputs, all
+/// [B, H, N, ...] like q.
+struct BackwardInputs {
+  std::vector<float> out;        // O of the forward, in its element type
+  std::vector<float> lse;        // LSE of the forward (f32)
+  std::vector<float> outputGrad; // dO, in the element type
+};
+
+/// Gradients: dQ [B, H, N, D], dK and dV [B, HKV, M, D] in the kernel's
+/// element type (stored as f32), Δ [B, H, N] from the preprocess, and one
+/// f32 gradient per float aux tensor the score reads (by name, the tensor's
+/// shape); tensors the score does not read have none.
+struct AttentionGradients {
+  std::vector<float> dq, dk, dv, delta;
+  llvm::StringMap<std::vector<float>> tensorGrads;
+  AttentionOutputs::TileCounts tiles;
+};
+
+/// Runs the backward kernel: preprocess over every (b, h, qt), then main
+/// over every (b, kv_head, kt), then dQ's conversion. Outputs are poisoned
+/// with NaN first, like runKernel's.
+mlir::LogicalResult runBackwardKernel(flash::BackwardKernelOp kernel,
+                                      const AttentionInputs &inputs,
+                                      const BackwardInputs &backwardInputs,
+                                      AttentionGradients &gradients, std::string &error,
+                                      const RunOptions &options = {});
 
 /// Rounds to the nearest representable value of `type` (bf16, f16 or f32),
 /// ties to even, as the GPU's conversions do.

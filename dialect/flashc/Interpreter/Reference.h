@@ -21,6 +21,17 @@ struct ReferenceSpec {
   std::function<double(double s, int64_t b, int64_t h, int64_t i, int64_t j)> score;
   /// Whether key j is visible to query i; null shows every key.
   std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> mask;
+
+  // The backward pass.
+  /// ∂score/∂s at the scaled score s; null: 1 (no score modification).
+  std::function<double(double s, int64_t b, int64_t h, int64_t i, int64_t j)> scoreDerivative;
+  /// add(tensor, indices, ∂score/∂element): one call per float aux tensor
+  /// element the score reads at (s, b, h, i, j). Null: it reads none.
+  using TensorPartialFn =
+      std::function<void(llvm::StringRef, llvm::ArrayRef<int64_t>, double)>;
+  std::function<void(double s, int64_t b, int64_t h, int64_t i, int64_t j,
+                     const TensorPartialFn &add)>
+      tensorPartials;
 };
 
 struct ReferenceOutputs {
@@ -30,6 +41,23 @@ struct ReferenceOutputs {
 /// GQA maps query head h to key/value head h / (H / HKV). A row that sees no
 /// key gets O = 0 and LSE = -inf.
 ReferenceOutputs naiveAttention(const AttentionInputs &inputs, const ReferenceSpec &spec);
+
+/// The gradients of L = Σ dO ∘ O: dQ like q, dK and dV like k (summed over
+/// the query heads of a KV group), and one gradient per float aux tensor the
+/// score reads (by name, the tensor's shape; absent when no visible element
+/// reached the tensor, i.e. all zero).
+struct ReferenceGradients {
+  std::vector<double> dq, dk, dv;
+  llvm::StringMap<std::vector<double>> tensorGrads;
+};
+
+/// The analytic backward of naiveAttention in fp64, row by row: P from the
+/// exact softmax, dP = dO·Vᵀ, Δ = rowsum(P ∘ dP), dZ = P ∘ (dP − Δ), then the
+/// chain rule through the score (spec.scoreDerivative, spec.tensorPartials).
+/// A row that sees no key contributes nothing. `outputGrad` is dO [B, H, N, D].
+ReferenceGradients naiveAttentionBackward(const AttentionInputs &inputs,
+                                          const ReferenceSpec &spec,
+                                          llvm::ArrayRef<float> outputGrad);
 
 struct ErrorStats {
   double maxAbs = 0;   // max |out - ref|

@@ -279,7 +279,7 @@ func.func private @score_args(%s: tensor<16x16xf32>, %i: index) {
 // -----
 
 func.func private @param_outside() {
-  // expected-error @+1 {{'flash.param' op must be nested in a flash.kernel}}
+  // expected-error @+1 {{'flash.param' op must be nested in a flash.kernel or flash.backward_kernel}}
   %w = flash.param "window" : i32
   return
 }

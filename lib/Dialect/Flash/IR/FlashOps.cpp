@@ -15,6 +15,8 @@
 using namespace mlir;
 using namespace flashc::flash;
 
+#include "flashc/Dialect/Flash/IR/FlashInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "flashc/Dialect/Flash/IR/FlashOps.cpp.inc"
 
@@ -22,7 +24,7 @@ namespace {
 
 /// Tile config of the kernel around `op`, or null outside a kernel.
 TileConfigAttr enclosingTileConfig(Operation *op) {
-  auto kernel = op->getParentOfType<KernelOp>();
+  auto kernel = op->getParentOfType<KernelSignature>();
   return kernel ? kernel.getConfig() : TileConfigAttr();
 }
 
@@ -64,7 +66,7 @@ LogicalResult expectConfigTile(Operation *op, StringRef what, Value tile,
 }
 
 LogicalResult expectKernelElementType(Operation *op, Value tile) {
-  auto kernel = op->getParentOfType<KernelOp>();
+  auto kernel = op->getParentOfType<KernelSignature>();
   if (!kernel)
     return success();
   Type element = cast<ShapedType>(tile.getType()).getElementType();
@@ -92,20 +94,6 @@ LogicalResult verifyPVShapes(Operation *op, Value acc, Value probs, Value value)
 // KernelOp
 //===----------------------------------------------------------------------===//
 
-ParamAttr KernelOp::lookupParam(StringRef name) {
-  for (Attribute attr : getParams())
-    if (auto param = cast<ParamAttr>(attr); param.getName().getValue() == name)
-      return param;
-  return {};
-}
-
-AuxTensorAttr KernelOp::lookupTensor(StringRef name) {
-  for (Attribute attr : getTensors())
-    if (auto tensor = cast<AuxTensorAttr>(attr); tensor.getName().getValue() == name)
-      return tensor;
-  return {};
-}
-
 // Print the program coordinates as %b, %h, %qt instead of %arg0...
 void KernelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
   static const char *names[] = {"b", "h", "qt"};
@@ -113,43 +101,46 @@ void KernelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setN
     setNameFn(arg, name);
 }
 
-LogicalResult KernelOp::verify() {
-  Type element = getElementType();
+/// The signature checks shared by flash.kernel and flash.backward_kernel.
+static LogicalResult verifySignature(KernelSignature kernel) {
+  Type element = kernel.getElementType();
   if (!element.isBF16() && !element.isF16() && !element.isF32())
-    return emitOpError() << "element type must be bf16, f16 or f32, got " << element;
+    return kernel->emitOpError() << "element type must be bf16, f16 or f32, got " << element;
 
-  ArrayRef<int64_t> sizes = getStaticSizes();
-  ArrayRef<int64_t> classes = getDimClasses();
+  ArrayRef<int64_t> sizes = kernel.getStaticSizes();
+  ArrayRef<int64_t> classes = kernel.getDimClasses();
   if (sizes.size() != kNumDimRoles || classes.size() != kNumDimRoles)
-    return emitOpError() << "static_sizes and dim_classes need one entry per "
+    return kernel->emitOpError() << "static_sizes and dim_classes need one entry per "
                             "dimension role ("
                          << kNumDimRoles << ")";
   for (int role = 0; role < kNumDimRoles; ++role) {
     if (sizes[role] != -1 && sizes[role] < 1)
-      return emitOpError() << "static size of "
+      return kernel->emitOpError() << "static size of "
                            << stringifyDimRole(static_cast<DimRole>(role))
                            << " must be -1 or positive, got " << sizes[role];
     if (classes[role] < 0 || classes[role] > role ||
         classes[classes[role]] != classes[role])
-      return emitOpError() << "dim_classes entry " << role
+      return kernel->emitOpError() << "dim_classes entry " << role
                            << " must name the smallest role of its class";
   }
   int64_t headDim = sizes[static_cast<int>(DimRole::HeadDim)];
-  if (headDim != -1 && headDim != getConfig().getHeadDim())
-    return emitOpError() << "head dim fixed to " << headDim
-                         << " but the tile config says " << getConfig().getHeadDim();
+  if (headDim != -1 && headDim != kernel.getConfig().getHeadDim())
+    return kernel->emitOpError() << "head dim fixed to " << headDim
+                         << " but the tile config says " << kernel.getConfig().getHeadDim();
 
   llvm::StringSet<> names;
-  for (Attribute attr : getParams())
+  for (Attribute attr : kernel.getParams())
     if (!names.insert(cast<ParamAttr>(attr).getName().getValue()).second)
-      return emitOpError() << "duplicate declaration '"
+      return kernel->emitOpError() << "duplicate declaration '"
                            << cast<ParamAttr>(attr).getName().getValue() << "'";
-  for (Attribute attr : getTensors())
+  for (Attribute attr : kernel.getTensors())
     if (!names.insert(cast<AuxTensorAttr>(attr).getName().getValue()).second)
-      return emitOpError() << "duplicate declaration '"
+      return kernel->emitOpError() << "duplicate declaration '"
                            << cast<AuxTensorAttr>(attr).getName().getValue() << "'";
   return success();
 }
+
+LogicalResult KernelOp::verify() { return verifySignature(*this); }
 
 LogicalResult KernelOp::verifyRegions() {
   Block &entry = getEntryBlock();
@@ -166,9 +157,9 @@ LogicalResult KernelOp::verifyRegions() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ParamOp::verify() {
-  auto kernel = (*this)->getParentOfType<KernelOp>();
+  auto kernel = (*this)->getParentOfType<KernelSignature>();
   if (!kernel)
-    return emitOpError("must be nested in a flash.kernel");
+    return emitOpError("must be nested in a flash.kernel or flash.backward_kernel");
   ParamAttr param = kernel.lookupParam(getName());
   if (!param)
     return emitOpError() << "reads undeclared parameter '" << getName() << "'";
@@ -179,9 +170,9 @@ LogicalResult ParamOp::verify() {
 }
 
 LogicalResult AuxLoadOp::verify() {
-  auto kernel = (*this)->getParentOfType<KernelOp>();
+  auto kernel = (*this)->getParentOfType<KernelSignature>();
   if (!kernel)
-    return emitOpError("must be nested in a flash.kernel");
+    return emitOpError("must be nested in a flash.kernel or flash.backward_kernel");
   AuxTensorAttr tensor = kernel.lookupTensor(getTensor());
   if (!tensor)
     return emitOpError() << "reads undeclared tensor '" << getTensor() << "'";
@@ -336,4 +327,160 @@ LogicalResult FinalizeOp::verify() {
   if (failed(expectRowVector(*this, "running max", getMax(), shapeOf(getAcc())[0])))
     return failure();
   return expectConfigTile(*this, "accumulator", getAcc(), false);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward pass
+//===----------------------------------------------------------------------===//
+
+LogicalResult BackwardKernelOp::verify() { return verifySignature(*this); }
+
+LogicalResult BackwardKernelOp::verifyRegions() {
+  auto takesThreeIndices = [](Block &block) {
+    return block.getNumArguments() == 3 &&
+           llvm::all_of(block.getArgumentTypes(), [](Type type) { return type.isIndex(); });
+  };
+  if (!takesThreeIndices(getPreprocessBlock()))
+    return emitOpError("preprocess must take three index arguments (batch, head, "
+                       "query tile)");
+  if (!takesThreeIndices(getMainBlock()))
+    return emitOpError("main must take three index arguments (batch, kv head, "
+                       "key tile)");
+  return success();
+}
+
+// Print %b, %h, %qt in preprocess and %b, %kv_head, %kt in main.
+void BackwardKernelOp::getAsmBlockArgumentNames(Region &region,
+                                                OpAsmSetValueNameFn setNameFn) {
+  static const char *preprocessNames[] = {"b", "h", "qt"};
+  static const char *mainNames[] = {"b", "kv_head", "kt"};
+  ArrayRef<const char *> names = &region == &getPreprocess() ? ArrayRef(preprocessNames)
+                                                             : ArrayRef(mainNames);
+  for (auto [arg, name] : llvm::zip(region.getArguments(), names))
+    setNameFn(arg, name);
+}
+
+/// Ops that belong to one region of a backward kernel say so.
+static LogicalResult expectBackwardRegion(Operation *op, bool preprocess) {
+  auto kernel = op->getParentOfType<BackwardKernelOp>();
+  Region *region = &(preprocess ? kernel.getPreprocess() : kernel.getBody());
+  if (region->isAncestor(op->getParentRegion()))
+    return success();
+  return op->emitOpError() << "belongs in the " << (preprocess ? "preprocess" : "main")
+                           << " region of flash.backward_kernel";
+}
+
+LogicalResult LoadRowsOp::verify() {
+  if (failed(expectConfigTile(*this, "row tile", getResult(), false)))
+    return failure();
+  return expectKernelElementType(*this, getResult());
+}
+
+LogicalResult LoadRowStatOp::verify() {
+  if (TileConfigAttr config = enclosingTileConfig(*this))
+    return expectRowVector(*this, "row statistic", getResult(), config.getBr());
+  return success();
+}
+
+LogicalResult StoreDeltaOp::verify() {
+  if (failed(expectBackwardRegion(*this, /*preprocess=*/true)))
+    return failure();
+  return expectRowVector(*this, "delta", getDelta(), enclosingTileConfig(*this).getBr());
+}
+
+LogicalResult StoreKeyGradsOp::verify() {
+  if (failed(expectBackwardRegion(*this, /*preprocess=*/false)) ||
+      failed(expectConfigTile(*this, "key gradient", getKeyGrad(), true)) ||
+      failed(expectConfigTile(*this, "value gradient", getValueGrad(), true)))
+    return failure();
+  if (!(getKeyScale().convertToFloat() > 0))
+    return emitOpError("key_scale must be positive");
+  return success();
+}
+
+LogicalResult QueryGradAddOp::verify() {
+  ArrayRef<int64_t> ds = shapeOf(getScoreGrad()), k = shapeOf(getKey());
+  if (failed(expectShape(*this, "key block", k, {ds[1], k[1]},
+                         "score-gradient columns x head dim")) ||
+      failed(expectConfigTile(*this, "key block", getKey(), true)))
+    return failure();
+  if (TileConfigAttr config = enclosingTileConfig(*this))
+    if (failed(expectShape(*this, "score gradient", ds, {config.getBr(), config.getBc()},
+                           "Br x Bc of the kernel's #flash.tile")))
+      return failure();
+  return expectKernelElementType(*this, getKey());
+}
+
+LogicalResult RowDotOp::verify() {
+  if (failed(expectRowVector(*this, "result", getResult(), shapeOf(getLhs())[0])))
+    return failure();
+  return expectConfigTile(*this, "row tile", getLhs(), false);
+}
+
+LogicalResult RecomputeProbsOp::verify() {
+  return expectRowVector(*this, "lse", getLse(), shapeOf(getScores())[0]);
+}
+
+LogicalResult OutputGradDotOp::verify() {
+  ArrayRef<int64_t> dO = shapeOf(getOutputGrad()), v = shapeOf(getValue());
+  if (dO[1] != v[1])
+    return emitOpError() << "output-gradient head dim " << dO[1]
+                         << " differs from value head dim " << v[1];
+  if (getOutputGrad().getType().getElementType() != getValue().getType().getElementType())
+    return emitOpError("output-gradient and value element types differ");
+  if (failed(expectShape(*this, "result", shapeOf(getResult()), {dO[0], v[0]},
+                         "output-gradient rows x value rows")) ||
+      failed(expectConfigTile(*this, "output-gradient tile", getOutputGrad(), false)))
+    return failure();
+  return expectConfigTile(*this, "value block", getValue(), true);
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  return expectRowVector(*this, "delta", getDelta(), shapeOf(getProbs())[0]);
+}
+
+void ScoreModGradOp::getAsmBlockArgumentNames(Region &region,
+                                              OpAsmSetValueNameFn setNameFn) {
+  static const char *names[] = {"g", "s", "b", "h", "i", "j"};
+  for (auto [arg, name] : llvm::zip(region.getArguments(), names))
+    setNameFn(arg, name);
+}
+
+LogicalResult ScoreModGradOp::verifyRegions() {
+  MLIRContext *ctx = getContext();
+  Type i32 = IntegerType::get(ctx, 32), f32 = Float32Type::get(ctx);
+  Block &block = getBody().front();
+  if (TypeRange(block.getArgumentTypes()) != TypeRange({f32, f32, i32, i32, i32, i32}))
+    return emitOpError("region must take (g, s: f32, b, h, i, j: i32)");
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield || yield.getValue().getType() != f32)
+    return emitOpError("region must end with flash.yield of an f32");
+  return success();
+}
+
+LogicalResult AuxGradAddOp::verify() {
+  auto kernel = (*this)->getParentOfType<KernelSignature>();
+  if (!kernel)
+    return emitOpError("must be nested in a flash.backward_kernel");
+  AuxTensorAttr tensor = kernel.lookupTensor(getTensor());
+  if (!tensor)
+    return emitOpError() << "adds into undeclared tensor '" << getTensor() << "'";
+  if (tensor.getElementType().isSignlessInteger(32))
+    return emitOpError() << "tensor '" << getTensor()
+                         << "' is an integer tensor and has no gradient";
+  if (static_cast<int64_t>(getIndices().size()) != tensor.getRank())
+    return emitOpError() << "tensor '" << getTensor() << "' has rank " << tensor.getRank()
+                         << " but is indexed with " << getIndices().size() << " indices";
+  return success();
+}
+
+LogicalResult AccumulateTransposedOp::verify() {
+  ArrayRef<int64_t> acc = shapeOf(getAcc()), x = shapeOf(getLhs()), r = shapeOf(getRows());
+  if (failed(expectShape(*this, "transposed operand", x, {r[0], acc[0]},
+                         "row-tile rows x accumulator rows")) ||
+      failed(expectShape(*this, "row tile", r, {x[0], acc[1]},
+                         "transposed-operand rows x accumulator columns")) ||
+      failed(expectConfigTile(*this, "accumulator", getAcc(), true)))
+    return failure();
+  return expectKernelElementType(*this, getRows());
 }

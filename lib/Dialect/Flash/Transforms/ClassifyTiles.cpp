@@ -395,7 +395,7 @@ struct FlashClassifyTilesPass
   using Base::Base;
 
   void runOnOperation() override {
-    getOperation().walk([&](MaskOp mask) {
+    getOperation()->walk([&](MaskOp mask) {
       if (mask.isClassified())
         return;
       OpBuilder builder(mask);

@@ -15,4 +15,9 @@ void flashc::flash::buildFlashPipeline(mlir::OpPassManager &pm) {
   kernelPM.addPass(createFlashClassifyTiles(classify));
   kernelPM.addPass(mlir::createCSEPass());
   kernelPM.addPass(createFlashFoldScale());
+  // The backward recomputes the forward's scores: its masks classify the
+  // same way (no row bands: one program owns the whole query tile).
+  mlir::OpPassManager &backwardPM = pm.nest<BackwardKernelOp>();
+  backwardPM.addPass(createFlashClassifyTiles());
+  backwardPM.addPass(mlir::createCSEPass());
 }

@@ -31,6 +31,24 @@ def Flash_KVOperand : I32EnumAttr<"KVOperand", "key or value", [
   let cppNamespace = "::flashc::flash";
 }
 
+// Which query-side tensor of the forward a `flash.load_rows` reads in the
+// backward pass (both [B, H, N, D] in the kernel's element type).
+def Flash_RowOperand : I32EnumAttr<"RowOperand", "a [B, H, N, D] tensor of the backward", [
+    I32EnumAttrCase<"Output", 0, "output">,
+    I32EnumAttrCase<"OutputGrad", 1, "output_grad">,
+  ]> {
+  let cppNamespace = "::flashc::flash";
+}
+
+// Per-row f32 statistics the backward pass reads ([B, H, N]): the forward's
+// log-sum-exp and Δ = rowsum(dO ∘ O) from the preprocess.
+def Flash_RowStat : I32EnumAttr<"RowStat", "a per-row statistic of the backward", [
+    I32EnumAttrCase<"Lse", 0, "lse">,
+    I32EnumAttrCase<"Delta", 1, "delta">,
+  ]> {
+  let cppNamespace = "::flashc::flash";
+}
+
 // The tensor-core instructions of a lowered kernel's GEMMs.
 def Flash_GemmKind : I32EnumAttr<"GemmKind", "GEMM instruction family", [
     I32EnumAttrCase<"MmaSync", 0, "mma.sync">,

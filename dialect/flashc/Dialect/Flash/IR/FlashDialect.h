@@ -23,6 +23,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "flashc/Dialect/Flash/IR/FlashAttrs.h.inc"
 
+#include "flashc/Dialect/Flash/IR/FlashInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "flashc/Dialect/Flash/IR/FlashOps.h.inc"
 

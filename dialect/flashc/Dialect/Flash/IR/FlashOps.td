@@ -11,6 +11,7 @@
 
 include "flashc/Dialect/Flash/IR/FlashDialect.td"
 include "flashc/Dialect/Flash/IR/FlashAttrs.td"
+include "flashc/Dialect/Flash/IR/FlashInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
@@ -27,7 +28,7 @@ def Flash_Scalar : AnyTypeOf<[I32, F32]>;
 //===----------------------------------------------------------------------===//
 
 def Flash_KernelOp : Flash_Op<"kernel", [
-    Symbol, IsolatedFromAbove,
+    Symbol, IsolatedFromAbove, Flash_KernelSignatureInterface,
     SingleBlockImplicitTerminator<"ReturnOp">,
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "One attention variant, written as the work of one program";
@@ -64,19 +65,17 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     ::mlir::BlockArgument getBatch() { return getEntryBlock().getArgument(0); }
     ::mlir::BlockArgument getHead() { return getEntryBlock().getArgument(1); }
     ::mlir::BlockArgument getQueryTile() { return getEntryBlock().getArgument(2); }
-    /// The declaration of parameter / aux tensor `name`, or null.
-    ParamAttr lookupParam(::llvm::StringRef name);
-    AuxTensorAttr lookupTensor(::llvm::StringRef name);
   }];
 }
 
-def Flash_ReturnOp : Flash_Op<"return", [Pure, Terminator, HasParent<"KernelOp">]> {
+def Flash_ReturnOp : Flash_Op<"return", [
+    Pure, Terminator, ParentOneOf<["KernelOp", "BackwardKernelOp"]>]> {
   let summary = "Ends a kernel body";
   let assemblyFormat = "attr-dict";
 }
 
 def Flash_YieldOp : Flash_Op<"yield", [
-    Pure, Terminator, ParentOneOf<["ScoreModOp", "MaskOp"]>]> {
+    Pure, Terminator, ParentOneOf<["ScoreModOp", "MaskOp", "ScoreModGradOp"]>]> {
   let summary = "Yields the element value of a score-mod or mask region";
   let arguments = (ins AnyTypeOf<[F32, I1]>:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
@@ -360,5 +359,7 @@ def Flash_FinalizeOp : Flash_Op<"finalize", [
   }];
   let hasVerifier = 1;
 }
+
+include "flashc/Dialect/Flash/IR/FlashBackwardOps.td"
 
 #endif // FLASH_OPS_TD

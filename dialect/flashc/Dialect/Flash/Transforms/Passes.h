@@ -15,7 +15,7 @@ namespace flashc::flash {
 
 /// The flash-level pipeline every tool runs before interpreting or lowering:
 /// flash-fuse-rescale, flash-classify-tiles, then flash-fold-scale, on each
-/// flash.kernel.
+/// flash.kernel; flash-classify-tiles on each flash.backward_kernel.
 void buildFlashPipeline(mlir::OpPassManager &pm);
 
 } // namespace flashc::flash

@@ -34,7 +34,7 @@ def FlashFoldScale : Pass<"flash-fold-scale", "::flashc::flash::KernelOp"> {
   let dependentDialects = ["::flashc::flash::FlashDialect"];
 }
 
-def FlashClassifyTiles : Pass<"flash-classify-tiles", "::flashc::flash::KernelOp"> {
+def FlashClassifyTiles : Pass<"flash-classify-tiles"> {
   let summary = "Prove per tile that a mask keeps every element, or none";
   let description = [{
     Evaluates each `flash.mask` region over intervals — the tile's query
@@ -51,6 +51,9 @@ def FlashClassifyTiles : Pass<"flash-classify-tiles", "::flashc::flash::KernelOp
     With `group-rows=R` (R dividing Br, Br > R) it also proves, per band of
     R query rows, that some element survives: `row_groups(%g0, ...)`. The
     flash pipeline uses R = 64, the rows of one wgmma warpgroup.
+    It runs on any op (`flash.kernel`, `flash.backward_kernel`, a module):
+    a mask means the same in the backward's transposed loop, where an empty
+    tile contributes no gradient and a full one needs no predicate.
   }];
   let options = [
     Option<"groupRows", "group-rows", "int64_t", /*default=*/"0",

@@ -1,0 +1,421 @@
+//===- BackwardTest.cpp - Gradients: derivatives, reference, interpreter --===//
+//
+// Three layers, each checked against something independent of it:
+//  - the symbolic derivatives of Derivative.h against dual-number evaluation
+//    of the same expression (frontend::evaluateTangent) at random points;
+//  - the analytic fp64 backward (naiveAttentionBackward) against central
+//    finite differences of the fp64 forward (naiveAttention);
+//  - the interpreter running flash.backward_kernel against that reference,
+//    through interp::checkBackward (the check flashc --run=cpu --bwd runs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Frontend/Derivative.h"
+#include "flashc/Frontend/Frontend.h"
+#include "flashc/IRGen/IRGen.h"
+#include "flashc/InitAllDialects.h"
+#include "flashc/Interpreter/BackwardCheck.h"
+#include "flashc/Interpreter/Inputs.h"
+#include "flashc/Interpreter/Interpreter.h"
+#include "flashc/Interpreter/Reference.h"
+#include "flashc/Interpreter/VariantReference.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace flashc;
+using flashc::interp::AttentionInputs;
+using flashc::interp::ProblemShape;
+
+namespace {
+
+struct Sizes {
+  int64_t B = 1, H = 2, HKV = 2, N = 100, M = 100, D = 16;
+};
+
+ProblemShape toShape(const Sizes &s) {
+  ProblemShape shape;
+  shape[flash::DimRole::Batch] = s.B;
+  shape[flash::DimRole::Heads] = s.H;
+  shape[flash::DimRole::KVHeads] = s.HKV;
+  shape[flash::DimRole::QueryLen] = s.N;
+  shape[flash::DimRole::KeyLen] = s.M;
+  shape[flash::DimRole::HeadDim] = s.D;
+  return shape;
+}
+
+/// A parsed source and, on demand, its forward and backward kernels.
+struct Compiled {
+  std::unique_ptr<mlir::MLIRContext> context;
+  llvm::SourceMgr sourceMgr;
+  std::string diagnostics;
+  std::optional<frontend::Module> ast;
+  mlir::OwningOpRef<mlir::ModuleOp> forwardModule, backwardModule;
+  flash::KernelOp forward;
+  flash::BackwardKernelOp backward;
+};
+
+std::unique_ptr<Compiled> parse(const std::string &source) {
+  auto result = std::make_unique<Compiled>();
+  result->sourceMgr.setDiagHandler(
+      [](const llvm::SMDiagnostic &diag, void *out) {
+        llvm::raw_string_ostream os(*static_cast<std::string *>(out));
+        diag.print("test", os);
+      },
+      &result->diagnostics);
+  result->sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, "test.flash"), llvm::SMLoc());
+  result->ast = frontend::parseFlashFile(result->sourceMgr);
+  EXPECT_TRUE(result->ast.has_value()) << result->diagnostics;
+  return result;
+}
+
+/// Compiles both kernels of the one variant in `source` with the flash
+/// pipeline (classify-tiles included).
+std::unique_ptr<Compiled> compile(const std::string &source, int64_t br, int64_t bc,
+                                  int64_t headDim) {
+  std::unique_ptr<Compiled> result = parse(source);
+  if (!result->ast)
+    return result;
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  result->context = std::make_unique<mlir::MLIRContext>(registry);
+  frontend::KernelOptions options;
+  options.blockRows = br;
+  options.blockCols = bc;
+  options.headDim = headDim;
+  result->forwardModule =
+      frontend::emitFlashIR(*result->context, *result->ast, options, result->sourceMgr);
+  options.backward = true;
+  result->backwardModule =
+      frontend::emitFlashIR(*result->context, *result->ast, options, result->sourceMgr);
+  EXPECT_TRUE(result->forwardModule && result->backwardModule) << result->diagnostics;
+  if (!result->forwardModule || !result->backwardModule)
+    return result;
+  mlir::PassManager pm(result->context.get());
+  flash::buildFlashPipeline(pm);
+  EXPECT_TRUE(mlir::succeeded(pm.run(*result->forwardModule)));
+  EXPECT_TRUE(mlir::succeeded(pm.run(*result->backwardModule)));
+  result->forward = *result->forwardModule->getOps<flash::KernelOp>().begin();
+  result->backward = *result->backwardModule->getOps<flash::BackwardKernelOp>().begin();
+  return result;
+}
+
+const char *kF32Header = "q: f32[B, H, N, D] k: f32[B, HKV, M, D] v: f32[B, HKV, M, D]\n";
+
+std::string variant(const std::string &body, const char *header = kF32Header) {
+  return std::string("attention t {\n") + header + body + "\n}\n";
+}
+
+/// Runs the interpreter's backward against the fp64 reference and expects
+/// every gradient within its bound (and no NaN). Returns the check.
+interp::BackwardCheck checkGradients(const std::string &source, Sizes sizes, int64_t br,
+                                     int64_t bc, uint64_t seed = 3,
+                                     const std::function<void(AttentionInputs &)> &tweak = {}) {
+  interp::BackwardCheck check;
+  std::unique_ptr<Compiled> compiled = compile(source, br, bc, sizes.D);
+  if (!compiled->backward)
+    return check;
+  AttentionInputs inputs = interp::makeRandomInputs(compiled->forward, toShape(sizes), seed);
+  if (tweak)
+    tweak(inputs);
+  std::vector<float> outputGrad =
+      interp::makeRandomOutputGrad(compiled->forward, inputs.shape, seed);
+  std::string error;
+  EXPECT_TRUE(mlir::succeeded(interp::checkBackward(compiled->forward, compiled->backward,
+                                                    compiled->ast->variants.front(), inputs,
+                                                    outputGrad, check, error)))
+      << error;
+  for (const interp::GradientCheck &gradient : check.gradients)
+    EXPECT_TRUE(gradient.passes())
+        << gradient.name << ": rel " << gradient.stats.relative << " max "
+        << gradient.stats.maxAbs << " bound " << gradient.bound << " nonfinite "
+        << gradient.stats.nonFinite;
+  return check;
+}
+
+//===----------------------------------------------------------------------===//
+// Symbolic derivatives
+//===----------------------------------------------------------------------===//
+
+/// Every builtin and operator on floats, nested, with reads of a float
+/// tensor: the symbolic derivative must equal the dual-number one.
+TEST(Derivative, MatchesDualNumbersOnEveryBuiltin) {
+  const char *scores[] = {
+      "s",
+      "s / 30",
+      "30 * tanh(s / 30)",
+      "s - w[h] * (i - j)",
+      "exp(s / 4) - log(1 + s * s) + sqrt(2 + s * s)",
+      "select(s > 0, s * s, 0.5 * s) + abs(s - 1)",
+      "min(s, 2.0) + max(s, w[h]) * w[h]",
+      "s * w[h] / (1 + w[h] * w[h]) - -s",
+      "tanh(tanh(s) * w[h]) + s / (2 + s * s)",
+      "select(i > j, exp(s - w[h]), s * w[j % 4])",
+  };
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> score(-3, 3), weight(-2, 2);
+  for (const char *text : scores) {
+    SCOPED_TRACE(text);
+    std::unique_ptr<Compiled> compiled =
+        parse(variant(std::string("tensor w: f32[4]\nscore = ") + text));
+    ASSERT_TRUE(compiled->ast.has_value());
+    const frontend::Variant &v = compiled->ast->variants.front();
+    std::optional<frontend::ScoreDerivatives> derivatives =
+        frontend::differentiateScore(v, compiled->sourceMgr);
+    ASSERT_TRUE(derivatives.has_value()) << compiled->diagnostics;
+    std::vector<double> w(4);
+    int64_t dims[6] = {1, 4, 4, 8, 8, 16};
+    for (int trial = 0; trial < 50; ++trial) {
+      for (double &x : w)
+        x = weight(rng);
+      frontend::EvalContext context;
+      context.score = score(rng);
+      context.h = trial % 4;
+      context.i = trial % 7;
+      context.j = (trial * 3) % 5;
+      context.dimSizes = dims;
+      context.readTensor = [&](int, llvm::ArrayRef<int64_t> at) {
+        return at[0] >= 0 && at[0] < 4 ? w[at[0]] : 0.0;
+      };
+      double symbolic = frontend::evaluate(*derivatives->wrtScore, context);
+      double dual = frontend::evaluateTangent(*v.score, context, nullptr).derivative;
+      EXPECT_NEAR(symbolic, dual, 1e-9 * std::max(1.0, std::fabs(dual)))
+          << "d/ds at s = " << context.score;
+      for (const frontend::ScoreDerivatives::TensorRead &read : derivatives->tensorReads) {
+        double symbolicRead = frontend::evaluate(*read.partial, context);
+        double dualRead = frontend::evaluateTangent(*v.score, context, read.read).derivative;
+        EXPECT_NEAR(symbolicRead, dualRead, 1e-9 * std::max(1.0, std::fabs(dualRead)))
+            << "d/dw at s = " << context.score;
+      }
+    }
+  }
+}
+
+TEST(Derivative, SimplifiesToLiterals) {
+  // s / 30 differentiates to the literal 1/30, ALiBi's score to 1, and an
+  // integer-only score (it cannot depend on s) to 0.
+  struct Expectation {
+    const char *score;
+    double value;
+  } cases[] = {{"s / 30", 1.0 / 30}, {"s - w[h] * (i - j)", 1.0}, {"2 * s + 1", 2.0},
+               {"w[h] + 3", 0.0}};
+  for (const Expectation &c : cases) {
+    SCOPED_TRACE(c.score);
+    std::unique_ptr<Compiled> compiled =
+        parse(variant(std::string("tensor w: f32[4]\nscore = ") + c.score));
+    ASSERT_TRUE(compiled->ast.has_value());
+    std::optional<frontend::ScoreDerivatives> derivatives =
+        frontend::differentiateScore(compiled->ast->variants.front(), compiled->sourceMgr);
+    ASSERT_TRUE(derivatives.has_value());
+    ASSERT_EQ(derivatives->wrtScore->kind, frontend::ExprKind::FloatLiteral)
+        << frontend::toString(*derivatives->wrtScore);
+    EXPECT_DOUBLE_EQ(derivatives->wrtScore->floatValue, c.value);
+  }
+}
+
+TEST(Derivative, TooLargeIsALocatedError) {
+  std::string product = "s";
+  for (int n = 0; n < 120; ++n)
+    product += " * s";
+  std::unique_ptr<Compiled> compiled = parse(variant("score = " + product));
+  ASSERT_TRUE(compiled->ast.has_value());
+  EXPECT_FALSE(
+      frontend::differentiateScore(compiled->ast->variants.front(), compiled->sourceMgr));
+  EXPECT_NE(compiled->diagnostics.find("test.flash:3:9: error: cannot form the backward pass"),
+            std::string::npos)
+      << compiled->diagnostics;
+}
+
+//===----------------------------------------------------------------------===//
+// The fp64 reference against finite differences
+//===----------------------------------------------------------------------===//
+
+/// L = Σ dO ∘ O of the fp64 forward.
+double loss(const AttentionInputs &inputs, const interp::ReferenceSpec &spec,
+            const std::vector<float> &outputGrad) {
+  interp::ReferenceOutputs out = interp::naiveAttention(inputs, spec);
+  double sum = 0;
+  for (size_t n = 0; n < out.out.size(); ++n)
+    sum += out.out[n] * static_cast<double>(outputGrad[n]);
+  return sum;
+}
+
+TEST(Reference, BackwardMatchesCentralDifferences) {
+  // GQA (2 query heads per KV head), N != M, a mask with a row that sees
+  // nothing (i = 0 sees j > 7 only: none), softcap, and a learnable relative
+  // bias read twice (both reads get gradient).
+  std::unique_ptr<Compiled> compiled = parse(variant(
+      "tensor bias: f32[H, 16]\n"
+      "score = 3 * tanh(s / 3) + bias[h, i - j + 8] - 0.5 * bias[h, 0] * bias[h, 0]\n"
+      "mask = i > 0 && j <= i + 2"));
+  ASSERT_TRUE(compiled->ast.has_value());
+  const frontend::Variant &v = compiled->ast->variants.front();
+  Sizes sizes{1, 4, 2, 5, 7, 4};
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  frontend::KernelOptions options;
+  options.blockRows = options.blockCols = 8;
+  options.headDim = sizes.D;
+  auto module = frontend::emitFlashIR(context, *compiled->ast, options, compiled->sourceMgr);
+  ASSERT_TRUE(module);
+  flash::KernelOp kernel = *module->getOps<flash::KernelOp>().begin();
+  AttentionInputs inputs = interp::makeRandomInputs(kernel, toShape(sizes), 5);
+  for (float &x : inputs.q)
+    x *= 2.0f; // scores of a few units: tanh's curvature matters
+  std::vector<float> outputGrad = interp::makeRandomOutputGrad(kernel, inputs.shape, 5);
+  interp::ReferenceSpec spec = interp::referenceFor(v, inputs);
+  interp::ReferenceGradients analytic =
+      interp::naiveAttentionBackward(inputs, spec, outputGrad);
+
+  auto expectClose = [](double numeric, double exact, const std::string &what) {
+    EXPECT_NEAR(numeric, exact, 1e-6 + 1e-5 * std::fabs(exact)) << what;
+  };
+  auto perturbFloats = [&](std::vector<float> &data, const std::vector<double> &grads,
+                           const char *name) {
+    ASSERT_EQ(data.size(), grads.size());
+    for (size_t n = 0; n < data.size(); ++n) {
+      float original = data[n];
+      float up = original + 1e-3f, down = original - 1e-3f;
+      data[n] = up;
+      double lossUp = loss(inputs, spec, outputGrad);
+      data[n] = down;
+      double lossDown = loss(inputs, spec, outputGrad);
+      data[n] = original;
+      double numeric = (lossUp - lossDown) / (static_cast<double>(up) - down);
+      expectClose(numeric, grads[n], std::string(name) + "[" + std::to_string(n) + "]");
+    }
+  };
+  perturbFloats(inputs.q, analytic.dq, "dq");
+  perturbFloats(inputs.k, analytic.dk, "dk");
+  perturbFloats(inputs.v, analytic.dv, "dv");
+  // Row i = 0 sees no key: its dQ is exactly 0.
+  for (int64_t d = 0; d < sizes.D; ++d)
+    EXPECT_EQ(analytic.dq[d], 0.0);
+
+  interp::HostTensor &bias = inputs.tensors["bias"];
+  ASSERT_TRUE(analytic.tensorGrads.count("bias"));
+  const std::vector<double> &biasGrad = analytic.tensorGrads["bias"];
+  ASSERT_EQ(biasGrad.size(), bias.data.size());
+  for (size_t n = 0; n < bias.data.size(); ++n) {
+    double original = bias.data[n];
+    bias.data[n] = original + 1e-4;
+    double lossUp = loss(inputs, spec, outputGrad);
+    bias.data[n] = original - 1e-4;
+    double lossDown = loss(inputs, spec, outputGrad);
+    bias.data[n] = original;
+    expectClose((lossUp - lossDown) / 2e-4, biasGrad[n], "dbias[" + std::to_string(n) + "]");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The interpreter's backward kernel against the reference
+//===----------------------------------------------------------------------===//
+
+TEST(Backward, EveryExample) {
+  // The examples as shipped (bf16/f16, their own aux tensors), ragged N.
+  for (const char *name : {"alibi", "causal", "document", "full", "gqa", "key_padding",
+                           "prefix_lm", "sliding_window", "softcap", "relative_bias"}) {
+    SCOPED_TRACE(name);
+    std::string path = std::string(FLASHC_SOURCE_DIR) + "/examples/" + name + ".flash";
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(static_cast<bool>(buffer)) << path;
+    Sizes sizes{2, 4, 2, 150, 150, 32};
+    if (std::string(name) != "gqa")
+      sizes.HKV = 4;
+    checkGradients(buffer.get()->getBuffer().str(), sizes, 64, 32);
+  }
+}
+
+TEST(Backward, RaggedLengthsAndUnequalTiles) {
+  checkGradients(variant("mask = j <= i + 700"), {1, 2, 2, 257, 1000, 16}, 32, 64);
+  checkGradients(variant(""), {1, 1, 1, 1000, 257, 16}, 64, 16);
+}
+
+TEST(Backward, GroupedAndMultiQueryHeadsSumKeyGradients) {
+  checkGradients(variant("mask = j <= i"), {2, 8, 2, 70, 70, 16}, 32, 32);
+  checkGradients(variant(""), {1, 4, 1, 70, 50, 16}, 16, 32);
+}
+
+TEST(Backward, RowsThatSeeNoKeyHaveZeroGradients) {
+  Sizes sizes{1, 1, 1, 70, 70, 16};
+  std::unique_ptr<Compiled> compiled = compile(variant("mask = i >= 10 && j <= i"), 32, 32, 16);
+  ASSERT_TRUE(compiled->backward);
+  AttentionInputs inputs = interp::makeRandomInputs(compiled->forward, toShape(sizes), 1);
+  interp::AttentionOutputs outputs;
+  std::string error;
+  ASSERT_TRUE(mlir::succeeded(interp::runKernel(compiled->forward, inputs, outputs, error)));
+  interp::BackwardInputs backwardInputs{outputs.out, outputs.lse,
+                                        interp::makeRandomOutputGrad(compiled->forward,
+                                                                     inputs.shape, 1)};
+  interp::AttentionGradients grads;
+  ASSERT_TRUE(mlir::succeeded(
+      interp::runBackwardKernel(compiled->backward, inputs, backwardInputs, grads, error)))
+      << error;
+  for (float x : grads.dq)
+    ASSERT_FALSE(std::isnan(x));
+  for (int64_t n = 0; n < 10 * 16; ++n)
+    EXPECT_EQ(grads.dq[n], 0.0f) << n;
+  // Keys j > 69 - 0 are seen by someone; keys are all seen by row 69, so
+  // dK is finite everywhere.
+  for (float x : grads.dk)
+    ASSERT_TRUE(std::isfinite(x));
+  checkGradients(variant("mask = i >= 10 && j <= i"), sizes, 32, 32);
+}
+
+TEST(Backward, SoftcapAlibiAndLearnableRelativeBias) {
+  checkGradients(variant("param cap: f32 = 2.5\nscore = cap * tanh(s / cap)"),
+                 {1, 2, 2, 90, 90, 16}, 32, 32, 3,
+                 [](AttentionInputs &in) {
+                   for (float &x : in.q)
+                     x *= 3.0f;
+                 });
+  checkGradients(variant("tensor slopes: f32[H]\nscore = s - slopes[h] * (i - j)\nmask = j <= i"),
+                 {1, 4, 4, 100, 100, 16}, 32, 32);
+  interp::BackwardCheck check = checkGradients(
+      variant("tensor bias: f32[H, 512]\nscore = s + bias[h, i - j + 256]\nmask = j <= i"),
+      {2, 2, 2, 130, 130, 16}, 32, 64);
+  ASSERT_EQ(check.gradients.size(), 4u);
+  EXPECT_EQ(check.gradients[3].name, "d(bias)");
+}
+
+TEST(Backward, LargeScores) {
+  // Q·30: every row's softmax is nearly one-hot; P·(dP - Δ) cancels hard.
+  checkGradients(variant("mask = j <= i"), {1, 2, 2, 100, 100, 16}, 32, 32, 3,
+                 [](AttentionInputs &in) {
+                   for (float &x : in.q)
+                     x *= 30.0f;
+                 });
+}
+
+TEST(Backward, EmptyTilesAreClassifiedAndSkipped) {
+  interp::BackwardCheck check =
+      checkGradients(variant("mask = j <= i"), {1, 1, 1, 128, 128, 16}, 32, 32);
+  // 4x4 tiles: 6 above the diagonal empty, 4 on it partial, 6 below full.
+  EXPECT_EQ(check.tiles.empty, 6);
+  EXPECT_EQ(check.tiles.partial, 4);
+  EXPECT_EQ(check.tiles.full, 6);
+}
+
+TEST(Backward, RejectsMismatchedForwardOutputs) {
+  std::unique_ptr<Compiled> compiled = compile(variant(""), 32, 32, 16);
+  ASSERT_TRUE(compiled->backward);
+  Sizes sizes{1, 1, 1, 40, 40, 16};
+  AttentionInputs inputs = interp::makeRandomInputs(compiled->forward, toShape(sizes), 1);
+  interp::BackwardInputs wrong{std::vector<float>(10), std::vector<float>(40),
+                               std::vector<float>(40 * 16)};
+  interp::AttentionGradients grads;
+  std::string error;
+  EXPECT_TRUE(mlir::failed(
+      interp::runBackwardKernel(compiled->backward, inputs, wrong, grads, error)));
+  EXPECT_NE(error.find("O holds 10 elements, expected 640"), std::string::npos) << error;
+}
+
+} // namespace
