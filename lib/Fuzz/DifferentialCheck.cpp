@@ -7,6 +7,7 @@
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
+#include "flashc/Interpreter/BackwardCheck.h"
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Interpreter/Interpreter.h"
 #include "flashc/Interpreter/Reference.h"
@@ -131,6 +132,79 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   return {};
 }
 
+/// Check 5: the backward kernel, after the pipeline, against the fp64
+/// reference's gradients, from the final forward kernel's O and LSE, with
+/// the tile claims checked element by element in the transposed loop too.
+CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
+                              std::string &diagnostics, flash::KernelOp forward,
+                              const interp::AttentionInputs &inputs, double bound,
+                              const CheckOptions &options) {
+  const char *stage = "interpreter backward";
+  if (bound > options.maxBound)
+    return skip("scores too large for an f32 comparison of gradients");
+  frontend::KernelOptions kernelOptions;
+  kernelOptions.blockRows = c.blockRows;
+  kernelOptions.blockCols = c.blockCols;
+  kernelOptions.headDim = c.headDim;
+  kernelOptions.backward = true;
+  OwningOpRef<ModuleOp> module =
+      frontend::emitFlashIR(context, *parsed.ast, kernelOptions, parsed.sourceMgr);
+  if (!module) {
+    // The only refusal the backward adds: a derivative too large to form.
+    if (parsed.diagnostics.find("cannot form the backward pass") != std::string::npos)
+      return skip("a derivative too large to form", parsed.diagnostics);
+    return fail("IRGen backward", parsed.diagnostics + diagnostics);
+  }
+  PassManager pm(&context);
+  flash::buildFlashPipeline(pm);
+  if (failed(pm.run(*module)))
+    return fail("pass pipeline (backward)", diagnostics);
+  auto backward = *module->getOps<flash::BackwardKernelOp>().begin();
+
+  std::string error;
+  interp::RunOptions run;
+  run.checkClassification = true;
+  interp::AttentionOutputs outputs;
+  if (failed(interp::runKernel(forward, inputs, outputs, error, run)))
+    return fail(stage, error);
+  std::vector<float> outputGrad = interp::makeRandomOutputGrad(forward, inputs.shape, c.seed);
+  interp::BackwardInputs backwardInputs{outputs.out, outputs.lse, outputGrad};
+  interp::AttentionGradients gradients;
+  if (failed(interp::runBackwardKernel(backward, inputs, backwardInputs, gradients, error, run)))
+    return fail(stage, error);
+  const frontend::Variant &variant = parsed.ast->variants.front();
+  interp::ReferenceGradients reference = interp::naiveAttentionBackward(
+      inputs, interp::referenceFor(variant, inputs), outputGrad);
+  auto compareOne = [&](const char *name, llvm::ArrayRef<float> actual,
+                        llvm::ArrayRef<double> expected) -> CheckResult {
+    interp::ErrorStats stats = interp::compare(actual, expected);
+    if (stats.passes(bound) || (stats.nonFinite == 0 && stats.maxAbs <= bound))
+      return {};
+    return fail(stage, std::string(name) + " rel " + format(stats.relative) + ", max " +
+                           format(stats.maxAbs) + " (bound " + format(bound) + ", " +
+                           std::to_string(stats.nonFinite) + " NaN/inf)");
+  };
+  for (auto [name, actual, expected] :
+       {std::make_tuple("dQ", &gradients.dq, &reference.dq),
+        std::make_tuple("dK", &gradients.dk, &reference.dk),
+        std::make_tuple("dV", &gradients.dv, &reference.dv)}) {
+    CheckResult result = compareOne(name, *actual, *expected);
+    if (result.outcome != Outcome::Pass)
+      return result;
+  }
+  for (const auto &entry : gradients.tensorGrads) {
+    auto it = reference.tensorGrads.find(entry.getKey());
+    std::vector<double> zeros(entry.getValue().size(), 0.0);
+    std::string name = ("d(" + entry.getKey() + ")").str();
+    CheckResult result =
+        compareOne(name.c_str(), entry.getValue(),
+                   it == reference.tensorGrads.end() ? zeros : it->second);
+    if (result.outcome != Outcome::Pass)
+      return result;
+  }
+  return {};
+}
+
 } // namespace
 
 CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options) {
@@ -186,7 +260,9 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
     return score;
   };
   auto score = spec.score;
-  spec.score = [&, score](double s, int64_t b, int64_t h, int64_t i, int64_t j) {
+  auto derivative = spec.scoreDerivative;
+  double maxDerivativeError = 0;
+  spec.score = [&, score, derivative](double s, int64_t b, int64_t h, int64_t i, int64_t j) {
     recordScore(s);
     if (!score)
       return s;
@@ -198,6 +274,17 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
     for (double perturbed : {score(s + delta, b, h, i, j), score(s - delta, b, h, i, j)}) {
       double change = std::fabs(perturbed - value);
       maxScoreError = std::max(maxScoreError, std::isfinite(change) ? change : 1e300);
+    }
+    // The same for the backward's chain rule: how far ∂score/∂s moves under
+    // that perturbation, relative to its size (tanh'' near the knee, 1/s²).
+    if (derivative) {
+      double slope = derivative(s, b, h, i, j);
+      for (double perturbed : {derivative(s + delta, b, h, i, j),
+                               derivative(s - delta, b, h, i, j)}) {
+        double change = std::fabs(perturbed - slope) / (1 + std::fabs(slope));
+        maxDerivativeError =
+            std::max(maxDerivativeError, std::isfinite(change) ? change : 1e300);
+      }
     }
     return value;
   };
@@ -255,6 +342,14 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
                              " (bound " + format(lseBound) + ", " +
                              std::to_string(lse.nonFinite) + " NaN/inf, " +
                              std::to_string(lse.mismatchedInf) + " rows empty on one side)");
+  }
+
+  if (options.backward) {
+    CheckResult result = checkBackwardCase(c, parsed, context, diagnostics, kernel, inputs,
+                                           outBound + 4 * scoreError + 4 * maxDerivativeError,
+                                           options);
+    if (result.outcome != Outcome::Pass)
+      return result;
   }
 
   if (options.ptx && c.elementType != "f32")

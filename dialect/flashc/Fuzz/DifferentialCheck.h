@@ -19,7 +19,14 @@
 //   3. every claim flash-classify-tiles makes holds, element by element
 //      (interp::RunOptions::checkClassification);
 //   4. for bf16/f16 variants, --emit=ptx succeeds for sm_90a and sm_80 at
-//      the default tile and ptxas assembles the result.
+//      the default tile and ptxas assembles the result;
+//   5. the backward kernel (after the pipeline, from the forward's O and
+//      LSE) matches the fp64 reference's dQ, dK, dV and aux gradients, with
+//      the tile claims checked in its transposed loop too. Its bound adds
+//      to O's four times the score error and four times the largest
+//      relative change of ∂score/∂s under the same perturbation of s; the
+//      max-abs error may pass instead of the relative one (gradients that
+//      cancel to near 0).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_FUZZ_DIFFERENTIALCHECK_H
@@ -38,6 +45,8 @@ struct CheckOptions {
   std::string ptxas;
   /// Cases whose score-aware bound on O exceeds this are skipped.
   double maxBound = 0.05;
+  /// Check 5 (the backward pass).
+  bool backward = true;
 };
 
 enum class Outcome { Pass, Skip, Fail };
