@@ -166,16 +166,7 @@ LogicalResult KernelExecutor::execBackwardOp(Operation &op) {
         return success();
       })
       .Case([&](flash::OutputGradDotOp dot) {
-        const Tile &dO = tile(dot.getOutputGrad()), &v = tile(dot.getValue());
-        Tile dp(dO.rows, v.rows);
-        for (int64_t r = 0; r < dO.rows; ++r)
-          for (int64_t c = 0; c < v.rows; ++c) {
-            float sum = 0;
-            for (int64_t d = 0; d < dO.cols; ++d)
-              sum += dO(r, d) * v(c, d);
-            dp(r, c) = sum;
-          }
-        setTile(dot.getResult(), std::move(dp));
+        setTile(dot.getResult(), rowsTimesBlock(tile(dot.getOutputGrad()), tile(dot.getValue())));
         return success();
       })
       .Case([&](flash::SoftmaxGradOp op) {

@@ -387,6 +387,18 @@ void KernelExecutor::store(flash::StoreOp op) {
   }
 }
 
+Tile interp::detail::rowsTimesBlock(const Tile &rows, const Tile &block, float scale) {
+  Tile result(rows.rows, block.rows);
+  for (int64_t r = 0; r < rows.rows; ++r)
+    for (int64_t c = 0; c < block.rows; ++c) {
+      float sum = 0;
+      for (int64_t d = 0; d < rows.cols; ++d)
+        sum += rows(r, d) * block(c, d);
+      result(r, c) = scale * sum;
+    }
+  return result;
+}
+
 LogicalResult KernelExecutor::execMask(flash::MaskOp mask) {
   // Tiles flash-classify-tiles proved full or empty take the same
   // shortcut as on the GPU, so a wrong proof fails the reference check
@@ -446,17 +458,8 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
         return success();
       })
       .Case([&](flash::QKDotOp dot) {
-        const Tile &q = tile(dot.getQuery()), &k = tile(dot.getKey());
-        float scale = dot.getScale().convertToFloat();
-        Tile s(q.rows, k.rows);
-        for (int64_t r = 0; r < q.rows; ++r)
-          for (int64_t c = 0; c < k.rows; ++c) {
-            float sum = 0;
-            for (int64_t d = 0; d < q.cols; ++d)
-              sum += q(r, d) * k(c, d);
-            s(r, c) = scale * sum;
-          }
-        setTile(dot.getResult(), std::move(s));
+        setTile(dot.getResult(), rowsTimesBlock(tile(dot.getQuery()), tile(dot.getKey()),
+                                                dot.getScale().convertToFloat()));
         return success();
       })
       .Case([&](flash::ScoreModOp mod) {

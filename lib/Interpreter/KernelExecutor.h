@@ -40,6 +40,10 @@ struct RuntimeValue {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+/// scale · A·Bᵀ for a rows x D tile A and a block x D tile B, in f32: the
+/// qk_dot and output_grad_dot GEMMs.
+Tile rowsTimesBlock(const Tile &rows, const Tile &block, float scale = 1.0f);
+
 class KernelExecutor {
 public:
   /// Runs a forward kernel into `outputs`.

@@ -8,6 +8,36 @@
 using namespace flashc;
 using namespace flashc::interp;
 
+/// The scaled scores, the (modified) logits and the visibility of row i of
+/// (b, h) against every key; returns the row's largest logit (-inf when no
+/// key is visible). A logit of -inf counts as masked.
+static double rowLogits(const AttentionInputs &inputs, const ReferenceSpec &spec, int64_t b,
+                        int64_t h, int64_t i, std::vector<double> &scaled,
+                        std::vector<double> &logits, std::vector<bool> &visible) {
+  const ProblemShape &shape = inputs.shape;
+  int64_t H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(), M = shape.keyLen(),
+          D = shape.headDim();
+  int64_t kvHead = h / (H / HKV);
+  const float *q = &inputs.q[((b * H + h) * N + i) * D];
+  double rowMax = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < M; ++j) {
+    visible[j] = !spec.mask || spec.mask(b, h, i, j);
+    if (!visible[j])
+      continue;
+    const float *k = &inputs.k[((b * HKV + kvHead) * M + j) * D];
+    double dot = 0;
+    for (int64_t d = 0; d < D; ++d)
+      dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
+    scaled[j] = spec.scale * dot;
+    logits[j] = spec.score ? spec.score(scaled[j], b, h, i, j) : scaled[j];
+    if (logits[j] == -std::numeric_limits<double>::infinity())
+      visible[j] = false;
+    else
+      rowMax = std::max(rowMax, logits[j]);
+  }
+  return rowMax;
+}
+
 ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
                                         const ReferenceSpec &spec) {
   const ProblemShape &shape = inputs.shape;
@@ -17,26 +47,13 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
   ReferenceOutputs result;
   result.out.assign(B * H * N * D, 0.0);
   result.lse.assign(B * H * N, -std::numeric_limits<double>::infinity());
-  std::vector<double> logits(M);
+  std::vector<double> scaled(M), logits(M);
   std::vector<bool> visible(M);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       int64_t kvHead = h / group;
       for (int64_t i = 0; i < N; ++i) {
-        const float *q = &inputs.q[((b * H + h) * N + i) * D];
-        double rowMax = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < M; ++j) {
-          visible[j] = !spec.mask || spec.mask(b, h, i, j);
-          if (!visible[j])
-            continue;
-          const float *k = &inputs.k[((b * HKV + kvHead) * M + j) * D];
-          double dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
-          double s = spec.scale * dot;
-          logits[j] = spec.score ? spec.score(s, b, h, i, j) : s;
-          rowMax = std::max(rowMax, logits[j]);
-        }
+        double rowMax = rowLogits(inputs, spec, b, h, i, scaled, logits, visible);
         int64_t row = (b * H + h) * N + i;
         if (rowMax == -std::numeric_limits<double>::infinity())
           continue; // no visible key: O = 0, LSE = -inf
@@ -83,22 +100,7 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
         int64_t row = (b * H + h) * N + i;
         const float *q = &inputs.q[row * D];
         const float *dO = &outputGrad[row * D];
-        double rowMax = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < M; ++j) {
-          visible[j] = !spec.mask || spec.mask(b, h, i, j);
-          if (!visible[j])
-            continue;
-          const float *k = keyRow(inputs.k, j);
-          double dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
-          scaled[j] = spec.scale * dot;
-          logits[j] = spec.score ? spec.score(scaled[j], b, h, i, j) : scaled[j];
-          if (logits[j] == -std::numeric_limits<double>::infinity())
-            visible[j] = false; // a score of -inf is a masked key
-          else
-            rowMax = std::max(rowMax, logits[j]);
-        }
+        double rowMax = rowLogits(inputs, spec, b, h, i, scaled, logits, visible);
         if (rowMax == -std::numeric_limits<double>::infinity())
           continue; // no visible key: every gradient of the row is 0
         double sum = 0;

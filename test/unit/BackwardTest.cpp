@@ -24,6 +24,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "TestSizes.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,20 +37,8 @@ using flashc::interp::ProblemShape;
 
 namespace {
 
-struct Sizes {
-  int64_t B = 1, H = 2, HKV = 2, N = 100, M = 100, D = 16;
-};
-
-ProblemShape toShape(const Sizes &s) {
-  ProblemShape shape;
-  shape[flash::DimRole::Batch] = s.B;
-  shape[flash::DimRole::Heads] = s.H;
-  shape[flash::DimRole::KVHeads] = s.HKV;
-  shape[flash::DimRole::QueryLen] = s.N;
-  shape[flash::DimRole::KeyLen] = s.M;
-  shape[flash::DimRole::HeadDim] = s.D;
-  return shape;
-}
+using test::Sizes;
+using test::toShape;
 
 /// A parsed source and, on demand, its forward and backward kernels.
 struct Compiled {

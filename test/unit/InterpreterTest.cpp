@@ -19,6 +19,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "TestSizes.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,20 +36,8 @@ namespace {
 
 constexpr double kF32Bound = 1e-5;
 
-struct Sizes {
-  int64_t B = 1, H = 2, HKV = 2, N = 100, M = 100, D = 32;
-};
-
-ProblemShape toShape(const Sizes &s) {
-  ProblemShape shape;
-  shape[flash::DimRole::Batch] = s.B;
-  shape[flash::DimRole::Heads] = s.H;
-  shape[flash::DimRole::KVHeads] = s.HKV;
-  shape[flash::DimRole::QueryLen] = s.N;
-  shape[flash::DimRole::KeyLen] = s.M;
-  shape[flash::DimRole::HeadDim] = s.D;
-  return shape;
-}
+using test::Sizes;
+using test::toShape;
 
 /// Owns the context and module of one compiled variant.
 struct CompiledKernel {

@@ -215,18 +215,26 @@ LogicalResult StoreOp::verify() {
 // Scores
 //===----------------------------------------------------------------------===//
 
-LogicalResult QKDotOp::verify() {
-  ArrayRef<int64_t> q = shapeOf(getQuery()), k = shapeOf(getKey());
-  if (q[1] != k[1])
-    return emitOpError() << "query head dim " << q[1]
-                         << " differs from key head dim " << k[1];
-  if (getQuery().getType().getElementType() != getKey().getType().getElementType())
-    return emitOpError("query and key element types differ");
-  if (failed(expectShape(*this, "result", shapeOf(getResult()), {q[0], k[0]},
-                         "query rows x key rows")) ||
-      failed(expectConfigTile(*this, "query tile", getQuery(), false)))
+/// Shared by qk_dot (Q·Kᵀ) and output_grad_dot (dO·Vᵀ): a Br x D tile times
+/// a transposed Bc x D block of the same element type gives Br x Bc.
+static LogicalResult verifyRowsTimesBlock(Operation *op, Value rows, Value block, Value result,
+                                          StringRef rowsName, StringRef blockName) {
+  ArrayRef<int64_t> r = shapeOf(rows), k = shapeOf(block);
+  if (r[1] != k[1])
+    return op->emitOpError() << rowsName << " head dim " << r[1] << " differs from "
+                             << blockName << " head dim " << k[1];
+  if (cast<ShapedType>(rows.getType()).getElementType() !=
+      cast<ShapedType>(block.getType()).getElementType())
+    return op->emitOpError() << rowsName << " and " << blockName << " element types differ";
+  if (failed(expectShape(op, "result", shapeOf(result), {r[0], k[0]},
+                         (rowsName + " rows x " + blockName + " rows").str())) ||
+      failed(expectConfigTile(op, (rowsName + " tile").str(), rows, false)))
     return failure();
-  return expectConfigTile(*this, "key block", getKey(), true);
+  return expectConfigTile(op, (blockName + " block").str(), block, true);
+}
+
+LogicalResult QKDotOp::verify() {
+  return verifyRowsTimesBlock(*this, getQuery(), getKey(), getResult(), "query", "key");
 }
 
 /// Shared by score_mod and mask: the region's arguments and yielded type.
@@ -422,17 +430,8 @@ LogicalResult RecomputeProbsOp::verify() {
 }
 
 LogicalResult OutputGradDotOp::verify() {
-  ArrayRef<int64_t> dO = shapeOf(getOutputGrad()), v = shapeOf(getValue());
-  if (dO[1] != v[1])
-    return emitOpError() << "output-gradient head dim " << dO[1]
-                         << " differs from value head dim " << v[1];
-  if (getOutputGrad().getType().getElementType() != getValue().getType().getElementType())
-    return emitOpError("output-gradient and value element types differ");
-  if (failed(expectShape(*this, "result", shapeOf(getResult()), {dO[0], v[0]},
-                         "output-gradient rows x value rows")) ||
-      failed(expectConfigTile(*this, "output-gradient tile", getOutputGrad(), false)))
-    return failure();
-  return expectConfigTile(*this, "value block", getValue(), true);
+  return verifyRowsTimesBlock(*this, getOutputGrad(), getValue(), getResult(),
+                              "output-gradient", "value");
 }
 
 LogicalResult SoftmaxGradOp::verify() {
