@@ -175,12 +175,10 @@ CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRCo
   const frontend::Variant &variant = parsed.ast->variants.front();
   interp::ReferenceGradients reference = interp::naiveAttentionBackward(
       inputs, interp::referenceFor(variant, inputs), outputGrad);
-  auto compareOne = [&](const char *name, llvm::ArrayRef<float> actual,
-                        llvm::ArrayRef<double> expected) -> CheckResult {
-    interp::ErrorStats stats = interp::compare(actual, expected);
+  auto check = [&](llvm::StringRef name, const interp::ErrorStats &stats) -> CheckResult {
     if (stats.passes(bound) || (stats.nonFinite == 0 && stats.maxAbs <= bound))
       return {};
-    return fail(stage, std::string(name) + " rel " + format(stats.relative) + ", max " +
+    return fail(stage, name.str() + " rel " + format(stats.relative) + ", max " +
                            format(stats.maxAbs) + " (bound " + format(bound) + ", " +
                            std::to_string(stats.nonFinite) + " NaN/inf)");
   };
@@ -188,17 +186,21 @@ CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRCo
        {std::make_tuple("dQ", &gradients.dq, &reference.dq),
         std::make_tuple("dK", &gradients.dk, &reference.dk),
         std::make_tuple("dV", &gradients.dv, &reference.dv)}) {
-    CheckResult result = compareOne(name, *actual, *expected);
+    CheckResult result = check(name, interp::compare(*actual, *expected));
     if (result.outcome != Outcome::Pass)
       return result;
   }
+  // Aux gradients: relative to the magnitudes summed into each element.
   for (const auto &entry : gradients.tensorGrads) {
-    auto it = reference.tensorGrads.find(entry.getKey());
     std::vector<double> zeros(entry.getValue().size(), 0.0);
-    std::string name = ("d(" + entry.getKey() + ")").str();
+    auto lookup = [&](const llvm::StringMap<std::vector<double>> &map) {
+      auto it = map.find(entry.getKey());
+      return it == map.end() ? llvm::ArrayRef<double>(zeros) : llvm::ArrayRef<double>(it->second);
+    };
     CheckResult result =
-        compareOne(name.c_str(), entry.getValue(),
-                   it == reference.tensorGrads.end() ? zeros : it->second);
+        check(("d(" + entry.getKey() + ")").str(),
+              interp::compare(entry.getValue(), lookup(reference.tensorGrads),
+                              lookup(reference.tensorGradSizes)));
     if (result.outcome != Outcome::Pass)
       return result;
   }

@@ -142,6 +142,9 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
                                     offset = offset * decl.shape[d] + indices[d];
                                   }
                                   grad[offset] += modGrad * partial;
+                                  std::vector<double> &size = grads.tensorGradSizes[name];
+                                  size.resize(decl.numElements(), 0.0);
+                                  size[offset] += std::fabs(modGrad * partial);
                                 });
           const float *k = keyRow(inputs.k, j);
           double *dq = &grads.dq[row * D];
@@ -156,6 +159,20 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
       }
     }
   return grads;
+}
+
+ErrorStats interp::compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected,
+                           llvm::ArrayRef<double> sizes) {
+  ErrorStats stats = compare(actual, expected);
+  double diffSquares = 0, sizeSquares = 0;
+  for (size_t n = 0; n < std::min({actual.size(), expected.size(), sizes.size()}); ++n) {
+    double diff = std::isfinite(actual[n]) ? actual[n] - expected[n] : 0.0;
+    diffSquares += diff * diff;
+    sizeSquares += sizes[n] * sizes[n];
+  }
+  stats.relative =
+      sizeSquares > 0 ? std::sqrt(diffSquares / sizeSquares) : std::sqrt(diffSquares);
+  return stats;
 }
 
 ErrorStats interp::compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected) {

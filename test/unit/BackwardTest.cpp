@@ -376,6 +376,19 @@ TEST(Backward, SoftcapAlibiAndLearnableRelativeBias) {
   EXPECT_EQ(check.gradients[3].name, "d(bias)");
 }
 
+TEST(Backward, RowShiftBiasHasZeroGradientUpToCancellation) {
+  // slopes[h] · i shifts whole rows: softmax ignores it, so d(slopes) is
+  // exactly 0 and the kernel's f32 sums reach it only up to the size of the
+  // terms that cancel (found by flashc-fuzz, seed 100329). The check is
+  // relative to those terms; a wrong sign of the partial would fail it.
+  interp::BackwardCheck check = checkGradients(
+      variant("tensor slopes: f32[H]\nscore = s - slopes[h] * i",
+              "q: f16[B, H, N, D] k: f16[B, HKV, M, D] v: f16[B, HKV, M, D]\n"),
+      {1, 2, 2, 67, 45, 16}, 32, 16);
+  ASSERT_EQ(check.gradients.size(), 4u);
+  EXPECT_LT(check.gradients[3].stats.relative, 1e-3);
+}
+
 TEST(Backward, LargeScores) {
   // Q·30: every row's softmax is nearly one-hot; P·(dP - Δ) cancels hard.
   checkGradients(variant("mask = j <= i"), {1, 2, 2, 100, 100, 16}, 32, 32, 3,

@@ -49,6 +49,11 @@ ReferenceOutputs naiveAttention(const AttentionInputs &inputs, const ReferenceSp
 struct ReferenceGradients {
   std::vector<double> dq, dk, dv;
   llvm::StringMap<std::vector<double>> tensorGrads;
+  /// Per aux gradient element, the sum of the absolute values of what was
+  /// added into it: the scale of its rounding error. A bias that shifts a
+  /// whole row (slopes[h] · i) has a true gradient of exactly 0, which f32
+  /// reaches only up to cancellation of terms this large.
+  llvm::StringMap<std::vector<double>> tensorGradSizes;
 };
 
 /// The analytic backward of naiveAttention in fp64, row by row: P from the
@@ -71,6 +76,11 @@ struct ErrorStats {
 
 /// Compares elementwise; equal infinities (LSE of an empty row) agree.
 ErrorStats compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected);
+/// The same, but `relative` is ||actual - expected||_2 / ||sizes||_2: the
+/// error of a sum relative to the sum of its terms' magnitudes
+/// (ReferenceGradients::tensorGradSizes).
+ErrorStats compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected,
+                   llvm::ArrayRef<double> sizes);
 
 } // namespace flashc::interp
 
