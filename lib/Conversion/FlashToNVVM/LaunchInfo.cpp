@@ -61,6 +61,10 @@ LogicalResult lowering::lowerFlashKernels(
     ModuleOp module, flash::GemmKind gemm,
     function_ref<std::unique_ptr<KernelEmitter>(flash::KernelOp, gpu::GPUModuleOp)>
         makeEmitter) {
+  // Say so instead of leaving a backward kernel behind unlowered.
+  for (flash::BackwardKernelOp backward : module.getOps<flash::BackwardKernelOp>())
+    return backward.emitOpError()
+           << "has no GPU lowering yet (the backward pass runs on the interpreter only)";
   SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
   if (kernels.empty())
     return success();
