@@ -87,6 +87,9 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
   grads.dq.assign(B * H * N * D, 0.0);
   grads.dk.assign(B * HKV * M * D, 0.0);
   grads.dv.assign(B * HKV * M * D, 0.0);
+  grads.dqSizes.assign(grads.dq.size(), 0.0);
+  grads.dkSizes.assign(grads.dk.size(), 0.0);
+  grads.dvSizes.assign(grads.dv.size(), 0.0);
   ReferenceSpec::TensorPartialFn noTensor;
   std::vector<double> scaled(M), logits(M), probs(M), probGrads(M);
   std::vector<bool> visible(M);
@@ -123,8 +126,12 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
           if (!visible[j] || probs[j] == 0)
             continue;
           double modGrad = probs[j] * (probGrads[j] - delta); // ∂L/∂score
-          double scoreGrad =
-              modGrad * (spec.scoreDerivative ? spec.scoreDerivative(scaled[j], b, h, i, j) : 1.0);
+          // The size of what modGrad subtracts: dP - Δ cancels when P is
+          // one-hot (then dP_j ≈ Δ), and a kernel's Δ comes from the stored,
+          // rounded O.
+          double modSize = probs[j] * (std::fabs(probGrads[j]) + std::fabs(delta));
+          double slope = spec.scoreDerivative ? spec.scoreDerivative(scaled[j], b, h, i, j) : 1.0;
+          double scoreGrad = modGrad * slope, scoreSize = modSize * std::fabs(slope);
           if (spec.tensorPartials)
             spec.tensorPartials(scaled[j], b, h, i, j,
                                 [&](llvm::StringRef name, llvm::ArrayRef<int64_t> indices,
@@ -144,16 +151,22 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
                                   grad[offset] += modGrad * partial;
                                   std::vector<double> &size = grads.tensorGradSizes[name];
                                   size.resize(decl.numElements(), 0.0);
-                                  size[offset] += std::fabs(modGrad * partial);
+                                  size[offset] += modSize * std::fabs(partial);
                                 });
           const float *k = keyRow(inputs.k, j);
           double *dq = &grads.dq[row * D];
           double *dk = &grads.dk[((b * HKV + kvHead) * M + j) * D];
           double *dv = &grads.dv[((b * HKV + kvHead) * M + j) * D];
+          double *dqSize = &grads.dqSizes[row * D];
+          double *dkSize = &grads.dkSizes[((b * HKV + kvHead) * M + j) * D];
+          double *dvSize = &grads.dvSizes[((b * HKV + kvHead) * M + j) * D];
           for (int64_t d = 0; d < D; ++d) {
             dq[d] += spec.scale * scoreGrad * static_cast<double>(k[d]);
             dk[d] += spec.scale * scoreGrad * static_cast<double>(q[d]);
             dv[d] += probs[j] * static_cast<double>(dO[d]);
+            dqSize[d] += spec.scale * scoreSize * std::fabs(static_cast<double>(k[d]));
+            dkSize[d] += spec.scale * scoreSize * std::fabs(static_cast<double>(q[d]));
+            dvSize[d] += probs[j] * std::fabs(static_cast<double>(dO[d]));
           }
         }
       }

@@ -5,9 +5,10 @@
 // the whole front end as flashc would take a file: the lexer, parser and
 // Sema (errors are expected and ignored), the printer (its text must parse
 // back to the same module), then for a checked module IRGen at
-// a fixed tile, the verifier, and the flash pass pipeline. A crash, a
-// sanitizer report or a verifier failure on IR the front end accepted is a
-// bug.
+// a fixed tile, the verifier, and the flash pass pipeline, for the forward
+// kernels and again for the backward ones (symbolic derivatives included).
+// A crash, a sanitizer report or a verifier failure on IR the front end
+// accepted is a bug.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,19 +62,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   frontend::KernelOptions options;
   options.blockRows = 64;
   options.blockCols = 64;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      frontend::emitFlashIR(context, *ast, options, sourceMgr);
-  if (!module)
-    return 0; // e.g. a head dim that contradicts the default one: reported
-  if (mlir::failed(mlir::verify(*module))) {
-    llvm::errs() << "IRGen built invalid IR for an accepted module\n";
-    std::abort();
-  }
-  mlir::PassManager pm(&context);
-  flash::buildFlashPipeline(pm);
-  if (mlir::failed(pm.run(*module))) {
-    llvm::errs() << "the flash pipeline failed on IR the front end built\n";
-    std::abort();
+  for (bool backward : {false, true}) {
+    options.backward = backward;
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        frontend::emitFlashIR(context, *ast, options, sourceMgr);
+    if (!module)
+      return 0; // e.g. a head dim that contradicts the default one: reported
+    if (mlir::failed(mlir::verify(*module))) {
+      llvm::errs() << "IRGen built invalid IR for an accepted module\n";
+      std::abort();
+    }
+    mlir::PassManager pm(&context);
+    flash::buildFlashPipeline(pm);
+    if (mlir::failed(pm.run(*module))) {
+      llvm::errs() << "the flash pipeline failed on IR the front end built\n";
+      std::abort();
+    }
   }
   return 0;
 }

@@ -24,9 +24,11 @@
 //      LSE) matches the fp64 reference's dQ, dK, dV and aux gradients, with
 //      the tile claims checked in its transposed loop too. Its bound adds
 //      to O's four times the score error and four times the largest
-//      relative change of ∂score/∂s under the same perturbation of s; the
-//      max-abs error may pass instead of the relative one (gradients that
-//      cancel to near 0).
+//      relative change of ∂score/∂s under the same perturbation of s; each
+//      gradient's error is relative to the magnitudes of the terms summed
+//      into it (ReferenceGradients::*Sizes), since random scores make
+//      one-hot rows whose dP − Δ cancels; the max-abs error may pass
+//      instead.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_FUZZ_DIFFERENTIALCHECK_H

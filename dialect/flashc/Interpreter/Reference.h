@@ -49,10 +49,12 @@ ReferenceOutputs naiveAttention(const AttentionInputs &inputs, const ReferenceSp
 struct ReferenceGradients {
   std::vector<double> dq, dk, dv;
   llvm::StringMap<std::vector<double>> tensorGrads;
-  /// Per aux gradient element, the sum of the absolute values of what was
-  /// added into it: the scale of its rounding error. A bias that shifts a
-  /// whole row (slopes[h] · i) has a true gradient of exactly 0, which f32
-  /// reaches only up to cancellation of terms this large.
+  /// Per gradient element, the sum of the magnitudes of the terms added into
+  /// it (with P·(|dP| + |Δ|) for P·(dP − Δ)): the scale of its rounding
+  /// error. A bias that shifts a whole row (slopes[h] · i) has a true
+  /// gradient of exactly 0, and a one-hot row's dP − Δ cancels; f32 (and a
+  /// Δ from the rounded O) reach them only up to terms this large.
+  std::vector<double> dqSizes, dkSizes, dvSizes;
   llvm::StringMap<std::vector<double>> tensorGradSizes;
 };
 
