@@ -253,3 +253,67 @@ Tangent flashc::frontend::evaluateTangent(const Expr &expr, const EvalContext &c
   }
   return {evaluate(expr, context), 0}; // literals, params, sizes
 }
+
+namespace {
+
+/// A value and the scale of its f32 rounding error (roundingScale).
+struct Scaled {
+  double value, scale;
+};
+
+Scaled scaledEval(const Expr &expr, const EvalContext &context) {
+  if (expr.type != ScalarType::Float)
+    return {evaluate(expr, context), 0};
+  auto operand = [&](size_t n) { return scaledEval(*expr.operands[n], context); };
+  switch (expr.kind) {
+  case ExprKind::Unary: {
+    Scaled a = operand(0);
+    return {-a.value, a.scale};
+  }
+  case ExprKind::Binary: {
+    Scaled a = operand(0), b = operand(1);
+    double r = evaluate(expr, context);
+    switch (expr.binaryOp) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+      return {r, a.scale + b.scale + std::fabs(r)};
+    case BinaryOp::Mul:
+      return {r, a.scale * std::fabs(b.value) + std::fabs(a.value) * b.scale + std::fabs(r)};
+    case BinaryOp::Div:
+      return {r, a.scale / std::fabs(b.value) +
+                     std::fabs(a.value) * b.scale / (b.value * b.value) + std::fabs(r)};
+    default:
+      return {r, std::fabs(r)};
+    }
+  }
+  case ExprKind::Call: {
+    if (expr.builtin == Builtin::Select)
+      return evaluate(*expr.operands[0], context) != 0 ? operand(1) : operand(2);
+    if (expr.builtin == Builtin::Min || expr.builtin == Builtin::Max) {
+      Scaled a = operand(0), b = operand(1);
+      bool left = expr.builtin == Builtin::Min ? a.value <= b.value : a.value >= b.value;
+      return left ? a : b;
+    }
+    Scaled a = operand(0);
+    double r = evaluate(expr, context);
+    switch (expr.builtin) {
+    case Builtin::Abs: return {r, a.scale};
+    case Builtin::Exp: return {r, std::fabs(r) * (1 + a.scale)};
+    case Builtin::Log: return {r, a.scale / std::fabs(a.value) + std::fabs(r)};
+    case Builtin::Tanh: return {r, (1 - r * r) * a.scale + std::fabs(r)};
+    case Builtin::Sqrt: return {r, a.scale / (2 * r) + r};
+    default: return {r, std::fabs(r)};
+    }
+  }
+  default: {
+    double v = evaluate(expr, context); // s, literals, params, tensor reads
+    return {v, std::fabs(v)};
+  }
+  }
+}
+
+} // namespace
+
+double flashc::frontend::roundingScale(const Expr &expr, const EvalContext &context) {
+  return scaledEval(expr, context).scale;
+}

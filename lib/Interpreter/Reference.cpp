@@ -90,6 +90,8 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
   grads.dqSizes.assign(grads.dq.size(), 0.0);
   grads.dkSizes.assign(grads.dk.size(), 0.0);
   grads.dvSizes.assign(grads.dv.size(), 0.0);
+  grads.dqErrors.assign(grads.dq.size(), 0.0);
+  grads.dkErrors.assign(grads.dk.size(), 0.0);
   ReferenceSpec::TensorPartialFn noTensor;
   std::vector<double> scaled(M), logits(M), probs(M), probGrads(M);
   std::vector<bool> visible(M);
@@ -132,6 +134,10 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
           double modSize = probs[j] * (std::fabs(probGrads[j]) + std::fabs(delta));
           double slope = spec.scoreDerivative ? spec.scoreDerivative(scaled[j], b, h, i, j) : 1.0;
           double scoreGrad = modGrad * slope, scoreSize = modSize * std::fabs(slope);
+          double scoreError =
+              spec.scoreDerivativeError
+                  ? std::fabs(modGrad) * spec.scoreDerivativeError(scaled[j], b, h, i, j)
+                  : 0.0;
           if (spec.tensorPartials)
             spec.tensorPartials(scaled[j], b, h, i, j,
                                 [&](llvm::StringRef name, llvm::ArrayRef<int64_t> indices,
@@ -160,6 +166,8 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
           double *dqSize = &grads.dqSizes[row * D];
           double *dkSize = &grads.dkSizes[((b * HKV + kvHead) * M + j) * D];
           double *dvSize = &grads.dvSizes[((b * HKV + kvHead) * M + j) * D];
+          double *dqError = &grads.dqErrors[row * D];
+          double *dkError = &grads.dkErrors[((b * HKV + kvHead) * M + j) * D];
           for (int64_t d = 0; d < D; ++d) {
             dq[d] += spec.scale * scoreGrad * static_cast<double>(k[d]);
             dk[d] += spec.scale * scoreGrad * static_cast<double>(q[d]);
@@ -167,11 +175,30 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
             dqSize[d] += spec.scale * scoreSize * std::fabs(static_cast<double>(k[d]));
             dkSize[d] += spec.scale * scoreSize * std::fabs(static_cast<double>(q[d]));
             dvSize[d] += probs[j] * std::fabs(static_cast<double>(dO[d]));
+            dqError[d] += spec.scale * scoreError * std::fabs(static_cast<double>(k[d]));
+            dkError[d] += spec.scale * scoreError * std::fabs(static_cast<double>(q[d]));
           }
         }
       }
     }
   return grads;
+}
+
+ErrorStats interp::compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected,
+                           llvm::ArrayRef<double> sizes, llvm::ArrayRef<double> explained) {
+  ErrorStats stats = compare(actual, expected, sizes);
+  double diffSquares = 0, sizeSquares = 0, explainedSquares = 0;
+  for (size_t n = 0; n < std::min({actual.size(), expected.size(), sizes.size(),
+                                   explained.size()});
+       ++n) {
+    double diff = std::isfinite(actual[n]) ? actual[n] - expected[n] : 0.0;
+    diffSquares += diff * diff;
+    sizeSquares += sizes[n] * sizes[n];
+    explainedSquares += explained[n] * explained[n];
+  }
+  double unexplained = std::max(0.0, std::sqrt(diffSquares) - std::sqrt(explainedSquares));
+  stats.relative = sizeSquares > 0 ? unexplained / std::sqrt(sizeSquares) : unexplained;
+  return stats;
 }
 
 ErrorStats interp::compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected,

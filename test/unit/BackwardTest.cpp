@@ -210,6 +210,26 @@ TEST(Derivative, SimplifiesToLiterals) {
   }
 }
 
+TEST(Derivative, RoundingScaleSeesCancellation) {
+  // s * (30 / s) is 30: its derivative 30/s - s·30/s² is 0, but in f32 each
+  // term is about 30/s, so the rounding scale is large where the value is
+  // 0 (flashc-fuzz forgives that much, seed 200914).
+  std::unique_ptr<Compiled> compiled = parse(variant("score = s * (30.0 / s)"));
+  ASSERT_TRUE(compiled->ast.has_value());
+  std::optional<frontend::ScoreDerivatives> derivatives =
+      frontend::differentiateScore(compiled->ast->variants.front(), compiled->sourceMgr);
+  ASSERT_TRUE(derivatives.has_value());
+  frontend::EvalContext context;
+  context.score = 0.01;
+  EXPECT_NEAR(frontend::evaluate(*derivatives->wrtScore, context), 0.0, 1e-9);
+  EXPECT_GE(frontend::roundingScale(*derivatives->wrtScore, context), 3000.0);
+  // A well-conditioned derivative has a scale of its own size.
+  std::unique_ptr<Compiled> plain = parse(variant("score = 2 * s"));
+  std::optional<frontend::ScoreDerivatives> two =
+      frontend::differentiateScore(plain->ast->variants.front(), plain->sourceMgr);
+  EXPECT_DOUBLE_EQ(frontend::roundingScale(*two->wrtScore, context), 2.0);
+}
+
 TEST(Derivative, TooLargeIsALocatedError) {
   std::string product = "s";
   for (int n = 0; n < 120; ++n)

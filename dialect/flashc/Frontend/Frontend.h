@@ -52,6 +52,13 @@ struct Tangent {
 /// derivative 0; the conventions at kinks match Derivative.h.
 Tangent evaluateTangent(const Expr &expr, const EvalContext &context, const Expr *wrt);
 
+/// The scale of the rounding error of evaluating `expr` in f32 at `context`,
+/// to first order: every Float operation adds its result's magnitude and
+/// propagates its operands' scales (|b|·Ca + |a|·Cb for a product, ...); the
+/// f32 error is about 2^-24 times this. Int and Bool nodes are exact (0).
+/// It is what a cancelling expression (30 / s - 30 / s) costs in f32.
+double roundingScale(const Expr &expr, const EvalContext &context);
+
 } // namespace flashc::frontend
 
 #endif // FLASHC_FRONTEND_FRONTEND_H

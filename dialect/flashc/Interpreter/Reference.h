@@ -25,6 +25,10 @@ struct ReferenceSpec {
   // The backward pass.
   /// ∂score/∂s at the scaled score s; null: 1 (no score modification).
   std::function<double(double s, int64_t b, int64_t h, int64_t i, int64_t j)> scoreDerivative;
+  /// The absolute error with which a kernel evaluates ∂score/∂s in f32 (its
+  /// symbolic derivative's rounding); null: none. Only widens *Errors.
+  std::function<double(double s, int64_t b, int64_t h, int64_t i, int64_t j)>
+      scoreDerivativeError;
   /// add(tensor, indices, ∂score/∂element): one call per float aux tensor
   /// element the score reads at (s, b, h, i, j). Null: it reads none.
   using TensorPartialFn =
@@ -56,6 +60,9 @@ struct ReferenceGradients {
   /// Δ from the rounded O) reach them only up to terms this large.
   std::vector<double> dqSizes, dkSizes, dvSizes;
   llvm::StringMap<std::vector<double>> tensorGradSizes;
+  /// With spec.scoreDerivativeError: the absolute error it explains in dQ
+  /// and dK (|dZ|·error·scale·|k| or |q| summed), else zeros.
+  std::vector<double> dqErrors, dkErrors;
 };
 
 /// The analytic backward of naiveAttention in fp64, row by row: P from the
@@ -83,6 +90,10 @@ ErrorStats compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected
 /// (ReferenceGradients::tensorGradSizes).
 ErrorStats compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected,
                    llvm::ArrayRef<double> sizes);
+/// The same, after forgiving ||explained||_2 of the error (an absolute error
+/// the caller can account for, ReferenceGradients::dqErrors).
+ErrorStats compare(llvm::ArrayRef<float> actual, llvm::ArrayRef<double> expected,
+                   llvm::ArrayRef<double> sizes, llvm::ArrayRef<double> explained);
 
 } // namespace flashc::interp
 
