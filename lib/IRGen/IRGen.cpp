@@ -91,9 +91,10 @@ private:
   /// Creates the kernel op with the variant's signature attributes.
   flash::KernelOp createKernel(Location at, int64_t br, int64_t bc, int64_t headDim);
   /// The score, mod and mask of one (query tile, key block): the scaled
-  /// scores, the modified ones, and the masked ones ready for a softmax.
+  /// scores (what a score mod reads) and the modified, masked ones ready for
+  /// a softmax.
   struct Scores {
-    Value scaled, modified, masked;
+    Value scaled, masked;
   };
   Scores emitScores(Value q, Value k, Value b, Value h, Value qt, Value kt, Value keyLen,
                     double scale, int64_t br, int64_t bc);
@@ -388,7 +389,6 @@ KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value
     emitRegion(scoreMod, *variant.score, /*withScore=*/true);
     s = scoreMod.getResult();
   }
-  result.modified = s;
   if (variant.mask) {
     auto mask = flash::MaskOp::create(builder, loc(variant.mask->loc), scoreTile, s,
                                       b, h, qt, kt, /*all_visible=*/Value(),

@@ -169,8 +169,6 @@ void printStats(llvm::raw_ostream &os, llvm::StringRef what, const interp::Error
   os << (passed.value_or(stats.passes(bound)) ? "  ok\n" : "  FAIL\n");
 }
 
-/// Runs every kernel of `module` on the interpreter and checks it. Returns
-/// the process exit code.
 /// Checks the backward kernel of `kernel`'s variant from the forward's own
 /// O and LSE on `inputs`. Returns whether every gradient is within bounds.
 bool checkBackwardOnCpu(flash::KernelOp kernel, flash::BackwardKernelOp backward,
@@ -201,6 +199,9 @@ bool checkBackwardOnCpu(flash::KernelOp kernel, flash::BackwardKernelOp backward
   return check.passes();
 }
 
+/// Runs every kernel of `module` on the interpreter and checks it, and its
+/// backward kernel in `backwardModule` when given. Returns the process exit
+/// code.
 int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &ast,
              const llvm::StringMap<int64_t> &sizes, const llvm::StringMap<double> &params) {
   bool allPassed = true;
