@@ -194,11 +194,15 @@ ExprPtr compare(BinaryOp op, ExprPtr a, ExprPtr b, llvm::SMLoc loc) {
 
 class Differentiator {
 public:
-  explicit Differentiator(const Expr *wrt) : wrt(wrt) {}
+  Differentiator(const Expr *wrt, int64_t budget) : wrt(wrt), budget(budget) {}
+
+  /// Whether the copies made so far exceeded the budget (the result is then
+  /// meaningless: rules stop copying and return 0).
+  bool exhausted() const { return budget < 0; }
 
   ExprPtr derive(const Expr &expr) {
     llvm::SMLoc loc = expr.loc;
-    if (expr.type != ScalarType::Float)
+    if (expr.type != ScalarType::Float || exhausted())
       return floatLiteral(0, loc); // Int and Bool are piecewise constant
     switch (expr.kind) {
     case ExprKind::Score:
@@ -235,14 +239,14 @@ private:
     case BinaryOp::Sub:
       return sub(derive(a), derive(b), loc);
     case BinaryOp::Mul: // (a·b)' = a'·b + a·b'
-      return add(mul(derive(a), clone(b), loc), mul(clone(a), derive(b), loc), loc);
+      return add(mul(derive(a), copy(b), loc), mul(copy(a), derive(b), loc), loc);
     case BinaryOp::Div: { // (a/b)' = a'/b - a·b'/b²
       ExprPtr da = derive(a), db = derive(b);
       if (isZero(*db))
-        return div(std::move(da), clone(b), loc);
-      ExprPtr second = div(mul(clone(a), std::move(db), loc),
-                           mul(clone(b), clone(b), loc), loc);
-      return sub(div(std::move(da), clone(b), loc), std::move(second), loc);
+        return div(std::move(da), copy(b), loc);
+      ExprPtr second = div(mul(copy(a), std::move(db), loc),
+                           mul(copy(b), copy(b), loc), loc);
+      return sub(div(std::move(da), copy(b), loc), std::move(second), loc);
     }
     default:
       return floatLiteral(0, loc); // comparisons and logic are not Float
@@ -254,7 +258,7 @@ private:
     const Expr &a = *expr.operands[0];
     switch (expr.builtin) {
     case Builtin::Select:
-      return select(clone(a), derive(*expr.operands[1]), derive(*expr.operands[2]), loc);
+      return select(copy(a), derive(*expr.operands[1]), derive(*expr.operands[2]), loc);
     case Builtin::Min:
     case Builtin::Max: {
       const Expr &b = *expr.operands[1];
@@ -262,34 +266,43 @@ private:
       if (sameTree(*da, *db))
         return da;
       BinaryOp op = expr.builtin == Builtin::Min ? BinaryOp::Le : BinaryOp::Ge;
-      return select(compare(op, clone(a), clone(b), loc), std::move(da), std::move(db), loc);
+      return select(compare(op, copy(a), copy(b), loc), std::move(da), std::move(db), loc);
     }
     case Builtin::Abs: {
       ExprPtr da = derive(a);
       if (isZero(*da))
         return da;
-      ExprPtr negated = neg(clone(*da), loc);
-      return select(compare(BinaryOp::Lt, clone(a), floatLiteral(0, loc), loc),
+      ExprPtr negated = neg(copy(*da), loc);
+      return select(compare(BinaryOp::Lt, copy(a), floatLiteral(0, loc), loc),
                     std::move(negated), std::move(da), loc);
     }
     case Builtin::Exp: // exp(a)' = exp(a)·a'
-      return mul(clone(expr), derive(a), loc);
+      return mul(copy(expr), derive(a), loc);
     case Builtin::Log: // log(a)' = a'/a
-      return div(derive(a), clone(a), loc);
+      return div(derive(a), copy(a), loc);
     case Builtin::Tanh: { // tanh(a)' = (1 - tanh(a)²)·a'
       ExprPtr da = derive(a);
       if (isZero(*da))
         return da;
-      ExprPtr square = mul(clone(expr), clone(expr), loc);
+      ExprPtr square = mul(copy(expr), copy(expr), loc);
       return mul(sub(floatLiteral(1, loc), std::move(square), loc), std::move(da), loc);
     }
     case Builtin::Sqrt: // sqrt(a)' = a'/(2·sqrt(a))
-      return div(derive(a), mul(floatLiteral(2, loc), clone(expr), loc), loc);
+      return div(derive(a), mul(floatLiteral(2, loc), copy(expr), loc), loc);
     }
     return floatLiteral(0, loc);
   }
 
+  /// A copy of `expr` charged to the budget: repeated chain rules through
+  /// nested calls copy their operands again at every level (quadratic in
+  /// the depth), so the cost is bounded before the result's size is known.
+  ExprPtr copy(const Expr &expr) {
+    budget -= countNodes(expr);
+    return exhausted() ? floatLiteral(0, expr.loc) : clone(expr);
+  }
+
   const Expr *wrt;
+  int64_t budget;
 };
 
 void collectTensorReads(const Expr &expr, const Variant &variant,
@@ -327,7 +340,9 @@ int64_t flashc::frontend::countNodes(const Expr &expr) {
 }
 
 std::unique_ptr<Expr> flashc::frontend::differentiate(const Expr &expr, const Expr *wrt) {
-  return Differentiator(wrt).derive(expr);
+  Differentiator differentiator(wrt, 8 * kMaxDerivativeNodes);
+  ExprPtr result = differentiator.derive(expr);
+  return differentiator.exhausted() ? nullptr : std::move(result);
 }
 
 std::optional<ScoreDerivatives>
@@ -335,26 +350,30 @@ flashc::frontend::differentiateScore(const Variant &variant, llvm::SourceMgr &so
   ScoreDerivatives result;
   if (!variant.score)
     return result;
-  auto checkSize = [&](const Expr &derivative, const std::string &what) {
-    int64_t nodes = countNodes(derivative);
-    if (nodes <= kMaxDerivativeNodes)
+  auto checkSize = [&](const Expr *derivative, const std::string &what) {
+    int64_t nodes = derivative ? countNodes(*derivative) : -1;
+    if (derivative && nodes <= kMaxDerivativeNodes)
       return true;
+    std::string size = derivative ? "has " + std::to_string(nodes) + " nodes"
+                                  : "needs more than " +
+                                        std::to_string(8 * kMaxDerivativeNodes) +
+                                        " nodes of copies";
     sourceMgr.PrintMessage(startOf(*variant.score), llvm::SourceMgr::DK_Error,
                            "cannot form the backward pass of variant '" + variant.name +
                                "': the derivative of its score with respect to " + what +
-                               " has " + std::to_string(nodes) + " nodes (at most " +
+                               " " + size + " (at most " +
                                std::to_string(kMaxDerivativeNodes) +
                                "); simplify the score expression");
     return false;
   };
   result.wrtScore = differentiate(*variant.score, nullptr);
-  if (!checkSize(*result.wrtScore, "s"))
+  if (!checkSize(result.wrtScore.get(), "s"))
     return std::nullopt;
   std::vector<const Expr *> reads;
   collectTensorReads(*variant.score, variant, reads);
   for (const Expr *read : reads) {
     ScoreDerivatives::TensorRead entry{read, differentiate(*variant.score, read)};
-    if (!checkSize(*entry.partial, "'" + read->name + "'"))
+    if (!checkSize(entry.partial.get(), "'" + read->name + "'"))
       return std::nullopt;
     result.tensorReads.push_back(std::move(entry));
   }

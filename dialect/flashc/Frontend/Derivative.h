@@ -48,7 +48,8 @@ std::optional<ScoreDerivatives> differentiateScore(const Variant &variant,
 /// ∂expr/∂wrt, simplified: `wrt` null differentiates with respect to s,
 /// otherwise with respect to that Index node (identity, not equality: two
 /// reads of the same element are two variables). Int and Bool expressions
-/// have derivative 0 (they are piecewise constant).
+/// have derivative 0 (they are piecewise constant). Null when forming it
+/// would copy more than 8 · kMaxDerivativeNodes nodes (deeply nested calls).
 std::unique_ptr<Expr> differentiate(const Expr &expr, const Expr *wrt);
 
 /// A deep copy (types, declarations and locations included).
