@@ -177,31 +177,8 @@ CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRCo
   // cancelling derivative (s * (30 / s) gives 30/s - 30/s) is not a failure.
   std::optional<frontend::ScoreDerivatives> derivatives =
       frontend::differentiateScore(variant, parsed.sourceMgr);
-  if (derivatives && derivatives->wrtScore) {
-    std::vector<double> params;
-    for (const frontend::ParamDecl &param : variant.params) {
-      auto it = inputs.params.find(param.name);
-      params.push_back(it != inputs.params.end() ? it->second : param.defaultValue);
-    }
-    std::vector<int64_t> dims(std::begin(inputs.shape.sizes), std::end(inputs.shape.sizes));
-    const frontend::Expr *wrtScore = derivatives->wrtScore.get();
-    spec.scoreDerivativeError = [&, wrtScore, params, dims](double s, int64_t b, int64_t h,
-                                                            int64_t i, int64_t j) {
-      frontend::EvalContext context;
-      context.score = s;
-      context.b = b;
-      context.h = h;
-      context.i = i;
-      context.j = j;
-      context.params = params;
-      context.dimSizes = dims;
-      context.readTensor = [&](int index, llvm::ArrayRef<int64_t> at) {
-        auto tensor = inputs.tensors.find(variant.tensors[index].name);
-        return tensor == inputs.tensors.end() ? 0.0 : tensor->second.at(at);
-      };
-      return 64.0 / (1 << 24) * frontend::roundingScale(*wrtScore, context);
-    };
-  }
+  if (derivatives && derivatives->wrtScore)
+    interp::addDerivativeRounding(spec, variant, *derivatives->wrtScore, inputs);
   interp::AttentionGradients gradients;
   if (failed(interp::runBackwardKernel(backward, inputs, backwardInputs, gradients, error, run)))
     return fail(stage, error);

@@ -21,8 +21,10 @@ struct EvalState {
 
 } // namespace
 
-ReferenceSpec interp::referenceFor(const frontend::Variant &variant,
-                                   const AttentionInputs &inputs) {
+/// Builds EvalContexts for (b, h, i, j) of `variant` on `inputs`: parameter
+/// values in their declared types, sizes, aux tensor reads.
+static std::function<frontend::EvalContext(int64_t, int64_t, int64_t, int64_t)>
+contextMaker(const frontend::Variant &variant, const AttentionInputs &inputs) {
   auto state = std::make_shared<EvalState>();
   for (const frontend::ParamDecl &param : variant.params) {
     auto it = inputs.params.find(param.name);
@@ -37,8 +39,7 @@ ReferenceSpec interp::referenceFor(const frontend::Variant &variant,
     auto it = inputs.tensors.find(tensor.name);
     state->tensors.push_back(it == inputs.tensors.end() ? nullptr : &it->second);
   }
-
-  auto makeContext = [state](int64_t b, int64_t h, int64_t i, int64_t j) {
+  return [state](int64_t b, int64_t h, int64_t i, int64_t j) {
     frontend::EvalContext context;
     context.b = b;
     context.h = h;
@@ -52,7 +53,23 @@ ReferenceSpec interp::referenceFor(const frontend::Variant &variant,
     };
     return context;
   };
+}
 
+void interp::addDerivativeRounding(ReferenceSpec &spec, const frontend::Variant &variant,
+                                   const frontend::Expr &derivative,
+                                   const AttentionInputs &inputs) {
+  auto makeContext = contextMaker(variant, inputs);
+  spec.scoreDerivativeError = [makeContext, &derivative](double s, int64_t b, int64_t h,
+                                                        int64_t i, int64_t j) {
+    frontend::EvalContext context = makeContext(b, h, i, j);
+    context.score = s;
+    return 64.0 / (1 << 24) * frontend::roundingScale(derivative, context);
+  };
+}
+
+ReferenceSpec interp::referenceFor(const frontend::Variant &variant,
+                                   const AttentionInputs &inputs) {
+  auto makeContext = contextMaker(variant, inputs);
   ReferenceSpec spec;
   spec.scale = frontend::evaluateScale(variant, inputs.shape.headDim());
   if (const frontend::Expr *score = variant.score.get())

@@ -118,7 +118,10 @@ interp::BackwardCheck checkGradients(const std::string &source, Sizes sizes, int
   std::vector<float> outputGrad =
       interp::makeRandomOutputGrad(compiled->forward, inputs.shape, seed);
   std::string error;
-  EXPECT_TRUE(mlir::succeeded(interp::checkBackward(compiled->forward, compiled->backward,
+  interp::AttentionOutputs outputs;
+  EXPECT_TRUE(mlir::succeeded(interp::runKernel(compiled->forward, inputs, outputs, error)))
+      << error;
+  EXPECT_TRUE(mlir::succeeded(interp::checkBackward(outputs, compiled->backward,
                                                     compiled->ast->variants.front(), inputs,
                                                     outputGrad, check, error)))
       << error;

@@ -1,8 +1,8 @@
 //===- BackwardCheck.h - The backward pass against fp64 ---------*- C++ -*-===//
 //
-// One call that every tool shares: run the forward kernel and then the
-// backward kernel in the interpreter (from the forward's own O and LSE, as a
-// training step does) and compare dQ, dK, dV and each aux tensor gradient
+// One call that every tool shares: run the backward kernel in the
+// interpreter from the forward kernel's own O and LSE (as a training step
+// does; the caller has run and checked the forward) and compare dQ, dK, dV and each aux tensor gradient
 // with the analytic fp64 reference (naiveAttentionBackward).
 //
 //===----------------------------------------------------------------------===//
@@ -30,7 +30,7 @@ struct BackwardCheck {
   std::vector<GradientCheck> gradients;
   AttentionOutputs::TileCounts tiles; // the backward's mask tiles
   int64_t emptyRows = 0;              // rows that see no key
-  double seconds = 0;                 // interpreter time, forward + backward
+  double seconds = 0;                 // interpreter time of the backward
   bool passes() const;
 };
 
@@ -39,10 +39,11 @@ struct BackwardCheck {
 /// (rounded) O, so bf16 gradients carry a few bf16 ulps of error.
 double gradientBound(mlir::Type elementType);
 
-/// Runs forward then backward on `inputs` with dO = `outputGrad` and checks
-/// them against the fp64 reference of `variant`. Fails with a message when
-/// either kernel cannot run.
-mlir::LogicalResult checkBackward(flash::KernelOp forward, flash::BackwardKernelOp backward,
+/// Runs `backward` on `inputs` from the forward's `outputs` with dO =
+/// `outputGrad` and checks the gradients against the fp64 reference of
+/// `variant`. Fails with a message when the kernel cannot run.
+mlir::LogicalResult checkBackward(const AttentionOutputs &outputs,
+                                  flash::BackwardKernelOp backward,
                                   const frontend::Variant &variant,
                                   const AttentionInputs &inputs,
                                   llvm::ArrayRef<float> outputGrad, BackwardCheck &result,

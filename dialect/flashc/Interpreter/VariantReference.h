@@ -12,6 +12,12 @@ namespace flashc::interp {
 /// `inputs` must outlive the returned callbacks.
 ReferenceSpec referenceFor(const frontend::Variant &variant, const AttentionInputs &inputs);
 
+/// Sets spec.scoreDerivativeError for a kernel that evaluates `derivative`
+/// (the variant's symbolic ∂score/∂s, Derivative.h) in f32: 64 · 2^-24 times
+/// its frontend::roundingScale. `derivative` and `inputs` must outlive it.
+void addDerivativeRounding(ReferenceSpec &spec, const frontend::Variant &variant,
+                           const frontend::Expr &derivative, const AttentionInputs &inputs);
+
 } // namespace flashc::interp
 
 #endif // FLASHC_INTERPRETER_VARIANTREFERENCE_H
