@@ -57,6 +57,30 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
   return options;
 }
 
+TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
+                                         int64_t headDim) const {
+  TileChoice rule = defaultBackwardTile(headDim);
+  bool asked = sourceText == "command line";
+  if (asked && blockRows)
+    rule.blockRows = *blockRows;
+  if (asked && blockCols)
+    rule.blockCols = *blockCols;
+  if (asked && (blockRows || blockCols))
+    rule.why = "from the command line";
+  return rule;
+}
+
+frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_t> headDim) const {
+  frontend::KernelOptions options;
+  options.headDim = headDim;
+  options.backward = true;
+  options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
+    TileChoice tile = config.backwardTileFor(variant, d);
+    return std::make_pair(tile.blockRows, tile.blockCols);
+  };
+  return options;
+}
+
 std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                            int64_t headDim) const {
   TileChoice tile = tileFor(variant, headDim);

@@ -120,3 +120,12 @@ int64_t config::defaultRowsPerWarp(int64_t blockRows, int64_t blockCols, int64_t
 bool config::keepsQueryInRegisters(int64_t rowBlocks, int64_t headDim) {
   return rowBlocks * headDim <= 128;
 }
+
+TileChoice config::defaultBackwardTile(int64_t headDim) {
+  // Per thread: dK and dV take D/2 f32 registers each, Sᵀ, P, dPᵀ and dS
+  // Br/2 each; at D >= 96 only Br = 32 stays within 255 registers without
+  // spills (ptxas -v).
+  if (headDim >= 96)
+    return {32, 128, "the backward's tile at D >= 96 (8 warps of 16 keys, 32 queries per step)"};
+  return {64, 128, "the backward's tile at D <= 64 (8 warps of 16 keys, 64 queries per step)"};
+}

@@ -2,7 +2,11 @@
 
 #include "flashc/Harness/GpuHarness.h"
 
+#include "flashc/Interpreter/BackwardCheck.h"
+
 #include "flashrt/Timing.h"
+
+#include "llvm/ADT/StringSet.h"
 
 #include <cstring>
 
@@ -194,4 +198,170 @@ double harness::tflops(const interp::ProblemShape &shape, double ms, bool causal
   double flops = 4.0 * shape.batch() * shape.heads() * shape.queryLen() * shape.keyLen() *
                  shape.headDim() * (causal ? 0.5 : 1.0);
   return flops / (ms * 1e-3) / 1e12;
+}
+
+//===----------------------------------------------------------------------===//
+// The backward pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Host BHSD values (already in the element type) to a device buffer in
+/// `layout`.
+flashrt::DeviceBuffer uploadRows(flashrt::Context &context, const std::vector<float> &data,
+                                 Layout layout, const interp::ProblemShape &s, int64_t heads,
+                                 int64_t length, Type element) {
+  std::vector<uint16_t> bits(data.size());
+  forEachRow(layout, s.batch(), heads, length, s.headDim(), [&](int64_t host, int64_t device) {
+    for (int64_t d = 0; d < s.headDim(); ++d)
+      bits[device + d] = toHalfBits(data[host + d], element);
+  });
+  flashrt::DeviceBuffer buffer(context, std::max<size_t>(bits.size() * 2, 16));
+  buffer.copyFromHost(bits.data(), bits.size() * 2);
+  return buffer;
+}
+
+std::vector<float> downloadRows(const flashrt::DeviceBuffer &buffer, Layout layout,
+                                const interp::ProblemShape &s, int64_t heads, int64_t length,
+                                Type element) {
+  size_t count = s.batch() * heads * length * s.headDim();
+  std::vector<uint16_t> bits(count);
+  buffer.copyToHost(bits.data(), count * 2);
+  std::vector<float> values(count);
+  forEachRow(layout, s.batch(), heads, length, s.headDim(), [&](int64_t host, int64_t device) {
+    for (int64_t d = 0; d < s.headDim(); ++d)
+      values[host + d] = fromHalfBits(bits[device + d], element);
+  });
+  return values;
+}
+
+/// Elements of aux tensor `decl` at `shape`.
+int64_t elementCount(flash::AuxTensorAttr decl, const interp::ProblemShape &shape) {
+  int64_t count = 1;
+  for (int64_t extent : decl.getExtents())
+    count *= flash::AuxTensorAttr::isRole(extent)
+                 ? shape[flash::AuxTensorAttr::decodeRole(extent)]
+                 : extent;
+  return count;
+}
+
+} // namespace
+
+BackwardProblem harness::uploadBackward(flashrt::Context &context,
+                                        flash::BackwardKernelOp kernel,
+                                        const DeviceProblem &problem, uint64_t seed) {
+  const interp::ProblemShape &s = problem.inputs.shape;
+  Type element = kernel.getElementType();
+  BackwardProblem backward;
+  backward.outputGrad = interp::makeRandomOutputGrad(kernel, s, seed);
+  backward.dO.emplace(
+      uploadRows(context, backward.outputGrad, problem.layout, s, s.heads(), s.queryLen(), element));
+  size_t qBytes = problem.inputs.q.size() * 2, kBytes = problem.inputs.k.size() * 2;
+  backward.dq.emplace(context, std::max<size_t>(qBytes, 16));
+  backward.dk.emplace(context, std::max<size_t>(kBytes, 16));
+  backward.dv.emplace(context, std::max<size_t>(kBytes, 16));
+  backward.workspace.emplace(
+      context, flashrun::BackwardKernel::workspaceBytes(problem.sizes(), s.headDim()));
+  llvm::StringSet<> withGrad;
+  kernel.walk([&](flash::AuxGradAddOp add) { withGrad.insert(add.getTensor()); });
+  for (Attribute attr : kernel.getTensors()) {
+    auto decl = cast<flash::AuxTensorAttr>(attr);
+    if (!withGrad.contains(decl.getName().getValue())) {
+      backward.tensorGrads.emplace_back();
+      continue;
+    }
+    backward.tensorGrads.emplace_back(
+        std::in_place, context, std::max<size_t>(elementCount(decl, s) * 4, 4));
+  }
+  return backward;
+}
+
+void harness::launchBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                             const DeviceProblem &p, const BackwardProblem &bwd) {
+  const interp::ProblemShape &s = p.inputs.shape;
+  flashrun::BackwardTensors t;
+  t.q = tensorRef(p.layout, p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim());
+  t.k = tensorRef(p.layout, p.k->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim());
+  t.v = tensorRef(p.layout, p.v->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim());
+  t.out = tensorRef(p.layout, p.o->devicePtr(), s.heads(), s.queryLen(), s.headDim());
+  t.lse = p.lse->devicePtr();
+  t.outputGrad = tensorRef(p.layout, bwd.dO->devicePtr(), s.heads(), s.queryLen(), s.headDim());
+  t.queryGrad = tensorRef(p.layout, bwd.dq->devicePtr(), s.heads(), s.queryLen(), s.headDim());
+  t.keyGrad = tensorRef(p.layout, bwd.dk->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim());
+  t.valueGrad = tensorRef(p.layout, bwd.dv->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim());
+  t.workspace = bwd.workspace->devicePtr();
+  for (const std::optional<flashrt::DeviceBuffer> &grad : bwd.tensorGrads)
+    t.tensorGrads.push_back(grad ? grad->devicePtr() : 0);
+  std::vector<uint64_t> aux;
+  for (const flashrt::DeviceBuffer &buffer : p.aux)
+    aux.push_back(buffer.devicePtr());
+  kernel.launch(stream, t, p.sizes(), p.params, aux);
+}
+
+bool BackwardValidation::passed() const {
+  bool ok = dq.passes(bound) && dk.passes(bound) && dv.passes(bound);
+  for (const auto &[name, stats] : tensorGrads)
+    ok &= stats.passes(bound);
+  return ok;
+}
+
+std::optional<BackwardValidation>
+harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKernel &kernel,
+                          flashrt::Stream &stream, DeviceProblem &problem,
+                          flash::KernelOp forward, flash::BackwardKernelOp backward,
+                          uint64_t seed, std::string &error) {
+  const interp::ProblemShape &s = problem.inputs.shape;
+  Type element = backward.getElementType();
+  interp::AttentionOutputs outputs;
+  if (failed(interp::runKernel(forward, problem.inputs, outputs, error)))
+    return std::nullopt;
+  problem.o.emplace(
+      uploadRows(context, outputs.out, problem.layout, s, s.heads(), s.queryLen(), element));
+  problem.lse->copyFromHost(outputs.lse.data(), outputs.lse.size() * 4);
+  BackwardProblem bwd = uploadBackward(context, backward, problem, seed);
+  // Poisoned: every element the backward should write is NaN until it does.
+  for (std::optional<flashrt::DeviceBuffer> *buffer : {&bwd.dq, &bwd.dk, &bwd.dv})
+    (*buffer)->fill(0xFF);
+  for (std::optional<flashrt::DeviceBuffer> &grad : bwd.tensorGrads)
+    if (grad)
+      grad->fill(0xFF);
+  launchBackward(kernel, stream, problem, bwd);
+  stream.synchronize();
+
+  interp::BackwardInputs inputs{outputs.out, outputs.lse, bwd.outputGrad};
+  interp::AttentionGradients expected;
+  if (failed(interp::runBackwardKernel(backward, problem.inputs, inputs, expected, error)))
+    return std::nullopt;
+  auto compareRows = [&](const flashrt::DeviceBuffer &buffer, const std::vector<float> &want,
+                         int64_t heads, int64_t length) {
+    std::vector<float> got = downloadRows(buffer, problem.layout, s, heads, length, element);
+    return interp::compare(got, std::vector<double>(want.begin(), want.end()));
+  };
+  BackwardValidation v;
+  v.bound = interp::gradientBound(element);
+  v.dq = compareRows(*bwd.dq, expected.dq, s.heads(), s.queryLen());
+  v.dk = compareRows(*bwd.dk, expected.dk, s.kvHeads(), s.keyLen());
+  v.dv = compareRows(*bwd.dv, expected.dv, s.kvHeads(), s.keyLen());
+  for (auto [attr, grad] : llvm::zip(backward.getTensors(), bwd.tensorGrads)) {
+    if (!grad)
+      continue;
+    StringRef name = cast<flash::AuxTensorAttr>(attr).getName().getValue();
+    auto it = expected.tensorGrads.find(name);
+    if (it == expected.tensorGrads.end())
+      continue;
+    std::vector<float> got(it->second.size());
+    grad->copyToHost(got.data(), got.size() * 4);
+    v.tensorGrads.push_back(
+        {name.str(), interp::compare(got, std::vector<double>(it->second.begin(),
+                                                              it->second.end()))});
+  }
+  return v;
+}
+
+double harness::timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                             const DeviceProblem &problem, const BackwardProblem &backward,
+                             int warmup, int iterations) {
+  std::vector<float> times = flashrt::timeLaunches(
+      stream, warmup, iterations, [&] { launchBackward(kernel, stream, problem, backward); });
+  return flashrt::median(times);
 }

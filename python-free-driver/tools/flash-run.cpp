@@ -1,6 +1,6 @@
 //===- flash-run.cpp - Compile, run, validate and time on the GPU ---------===//
 //
-//   flash-run causal.flash --shape B=8,H=16,N=2048,D=128 [--layout bshd]
+//   flash-run causal.flash --shape B=8,H=16,N=2048,D=128 [--layout bshd] [--bwd]
 //
 // Compiles the variant to PTX in-process, makes seeded random inputs,
 // poisons the outputs, launches through libflashrt, checks O and LSE against
@@ -86,6 +86,12 @@ cl::opt<bool> csv("csv", cl::desc("Print one CSV row: name,dtype,B,H,HKV,N,M,D,l
                   cl::cat(category));
 cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel package here"),
                                 cl::cat(category));
+cl::opt<bool> backwardPass(
+    "bwd",
+    cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
+             "interpreter (from the same O, LSE and dO) and time it (FLOPs = 2.5 x the "
+             "forward's); --csv prints the backward's row"),
+    cl::cat(category));
 
 [[noreturn]] void die(int code, const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "flash-run") << message << "\n";
@@ -228,6 +234,29 @@ int main(int argc, char **argv) {
     flashrun::AttentionKernel kernel(context, package);
     flashrt::Stream stream(context);
 
+    // The backward: its own kernel op and package (its own tile).
+    OwningOpRef<ModuleOp> backwardModule;
+    std::optional<flashrun::BackwardKernel> backwardKernel;
+    flash::BackwardKernelOp flashBackward;
+    if (backwardPass) {
+      backwardModule = frontend::emitFlashIR(
+          mlirContext, *ast, resolved->backwardKernelOptions(resolve.sizes.headDim), sourceMgr,
+          selected);
+      if (!backwardModule)
+        return 1;
+      PassManager backwardPm(&mlirContext);
+      flash::buildFlashPipeline(backwardPm);
+      if (failed(backwardPm.run(*backwardModule)))
+        return 1;
+      flashBackward = *backwardModule->getOps<flash::BackwardKernelOp>().begin();
+      FailureOr<std::vector<flashrt::KernelPackage>> backwardPackages =
+          noCache ? buildKernelPackages(*backwardModule, target)
+                  : buildKernelPackages(*backwardModule, target, cache, cacheHits, cacheWarnings);
+      if (failed(backwardPackages))
+        return 1;
+      backwardKernel.emplace(context, (*backwardPackages)[0]);
+    }
+
     interp::ProblemShape shape = parseShape(shapeSpec, "shape", flashKernel, nullptr);
     std::string why = interp::checkInputs(flashKernel, interp::makeRandomInputs(
                                                            flashKernel, shape, seed));
@@ -248,24 +277,54 @@ int main(int argc, char **argv) {
       die(1, "interpreter: " + interpreterError);
     harness::Validation validation = *checked;
 
-    double ms = 0, tflops = 0;
+    std::optional<harness::BackwardValidation> backwardValidation;
+    if (backwardKernel) {
+      harness::DeviceProblem backwardCheck =
+          harness::upload(context, flashKernel, checkShape, params, seed, dataLayout);
+      backwardValidation =
+          harness::validateBackward(context, *backwardKernel, stream, backwardCheck, flashKernel,
+                                    flashBackward, seed, interpreterError);
+      if (!backwardValidation)
+        die(1, "interpreter (backward): " + interpreterError);
+    }
+
+    double ms = 0, tflops = 0, backwardMs = 0, backwardTflops = 0;
     if (iterations > 0) {
       harness::DeviceProblem problem =
           harness::upload(context, flashKernel, shape, params, seed, dataLayout);
       ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
       tflops = harness::tflops(shape, ms, causalFlops);
+      if (backwardKernel) {
+        // From the forward's own O and LSE (the last timed launch wrote them).
+        harness::BackwardProblem backward =
+            harness::uploadBackward(context, flashBackward, problem, seed);
+        backwardMs =
+            harness::timeBackward(*backwardKernel, stream, problem, backward, warmup, iterations);
+        backwardTflops = 2.5 * harness::tflops(shape, backwardMs, causalFlops);
+      }
     }
+    bool passed = validation.passed() && (!backwardValidation || backwardValidation->passed());
 
     std::string elementName;
     llvm::raw_string_ostream(elementName) << flashKernel.getElementType();
-    if (csv) {
+    if (csv && backwardValidation) {
+      llvm::outs() << selected << "," << elementName << "," << shape.batch() << ","
+                   << shape.heads() << "," << shape.kvHeads() << "," << shape.queryLen() << ","
+                   << shape.keyLen() << "," << shape.headDim() << "," << layout << ",bwd,"
+                   << llvm::format("%.4f", backwardMs) << ","
+                   << llvm::format("%.1f", backwardTflops) << ","
+                   << llvm::format("%.2e", backwardValidation->dq.relative) << ","
+                   << llvm::format("%.2e", backwardValidation->dk.relative) << ","
+                   << llvm::format("%.2e", backwardValidation->dv.relative)
+                   << (passed ? "" : ",FAIL") << "\n";
+    } else if (csv) {
       llvm::outs() << selected << "," << elementName << "," << shape.batch() << ","
                    << shape.heads() << "," << shape.kvHeads() << "," << shape.queryLen() << ","
                    << shape.keyLen() << "," << shape.headDim() << "," << layout << ","
                    << llvm::format("%.4f", ms) << "," << llvm::format("%.1f", tflops) << ","
                    << llvm::format("%.2e", validation.out.relative) << ","
                    << llvm::format("%.2e", validation.lse.relative)
-                   << (validation.passed() ? "" : ",FAIL") << "\n";
+                   << (passed ? "" : ",FAIL") << "\n";
     } else {
       llvm::outs() << selected << "  " << device.name() << " (" << target.chip << ")  "
                    << elementName << "  " << layout << "  Br=" << package.blockRows
@@ -290,13 +349,43 @@ int main(int argc, char **argv) {
         llvm::outs() << ", " << validation.out.nonFinite + validation.lse.nonFinite
                      << " NaN/inf";
       llvm::outs() << (validation.passed() ? "  ok\n" : "  FAIL\n");
+      if (backwardValidation) {
+        const flashrt::KernelPackage &bwd = backwardKernel->package();
+        const harness::BackwardValidation &bv = *backwardValidation;
+        llvm::outs() << "  backward Br=" << bwd.blockRows << " Bc=" << bwd.blockCols
+                     << " threads=" << bwd.threadsPerBlock
+                     << " smem=" << bwd.dynamicSharedBytes << "\n";
+        llvm::outs() << "  check " << checkShape.str() << " (backward): ";
+        auto stat = [&](const char *name, const interp::ErrorStats &e) {
+          llvm::outs() << name << " rel " << llvm::format("%.2e", e.relative) << " max "
+                       << llvm::format("%.2e", e.maxAbs);
+          if (e.nonFinite)
+            llvm::outs() << " (" << e.nonFinite << " NaN/inf)";
+        };
+        stat("dQ", bv.dq);
+        llvm::outs() << ", ";
+        stat("dK", bv.dk);
+        llvm::outs() << ", ";
+        stat("dV", bv.dv);
+        for (const auto &[name, e] : bv.tensorGrads) {
+          llvm::outs() << ", d" << name << " ";
+          stat("", e);
+        }
+        llvm::outs() << " (bound " << llvm::format("%.0e", bv.bound) << ")"
+                     << (bv.passed() ? "  ok\n" : "  FAIL\n");
+      }
       if (iterations > 0)
         llvm::outs() << "  time  " << shape.str() << ": " << llvm::format("%.4f", ms)
                      << " ms median of " << iterations << ", "
                      << llvm::format("%.1f", tflops) << " TFLOP/s"
                      << (causalFlops ? " (causal count)" : "") << "\n";
+      if (iterations > 0 && backwardKernel)
+        llvm::outs() << "  time  " << shape.str() << " (backward): "
+                     << llvm::format("%.4f", backwardMs) << " ms median of " << iterations
+                     << ", " << llvm::format("%.1f", backwardTflops) << " TFLOP/s (2.5 x "
+                     << "forward FLOPs" << (causalFlops ? ", causal count" : "") << ")\n";
     }
-    return validation.passed() ? 0 : 1;
+    return passed ? 0 : 1;
   } catch (const flashrt::Error &error) {
     llvm::WithColor::error(llvm::errs(), "flash-run")
         << flashrt::errorKindName(error.kind()) << ": " << error.what() << "\n";

@@ -19,31 +19,8 @@ namespace {
 
 const char *const kRoleNames[6] = {"B", "H", "HKV", "N", "M", "D"};
 
-} // namespace
-
-AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package)
-    : kernelPackage(std::move(package)),
-      module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
-      kernelFunction(module.function(kernelPackage.kernelName)) {
-  if (kernelPackage.dynamicSharedBytes > 48 * 1024)
-    kernelFunction.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
-  if (kernelPackage.persistent) {
-    int perSM = kernelFunction.maxActiveBlocksPerMultiprocessor(
-        static_cast<int>(kernelPackage.threadsPerBlock),
-        static_cast<size_t>(kernelPackage.dynamicSharedBytes));
-    if (perSM < 1)
-      throw Error(ErrorKind::LaunchError, "kernel '" + kernelPackage.kernelName +
-                                              "' does not fit on one multiprocessor of " +
-                                              context.device().name());
-    residentCtas = static_cast<int64_t>(perSM) * context.device().multiprocessorCount();
-  }
-}
-
-void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const TensorRef &k,
-                               const TensorRef &v, const TensorRef &o,
-                               const std::map<std::string, double> &params,
-                               const std::vector<uint64_t> &tensors) const {
-  const flashrt::KernelPackage &pkg = kernelPackage;
+/// The sizes against what the package fixes and ties.
+void checkSizes(const flashrt::KernelPackage &pkg, const Sizes &sizes) {
   int64_t values[6] = {sizes.batch,   sizes.heads,  sizes.kvHeads,
                        sizes.queryLen, sizes.keyLen, pkg.headDim};
   for (int role = 0; role < 6; ++role) {
@@ -65,27 +42,26 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
     invalid("sequence lengths must fit in 32 bits");
   if (sizes.heads > 65535 || sizes.batch > 65535)
     invalid("H and B must be at most 65535 (grid y and z)");
-  int64_t tiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
-  if (pkg.persistent && tiles * sizes.heads * sizes.batch > INT32_MAX)
-    invalid("kernel '" + pkg.kernelName + "' numbers its query tiles in 32 bits: " +
-            std::to_string(tiles) + " x H x B is too many");
-  // cp.async copies 16 bytes: 8 bf16/f16 elements.
-  auto checkInput = [](const char *name, const TensorRef &t) {
-    if (t.devicePtr % 16 != 0)
-      invalid(std::string(name) + " must be 16-byte aligned");
-    if (t.batchStride % 8 || t.headStride % 8 || t.rowStride % 8)
-      invalid(std::string(name) + " strides must be multiples of 8 elements");
-    // TMA tensor maps take byte strides below 2^40.
-    for (int64_t stride : {t.batchStride, t.headStride, t.rowStride})
-      if (stride < 0 || stride >= (int64_t(1) << 39))
-        invalid(std::string(name) + " strides must be in [0, 2^39) elements, got " +
-                std::to_string(stride));
-  };
-  checkInput("q", q);
-  checkInput("k", k);
-  checkInput("v", v);
-  // The wgmma kernel stores O 16 bytes at a time.
-  checkInput("o", o);
+}
+
+/// cp.async copies 16 bytes: 8 bf16/f16 elements.
+void checkTensor(const char *name, const TensorRef &t) {
+  if (t.devicePtr == 0)
+    invalid(std::string(name) + " is a null pointer");
+  if (t.devicePtr % 16 != 0)
+    invalid(std::string(name) + " must be 16-byte aligned");
+  if (t.batchStride % 8 || t.headStride % 8 || t.rowStride % 8)
+    invalid(std::string(name) + " strides must be multiples of 8 elements");
+  // TMA tensor maps take byte strides below 2^40.
+  for (int64_t stride : {t.batchStride, t.headStride, t.rowStride})
+    if (stride < 0 || stride >= (int64_t(1) << 39))
+      invalid(std::string(name) + " strides must be in [0, 2^39) elements, got " +
+              std::to_string(stride));
+}
+
+/// Parameter names and the aux tensor count against the package.
+void checkArguments(const flashrt::KernelPackage &pkg, const std::map<std::string, double> &params,
+                    const std::vector<uint64_t> &tensors) {
   for (const auto &[name, value] : params) {
     bool known = false;
     for (const flashrt::PackageParam &param : pkg.params)
@@ -99,6 +75,65 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
             " aux tensor(s), got " + std::to_string(tensors.size()));
 }
 
+/// Parameters (by name, else their defaults) in ABI order, then the aux tensors.
+void addArguments(flashrt::KernelArgs &args, const flashrt::KernelPackage &pkg,
+                  const std::map<std::string, double> &params,
+                  const std::vector<uint64_t> &tensors) {
+  for (const flashrt::PackageParam &param : pkg.params) {
+    auto it = params.find(param.name);
+    double value = it != params.end() ? it->second : param.defaultValue;
+    if (param.type == "i32")
+      args.add(static_cast<int32_t>(value));
+    else
+      args.add(static_cast<float>(value));
+  }
+  for (uint64_t tensor : tensors)
+    args.add(tensor);
+}
+
+} // namespace
+
+AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package)
+    : kernelPackage(std::move(package)),
+      module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
+      kernelFunction(module.function(kernelPackage.kernelName)) {
+  if (kernelPackage.backward)
+    throw Error(ErrorKind::InvalidArgument,
+                "kernel '" + kernelPackage.kernelName +
+                    "' is a backward package: load it as a BackwardKernel, or pass it as "
+                    "the second package");
+  if (kernelPackage.dynamicSharedBytes > 48 * 1024)
+    kernelFunction.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
+  if (kernelPackage.persistent) {
+    int perSM = kernelFunction.maxActiveBlocksPerMultiprocessor(
+        static_cast<int>(kernelPackage.threadsPerBlock),
+        static_cast<size_t>(kernelPackage.dynamicSharedBytes));
+    if (perSM < 1)
+      throw Error(ErrorKind::LaunchError, "kernel '" + kernelPackage.kernelName +
+                                              "' does not fit on one multiprocessor of " +
+                                              context.device().name());
+    residentCtas = static_cast<int64_t>(perSM) * context.device().multiprocessorCount();
+  }
+}
+
+void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const TensorRef &k,
+                               const TensorRef &v, const TensorRef &o,
+                               const std::map<std::string, double> &params,
+                               const std::vector<uint64_t> &tensors) const {
+  const flashrt::KernelPackage &pkg = kernelPackage;
+  checkSizes(pkg, sizes);
+  int64_t tiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
+  if (pkg.persistent && tiles * sizes.heads * sizes.batch > INT32_MAX)
+    invalid("kernel '" + pkg.kernelName + "' numbers its query tiles in 32 bits: " +
+            std::to_string(tiles) + " x H x B is too many");
+  checkTensor("q", q);
+  checkTensor("k", k);
+  checkTensor("v", v);
+  // The wgmma kernel stores O 16 bytes at a time.
+  checkTensor("o", o);
+  checkArguments(pkg, params, tensors);
+}
+
 void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
                              const TensorRef &v, const TensorRef &o, uint64_t lse,
                              const Sizes &sizes, const std::map<std::string, double> &params,
@@ -110,16 +145,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
     args.add(t->batchStride).add(t->headStride).add(t->rowStride);
   for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
     args.add(static_cast<int32_t>(size));
-  for (const flashrt::PackageParam &param : kernelPackage.params) {
-    auto it = params.find(param.name);
-    double value = it != params.end() ? it->second : param.defaultValue;
-    if (param.type == "i32")
-      args.add(static_cast<int32_t>(value));
-    else
-      args.add(static_cast<float>(value));
-  }
-  for (uint64_t tensor : tensors)
-    args.add(tensor);
+  addArguments(args, kernelPackage, params, tensors);
   if (kernelPackage.kvTensorMaps) {
     // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
     auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows) {
@@ -148,6 +174,123 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   kernelFunction.launch(grid,
                         flashrt::Dim3(static_cast<unsigned>(kernelPackage.threadsPerBlock)),
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
+}
+
+AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package,
+                                 flashrt::KernelPackage backwardPackage)
+    : AttentionKernel(context, std::move(package)) {
+  const flashrt::KernelPackage &fwd = kernelPackage;
+  if (backwardPackage.variantHash.empty() || fwd.elementType != backwardPackage.elementType ||
+      fwd.headDim != backwardPackage.headDim || fwd.staticSizes != backwardPackage.staticSizes ||
+      fwd.dimClasses != backwardPackage.dimClasses ||
+      fwd.tensors.size() != backwardPackage.tensors.size() ||
+      fwd.params.size() != backwardPackage.params.size())
+    invalid("backward package '" + backwardPackage.kernelName +
+            "' does not match the signature of forward kernel '" + fwd.kernelName + "'");
+  backwardPass = std::make_shared<BackwardKernel>(context, std::move(backwardPackage));
+}
+
+void AttentionKernel::backward(flashrt::Stream &stream, const BackwardTensors &tensors,
+                               const Sizes &sizes, const std::map<std::string, double> &params,
+                               const std::vector<uint64_t> &auxTensors) const {
+  if (!backwardPass)
+    invalid("kernel '" + kernelPackage.kernelName +
+            "' was loaded without its backward package");
+  backwardPass->launch(stream, tensors, sizes, params, auxTensors);
+}
+
+//===----------------------------------------------------------------------===//
+// BackwardKernel
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Δ then the dQ accumulator, each 256-byte aligned.
+size_t deltaBytes(const Sizes &sizes) {
+  size_t bytes = static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen) * 4;
+  return (bytes + 255) / 256 * 256;
+}
+
+} // namespace
+
+size_t BackwardKernel::workspaceBytes(const Sizes &sizes, int64_t headDim) {
+  return deltaBytes(sizes) +
+         static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen * headDim) * 4;
+}
+
+BackwardKernel::BackwardKernel(flashrt::Context &context, flashrt::KernelPackage package)
+    : kernelPackage(std::move(package)),
+      module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
+      preprocess(module.function(kernelPackage.backward && kernelPackage.entry("preprocess")
+                                     ? kernelPackage.entry("preprocess")->name
+                                     : kernelPackage.kernelName)),
+      main(module.function(kernelPackage.kernelName)),
+      convert(module.function(kernelPackage.backward && kernelPackage.entry("convert")
+                                  ? kernelPackage.entry("convert")->name
+                                  : kernelPackage.kernelName)) {
+  if (!kernelPackage.backward)
+    invalid("kernel '" + kernelPackage.kernelName + "' is not a backward package");
+  if (kernelPackage.dynamicSharedBytes > 48 * 1024)
+    main.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
+}
+
+void BackwardKernel::validate(const Sizes &sizes, const BackwardTensors &t,
+                              const std::map<std::string, double> &params,
+                              const std::vector<uint64_t> &auxTensors) const {
+  checkSizes(kernelPackage, sizes);
+  for (auto [name, tensor] :
+       {std::pair("q", &t.q), std::pair("k", &t.k), std::pair("v", &t.v), std::pair("o", &t.out),
+        std::pair("dO", &t.outputGrad), std::pair("dQ", &t.queryGrad),
+        std::pair("dK", &t.keyGrad), std::pair("dV", &t.valueGrad)})
+    checkTensor(name, *tensor);
+  if (t.lse == 0 || t.lse % 4)
+    invalid("lse must be a 4-byte aligned f32 [B, H, N] array");
+  if (t.workspace == 0 || t.workspace % 16)
+    invalid("the workspace must be 16-byte aligned, BackwardKernel::workspaceBytes bytes");
+  checkArguments(kernelPackage, params, auxTensors);
+  if (t.tensorGrads.size() != kernelPackage.tensors.size())
+    invalid("kernel '" + kernelPackage.kernelName + "' takes one gradient per aux tensor (" +
+            std::to_string(kernelPackage.tensors.size()) + "), got " +
+            std::to_string(t.tensorGrads.size()));
+  for (size_t i = 0; i < t.tensorGrads.size(); ++i)
+    if (t.tensorGrads[i] % 4)
+      invalid("the gradient of aux tensor '" + kernelPackage.tensors[i].name +
+              "' must be 4-byte aligned");
+}
+
+void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, const Sizes &sizes,
+                            const std::map<std::string, double> &params,
+                            const std::vector<uint64_t> &auxTensors) const {
+  validate(sizes, t, params, auxTensors);
+  const flashrt::KernelPackage &pkg = kernelPackage;
+  flashrt::KernelArgs args;
+  uint64_t delta = t.workspace, queryGradAccum = t.workspace + deltaBytes(sizes);
+  for (uint64_t pointer : {t.q.devicePtr, t.k.devicePtr, t.v.devicePtr, t.out.devicePtr,
+                           t.outputGrad.devicePtr, t.lse, delta, queryGradAccum,
+                           t.queryGrad.devicePtr, t.keyGrad.devicePtr, t.valueGrad.devicePtr})
+    args.add(pointer);
+  for (const TensorRef *ref : {&t.q, &t.k, &t.v, &t.out, &t.outputGrad, &t.queryGrad,
+                               &t.keyGrad, &t.valueGrad})
+    args.add(ref->batchStride).add(ref->headStride).add(ref->rowStride);
+  for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
+    args.add(static_cast<int32_t>(size));
+  addArguments(args, pkg, params, auxTensors);
+  for (uint64_t grad : t.tensorGrads)
+    args.add(grad);
+
+  auto rows = static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows);
+  auto keys = static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols);
+  flashrt::Dim3 rowGrid(rows, static_cast<unsigned>(sizes.heads),
+                        static_cast<unsigned>(sizes.batch));
+  flashrt::Dim3 keyGrid(keys, static_cast<unsigned>(sizes.kvHeads),
+                        static_cast<unsigned>(sizes.batch));
+  const flashrt::PackageEntry &pre = *pkg.entry("preprocess"), &post = *pkg.entry("convert");
+  preprocess.launch(rowGrid, flashrt::Dim3(static_cast<unsigned>(pre.threadsPerBlock)),
+                    static_cast<size_t>(pre.dynamicSharedBytes), stream, args);
+  main.launch(keyGrid, flashrt::Dim3(static_cast<unsigned>(pkg.threadsPerBlock)),
+              static_cast<size_t>(pkg.dynamicSharedBytes), stream, args);
+  convert.launch(rowGrid, flashrt::Dim3(static_cast<unsigned>(post.threadsPerBlock)),
+                 static_cast<size_t>(post.dynamicSharedBytes), stream, args);
 }
 
 } // namespace flashrun

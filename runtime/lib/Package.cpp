@@ -66,7 +66,9 @@ std::string KernelPackage::serialize() const {
      << "block-cols " << blockCols << '\n'
      << "threads " << threadsPerBlock << '\n'
      << "dynamic-shared-bytes " << dynamicSharedBytes << '\n'
-     << (persistent ? "grid persistent\n" : "grid ceil(N/block-rows) H B\n");
+     << (persistent ? "grid persistent\n"
+         : backward ? "grid ceil(M/block-cols) HKV B\n"
+                    : "grid ceil(N/block-rows) H B\n");
   list("static-sizes", staticSizes);
   list("dim-classes", dimClasses);
   for (const PackageParam &param : params)
@@ -80,6 +82,11 @@ std::string KernelPackage::serialize() const {
   }
   if (kvTensorMaps)
     os << "kv-tensor-maps\n";
+  if (backward)
+    os << "kind backward\n";
+  for (const PackageEntry &e : entries)
+    os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
+       << e.dynamicSharedBytes << '\n';
   os << "ptx " << ptx.size() << '\n' << ptx;
   return os.str();
 }
@@ -88,7 +95,7 @@ KernelPackage KernelPackage::parse(std::string_view text) {
   KernelPackage package;
   size_t pos = 0;
   int line = 0;
-  bool sawHeader = false, sawPtx = false;
+  bool sawHeader = false, sawPtx = false, sawKeyGrid = false;
   while (pos < text.size() && !sawPtx) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos)
@@ -132,6 +139,8 @@ KernelPackage KernelPackage::parse(std::string_view text) {
     } else if (key == "grid") {
       if (args == std::vector<std::string>{"persistent"})
         package.persistent = true;
+      else if (args == std::vector<std::string>{"ceil(M/block-cols)", "HKV", "B"})
+        sawKeyGrid = true;
       else if (args != std::vector<std::string>{"ceil(N/block-rows)", "H", "B"})
         fail(line, "unknown grid rule");
     } else if (key == "static-sizes" || key == "dim-classes") {
@@ -149,6 +158,17 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       if (args.size() < 3)
         fail(line, "'tensor' takes a name, an element type and extents");
       package.tensors.push_back({args[0], args[1], {args.begin() + 2, args.end()}});
+    } else if (key == "kind") {
+      expect(1);
+      if (args[0] != "backward" && args[0] != "forward")
+        fail(line, "kind must be forward or backward, got '" + args[0] + "'");
+      package.backward = args[0] == "backward";
+    } else if (key == "entry") {
+      expect(4);
+      if (args[0] != "preprocess" && args[0] != "convert")
+        fail(line, "entry role must be preprocess or convert, got '" + args[0] + "'");
+      package.entries.push_back(
+          {args[0], args[1], toInt(args[2], line), toInt(args[3], line)});
     } else if (key == "kv-tensor-maps") {
       expect(0);
       package.kvTensorMaps = true;
@@ -170,6 +190,13 @@ KernelPackage KernelPackage::parse(std::string_view text) {
   if (package.kernelName.empty() || package.blockRows <= 0 || package.threadsPerBlock <= 0 ||
       package.headDim <= 0 || package.staticSizes.size() != 6 || package.dimClasses.size() != 6)
     fail(line, "kernel, head-dim, block-rows, threads, static-sizes and dim-classes are required");
+  if (package.backward &&
+      (!sawKeyGrid || !package.entry("preprocess") || !package.entry("convert") ||
+       package.blockCols <= 0))
+    fail(line, "a backward package needs grid ceil(M/block-cols) HKV B, block-cols and its "
+               "preprocess and convert entries");
+  if (!package.backward && (sawKeyGrid || !package.entries.empty()))
+    fail(line, "only a backward package has entries and a per-key-block grid");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

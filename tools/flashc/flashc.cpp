@@ -120,7 +120,8 @@ cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("The backward pass: --emit=flash/flash-raw print each variant's "
              "flash.backward_kernel; --run=cpu checks dQ, dK, dV and aux tensor "
-             "gradients against the fp64 reference"),
+             "gradients against the fp64 reference; --emit=gpu/llvm/ptx/package emit the "
+             "backward kernels (preprocess, main, dQ conversion)"),
     cl::cat(flashcCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
                        cl::cat(flashcCategory));
@@ -354,9 +355,9 @@ int main(int argc, char **argv) {
     llvm::WithColor::warning(llvm::errs(), "flashc") << resolved->warnings();
   const nvptx::TargetOptions &target = resolved->target();
 
-  if (backwardPass && emitKind >= EmitKind::Gpu)
-    return usageError("--bwd: the backward kernels have no GPU lowering yet; use "
-                      "--emit=flash or --run=cpu");
+  if (backwardPass && emitKind == EmitKind::Aot)
+    return usageError("--bwd: AOT sources of the backward are not done yet; use "
+                      "--emit=package or --emit=ptx");
   frontend::KernelOptions kernelOptions = resolved->kernelOptions(resolve.sizes.headDim);
   OwningOpRef<ModuleOp> module =
       frontend::emitFlashIR(context, *ast, kernelOptions, sourceMgr, variantName);
@@ -366,8 +367,9 @@ int main(int argc, char **argv) {
   // forward first for O and LSE).
   OwningOpRef<ModuleOp> backwardModule;
   if (backwardPass) {
-    kernelOptions.backward = true;
-    backwardModule = frontend::emitFlashIR(context, *ast, kernelOptions, sourceMgr, variantName);
+    backwardModule = frontend::emitFlashIR(
+        context, *ast, resolved->backwardKernelOptions(resolve.sizes.headDim), sourceMgr,
+        variantName);
     if (!backwardModule)
       return 1;
   }
@@ -415,26 +417,28 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (emitKind >= EmitKind::Gpu) {
+    // With --bwd, the backward kernels go to the GPU instead of the forward.
+    ModuleOp gpuSource = backwardModule ? *backwardModule : *module;
     std::string text;
     llvm::raw_string_ostream os(text);
     if (emitKind == EmitKind::Package) {
-      if (llvm::range_size(module->getOps<flash::KernelOp>()) != 1)
+      if (llvm::range_size(gpuSource.getBody()->getOperations()) != 1)
         return usageError("--emit=package writes one variant; pick it with --variant");
       FailureOr<std::vector<flashrt::KernelPackage>> packages =
-          buildKernelPackages(*module, target);
+          buildKernelPackages(gpuSource, target);
       if (failed(packages))
         return 1;
       os << (*packages)[0].serialize();
     } else if (emitKind == EmitKind::Ptx) {
-      FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
+      FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(gpuSource, target);
       if (failed(compiled))
         return 1;
       os << compiled->ptx;
     } else {
-      if (failed(emitKind == EmitKind::Gpu ? nvptx::lowerToGPU(*module, target)
-                                           : nvptx::lowerToLLVM(*module, target)))
+      if (failed(emitKind == EmitKind::Gpu ? nvptx::lowerToGPU(gpuSource, target)
+                                           : nvptx::lowerToLLVM(gpuSource, target)))
         return 1;
-      module->print(os);
+      gpuSource->print(os);
       os << "\n";
     }
     std::string error;

@@ -89,6 +89,11 @@ public:
   TileChoice tileFor(const frontend::Variant &variant, int64_t headDim) const;
   /// IRGen options that give every variant tileFor's tile.
   frontend::KernelOptions kernelOptions(std::optional<int64_t> headDim) const;
+  /// The tile of `variant`'s backward kernel: the asked-for one, else the
+  /// backward rule (tuned winners are forward tiles).
+  TileChoice backwardTileFor(const frontend::Variant &variant, int64_t headDim) const;
+  /// IRGen options for the backward kernels (options.backward set).
+  frontend::KernelOptions backwardKernelOptions(std::optional<int64_t> headDim) const;
   /// Why the kernel of `variant` at `headDim` gets its tile, GEMM and grid:
   /// one line per decision, for --verbose.
   std::vector<std::string> why(const frontend::Variant &variant, int64_t headDim) const;

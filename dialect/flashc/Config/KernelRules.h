@@ -50,6 +50,11 @@ llvm::Expected<std::string> selectGemm(llvm::StringRef chip, llvm::StringRef req
 bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
                               llvm::StringRef warpSpecialize);
 
+/// The backward kernel's tile: Br query rows per step of its inner loop,
+/// Bc keys per CTA (a warp per 16 keys, dK and dV of its keys in
+/// registers). bench/results/bwd-sm80-first.
+TileChoice defaultBackwardTile(int64_t headDim);
+
 /// The tile a variant gets at head dim `headDim` when none is asked for.
 /// `queryLength` is N when the tool knows it.
 TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::StringRef gemm,

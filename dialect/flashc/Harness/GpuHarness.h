@@ -68,6 +68,50 @@ interp::ProblemShape checkShapeFor(const interp::ProblemShape &shape, flash::Ker
 double timeKernel(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
                   const DeviceProblem &problem, int warmup, int iterations);
 
+//===----------------------------------------------------------------------===//
+// The backward pass
+//===----------------------------------------------------------------------===//
+
+/// What a backward launch needs beside a DeviceProblem (whose q, k, v and
+/// aux tensors it reads, and whose o and lse hold the forward's O and LSE):
+/// dO, the gradients and the workspace.
+struct BackwardProblem {
+  std::vector<float> outputGrad; // host dO, BHSD, in the element type
+  std::optional<flashrt::DeviceBuffer> dO, dq, dk, dv, workspace;
+  /// One per aux tensor; null for a tensor without gradient.
+  std::vector<std::optional<flashrt::DeviceBuffer>> tensorGrads;
+};
+
+/// A seeded dO for `problem` uploaded in its layout, and the gradients
+/// allocated (aux tensors the backward adds into get one).
+BackwardProblem uploadBackward(flashrt::Context &context, flash::BackwardKernelOp kernel,
+                               const DeviceProblem &problem, uint64_t seed);
+
+void launchBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                    const DeviceProblem &problem, const BackwardProblem &backward);
+
+struct BackwardValidation {
+  interp::ErrorStats dq, dk, dv;
+  std::vector<std::pair<std::string, interp::ErrorStats>> tensorGrads;
+  double bound = 0;
+  bool passed() const;
+};
+
+/// The interpreter's forward on `problem` gives O and LSE (uploaded into
+/// problem.o and problem.lse); then the GPU backward (gradients poisoned
+/// with NaN first) and the interpreter's backward run from the same O,
+/// LSE and dO, and dQ, dK, dV and the aux gradients are compared (bound:
+/// interp::gradientBound). An interpreter failure goes to `error`.
+std::optional<BackwardValidation>
+validateBackward(flashrt::Context &context, const flashrun::BackwardKernel &kernel,
+                 flashrt::Stream &stream, DeviceProblem &problem, flash::KernelOp forward,
+                 flash::BackwardKernelOp backward, uint64_t seed, std::string &error);
+
+/// Median milliseconds of the backward's three launches.
+double timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                    const DeviceProblem &problem, const BackwardProblem &backward, int warmup,
+                    int iterations);
+
 /// 4·B·H·N·M·D floating-point operations per ms (halved for `causal`) in TFLOP/s.
 double tflops(const interp::ProblemShape &shape, double ms, bool causal);
 

@@ -36,30 +36,6 @@ using namespace flashc::lowering;
 static constexpr double kLog2E = 1.4426950408889634;
 static constexpr double kLn2 = 0.6931471805599453;
 
-FailureOr<Value> KernelEmitter::emitRegionElement(Operation *op, Value score, Value batch,
-                                                Value head, Value query, Value key) {
-  Block &body = op->getRegion(0).front();
-  unsigned argBase = score ? 1 : 0;
-  if (score)
-    scalars.map(body.getArgument(0), score);
-  scalars.map(body.getArgument(argBase + 0), batch);
-  scalars.map(body.getArgument(argBase + 1), head);
-  scalars.map(body.getArgument(argBase + 2), query);
-  scalars.map(body.getArgument(argBase + 3), key);
-  Location outer = loc;
-  for (Operation &inner : body.without_terminator()) {
-    loc = inner.getLoc();
-    if (failed(lowerScalarOp(&inner)))
-      return failure();
-  }
-  loc = outer;
-  auto yield = cast<flash::YieldOp>(body.getTerminator());
-  Value yielded = lookupScalar(yield.getValue());
-  if (!yielded)
-    return error(yield, "unknown yielded value");
-  return yielded;
-}
-
 LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   Value scoresValue = op->getOperand(0);
   auto scoresIt = tiles.find(scoresValue);
@@ -93,9 +69,12 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
     for (int64_t nt = 0; nt < nTiles; ++nt) {
       for (int64_t e = 0; e < 4; ++e) {
         Value &element = result.regs[(mb * nTiles + nt) * 4 + e];
-        FailureOr<Value> yielded = emitRegionElement(
-            op, isMask ? Value() : element, batch, head, add(firstQuery, fragmentRow(mb, e)),
-            add(firstKey, fragmentCol(nt, e)));
+        SmallVector<Value, 1> leading;
+        if (!isMask)
+          leading.push_back(element);
+        FailureOr<Value> yielded =
+            emitRegionElement(op, leading, batch, head, add(firstQuery, fragmentRow(mb, e)),
+                              add(firstKey, fragmentCol(nt, e)));
         if (failed(yielded))
           return failure();
         element = isMask ? select(*yielded, element, negInf) : *yielded;
@@ -147,35 +126,37 @@ LogicalResult KernelEmitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
   return success();
 }
 
-FailureOr<Value> KernelEmitter::lowerAuxLoad(flash::AuxLoadOp op) {
-  flash::AuxTensorAttr decl = kernel.lookupTensor(op.getTensor());
-  Value pointer = auxPointers.lookup(op.getTensor());
-  if (!decl || !pointer)
-    return error(op, "unknown aux tensor '") << op.getTensor() << "'";
-  if (static_cast<int64_t>(op.getIndices().size()) != decl.getRank())
+LogicalResult EmitterCore::auxElementIndex(Operation *op, flash::AuxTensorAttr decl,
+                                           ArrayRef<Value> indices, Value &valid,
+                                           Value &linear) {
+  if (static_cast<int64_t>(indices.size()) != decl.getRank())
     return error(op, "index count does not match the tensor's rank");
   // Dense row-major; any index outside the tensor reads 0.
-  Value valid, linear = i64(0);
-  for (auto [index, extent] : llvm::zip(op.getIndices(), decl.getExtents())) {
-    Value position = lookupScalar(index);
-    Value size;
-    if (flash::AuxTensorAttr::isRole(extent)) {
-      switch (flash::AuxTensorAttr::decodeRole(extent)) {
-      case flash::DimRole::Batch: size = batchSize; break;
-      case flash::DimRole::Heads: size = headCount; break;
-      case flash::DimRole::KVHeads: size = kvHeadCount; break;
-      case flash::DimRole::QueryLen: size = queryLen; break;
-      case flash::DimRole::KeyLen: size = keyLen; break;
-      case flash::DimRole::HeadDim: size = i32(config.headDim); break;
-      }
-    } else {
-      size = i32(extent);
-    }
+  valid = Value();
+  linear = i64(0);
+  for (auto [position, extent] : llvm::zip(indices, decl.getExtents())) {
+    Value size = flash::AuxTensorAttr::isRole(extent)
+                     ? sizeOf(flash::AuxTensorAttr::decodeRole(extent))
+                     : i32(extent);
     // One unsigned compare checks 0 <= position < size.
     Value inside = cmpI(arith::CmpIPredicate::ult, position, size);
     valid = valid ? Value(arith::AndIOp::create(b, loc, valid, inside)) : inside;
     linear = add(mul(linear, toI64(size)), toI64(position));
   }
+  return success();
+}
+
+FailureOr<Value> EmitterCore::lowerAuxLoad(flash::AuxLoadOp op) {
+  flash::AuxTensorAttr decl = signature.lookupTensor(op.getTensor());
+  Value pointer = auxPointers.lookup(op.getTensor());
+  if (!decl || !pointer)
+    return error(op, "unknown aux tensor '") << op.getTensor() << "'";
+  SmallVector<Value> indices;
+  for (Value index : op.getIndices())
+    indices.push_back(lookupScalar(index));
+  Value valid, linear;
+  if (failed(auxElementIndex(op, decl, indices, valid, linear)))
+    return failure();
   Type elementType = decl.getElementType();
   Value address = gepElements(pointer, select(valid, linear, i64(0)), elementType);
   Value loaded = LLVM::LoadOp::create(b, loc, elementType, address,
@@ -192,7 +173,7 @@ FailureOr<Value> KernelEmitter::lowerAuxLoad(flash::AuxLoadOp op) {
   return select(valid, loaded, zero);
 }
 
-FailureOr<Value> KernelEmitter::lowerMathOp(Operation *op) {
+FailureOr<Value> EmitterCore::lowerMathOp(Operation *op) {
   Value x = lookupScalar(op->getOperand(0));
   Type type = op->getResult(0).getType();
   if (!type.isF32() && !isa<math::AbsIOp>(op))

@@ -16,101 +16,7 @@ using namespace flashc::lowering;
 
 KernelEmitter::KernelEmitter(flash::KernelOp kernel, const KernelConfig &config,
                          gpu::GPUModuleOp gpuModule)
-    : kernel(kernel), config(config), gpuModule(gpuModule), b(kernel.getContext()),
-      loc(kernel.getLoc()) {}
-
-InFlightDiagnostic KernelEmitter::error(Operation *op, const Twine &message) {
-  return op->emitOpError() << passName() << ": " << message;
-}
-
-//===----------------------------------------------------------------------===//
-// Small helpers
-//===----------------------------------------------------------------------===//
-
-Value KernelEmitter::i32(int64_t value) {
-  return arith::ConstantIntOp::create(b, loc, value, 32);
-}
-Value KernelEmitter::i64(int64_t value) {
-  return arith::ConstantIntOp::create(b, loc, value, 64);
-}
-Value KernelEmitter::f32(double value) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(value)));
-}
-Value KernelEmitter::toI64(Value value) {
-  if (value.getType().isInteger(64))
-    return value;
-  return arith::ExtSIOp::create(b, loc, b.getI64Type(), value);
-}
-Value KernelEmitter::add(Value a, Value c) { return arith::AddIOp::create(b, loc, a, c); }
-Value KernelEmitter::mul(Value a, Value c) { return arith::MulIOp::create(b, loc, a, c); }
-Value KernelEmitter::select(Value cond, Value t, Value f) {
-  return arith::SelectOp::create(b, loc, cond, t, f);
-}
-Value KernelEmitter::cmpI(arith::CmpIPredicate predicate, Value a, Value c) {
-  return arith::CmpIOp::create(b, loc, predicate, a, c);
-}
-Value KernelEmitter::fadd(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
-Value KernelEmitter::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
-Value KernelEmitter::fmax(Value a, Value c) { return arith::MaxNumFOp::create(b, loc, a, c); }
-Value KernelEmitter::fma(Value a, Value c, Value d) {
-  return LLVM::FMAOp::create(b, loc, a, c, d);
-}
-
-Value KernelEmitter::exp2Approx(Value x) {
-  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
-                                       b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
-                                       ValueRange{x})
-      .getResult(0);
-}
-
-Value KernelEmitter::log2Approx(Value x) {
-  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
-                                       b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"),
-                                       ValueRange{x})
-      .getResult(0);
-}
-
-Value KernelEmitter::shuffleXor(Value value, int64_t laneMask) {
-  return NVVM::ShflOp::create(b, loc, value.getType(), i32(-1), value, i32(laneMask),
-                              i32(31), NVVM::ShflKind::bfly, UnitAttr());
-}
-
-Value KernelEmitter::opaquePointer(Value pointer) {
-  Type i64Type = b.getI64Type();
-  Value bits = LLVM::PtrToIntOp::create(b, loc, i64Type, pointer);
-  Value moved = LLVM::InlineAsmOp::create(b, loc, i64Type, ValueRange{bits}, "mov.b64 $0, $1;",
-                                          "=l,l", /*has_side_effects=*/true,
-                                          /*is_align_stack=*/false,
-                                          LLVM::tailcallkind::TailCallKind::None,
-                                          LLVM::AsmDialectAttr(), ArrayAttr())
-                    .getResult(0);
-  return LLVM::IntToPtrOp::create(b, loc, pointer.getType(), moved);
-}
-
-Value KernelEmitter::gepBytes(Value base, Value offset) {
-  return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
-                             ArrayRef<LLVM::GEPArg>{offset});
-}
-
-Value KernelEmitter::gepElements(Value base, Value offset, Type elementType) {
-  return LLVM::GEPOp::create(b, loc, base.getType(), elementType, base,
-                             ArrayRef<LLVM::GEPArg>{offset});
-}
-
-Value KernelEmitter::extract(Value aggregate, int64_t position) {
-  return LLVM::ExtractValueOp::create(b, loc, aggregate, position);
-}
-
-Value KernelEmitter::packHalves(Value lo, Value hi) {
-  Type half = config.elementType;
-  auto vectorType = VectorType::get({2}, half);
-  Value vec = LLVM::UndefOp::create(b, loc, vectorType);
-  Value loH = LLVM::FPTruncOp::create(b, loc, half, lo);
-  Value hiH = LLVM::FPTruncOp::create(b, loc, half, hi);
-  vec = LLVM::InsertElementOp::create(b, loc, vec, loH, i32(0));
-  vec = LLVM::InsertElementOp::create(b, loc, vec, hiH, i32(1));
-  return LLVM::BitcastOp::create(b, loc, b.getI32Type(), vec);
-}
+    : EmitterCore(kernel, config, gpuModule), kernel(kernel) {}
 
 Value KernelEmitter::fragmentRow(int64_t mb, int64_t e) {
   Value row = add(mul(warp, i32(config.rowsPerWarp)), groupId);
@@ -190,11 +96,7 @@ LogicalResult KernelEmitter::emit() {
         entry.getArgument(arg++);
   bindTargetArguments(entry.getArguments().drop_front(arg));
 
-  tid = NVVM::ThreadIdXOp::create(b, loc, i32Type);
-  lane = arith::AndIOp::create(b, loc, tid, i32(31));
-  warp = arith::ShRUIOp::create(b, loc, tid, i32(5));
-  groupId = arith::ShRUIOp::create(b, loc, lane, i32(2));
-  threadInGroup = arith::AndIOp::create(b, loc, lane, i32(3));
+  bindThreadCoordinates();
   emitSharedMemoryLayout();
   return emitKernelBody();
 }
@@ -328,100 +230,5 @@ LogicalResult KernelEmitter::mapFlattened(Operation *user, ValueRange originals,
       lowered = lowered.drop_front();
     }
   }
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// Scalars
-//===----------------------------------------------------------------------===//
-
-static Type lowerScalarType(Type type) {
-  if (type.isIndex())
-    return IntegerType::get(type.getContext(), 32);
-  return type;
-}
-
-LogicalResult KernelEmitter::lowerScalarOp(Operation *op) {
-  for (Value operand : op->getOperands())
-    if (!lookupScalar(operand))
-      return error(op, "operand is not a scalar this lowering knows");
-  for (Type type : op->getResultTypes())
-    if (isa<ShapedType>(type))
-      return error(op, "unsupported tile operation");
-  if (op->getNumRegions() != 0 || op->getNumResults() != 1)
-    return error(op, "unsupported operation");
-  Value result = op->getResult(0);
-
-  if (auto param = dyn_cast<flash::ParamOp>(op)) {
-    Value value = params.lookup(param.getName());
-    if (!value || value.getType() != param.getType())
-      return error(op, "unknown parameter");
-    scalars.map(result, value);
-    return success();
-  }
-  if (auto dim = dyn_cast<flash::DimOp>(op)) {
-    Value value;
-    switch (dim.getRole()) {
-    case flash::DimRole::Batch: value = batchSize; break;
-    case flash::DimRole::Heads: value = headCount; break;
-    case flash::DimRole::KVHeads: value = kvHeadCount; break;
-    case flash::DimRole::QueryLen: value = queryLen; break;
-    case flash::DimRole::KeyLen: value = keyLen; break;
-    case flash::DimRole::HeadDim: value = i32(config.headDim); break;
-    }
-    Type type = lowerScalarType(result.getType());
-    if (!type.isInteger(32))
-      value = arith::ExtSIOp::create(b, loc, type, value);
-    scalars.map(result, value);
-    return success();
-  }
-  if (auto kvHead = dyn_cast<flash::KVHeadOp>(op)) {
-    Value group = arith::DivUIOp::create(b, loc, headCount, kvHeadCount);
-    scalars.map(result,
-                arith::DivUIOp::create(b, loc, lookupScalar(kvHead.getHead()), group));
-    return success();
-  }
-  if (auto load = dyn_cast<flash::AuxLoadOp>(op)) {
-    FailureOr<Value> value = lowerAuxLoad(load);
-    if (failed(value))
-      return failure();
-    scalars.map(result, *value);
-    return success();
-  }
-  if (isa<math::MathDialect>(op->getDialect())) {
-    FailureOr<Value> value = lowerMathOp(op);
-    if (failed(value))
-      return failure();
-    scalars.map(result, *value);
-    return success();
-  }
-  if (!isa<arith::ArithDialect>(op->getDialect()))
-    return error(op, "unsupported operation");
-
-  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
-    if (constant.getType().isIndex()) {
-      auto value = cast<IntegerAttr>(constant.getValue()).getInt();
-      scalars.map(result, i32(value));
-      return success();
-    }
-  }
-  if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
-    Value input = lookupScalar(op->getOperand(0));
-    Type to = lowerScalarType(result.getType());
-    unsigned from = input.getType().getIntOrFloatBitWidth(), width = to.getIntOrFloatBitWidth();
-    Value value = input;
-    if (width > from)
-      value = isa<arith::IndexCastOp>(op) ? Value(arith::ExtSIOp::create(b, loc, to, input))
-                                          : Value(arith::ExtUIOp::create(b, loc, to, input));
-    else if (width < from)
-      value = arith::TruncIOp::create(b, loc, to, input);
-    scalars.map(result, value);
-    return success();
-  }
-  // Any other arith op: clone it on the lowered operands, index -> i32.
-  Operation *clone = b.clone(*op, scalars);
-  clone->setLoc(loc);
-  for (OpResult cloned : clone->getResults())
-    cloned.setType(lowerScalarType(cloned.getType()));
   return success();
 }

@@ -351,7 +351,7 @@ FailureOr<Value> KernelEmitter::emitMaskVote(flash::MaskOp op) {
     for (int64_t nt = 0; nt < cols / 8; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
         FailureOr<Value> keep =
-            emitRegionElement(op, Value(), batch, head, add(firstQuery, fragmentRow(mb, e)),
+            emitRegionElement(op, ValueRange(), batch, head, add(firstQuery, fragmentRow(mb, e)),
                               add(firstKey, fragmentCol(nt, e)));
         if (failed(keep))
           return failure();

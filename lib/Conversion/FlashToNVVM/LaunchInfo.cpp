@@ -57,29 +57,35 @@ flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {
       b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
 }
 
-LogicalResult lowering::lowerFlashKernels(
-    ModuleOp module, flash::GemmKind gemm,
-    function_ref<std::unique_ptr<KernelEmitter>(flash::KernelOp, gpu::GPUModuleOp)>
-        makeEmitter) {
-  // Say so instead of leaving a backward kernel behind unlowered.
-  for (flash::BackwardKernelOp backward : module.getOps<flash::BackwardKernelOp>())
-    return backward.emitOpError()
-           << "has no GPU lowering yet (the backward pass runs on the interpreter only)";
-  SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
-  if (kernels.empty())
-    return success();
+gpu::GPUModuleOp flashc::getOrCreateKernelModule(ModuleOp module) {
   OpBuilder b(module.getContext());
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
-
   auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName);
   if (!gpuModule) {
     b.setInsertionPointToEnd(module.getBody());
     gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModuleName);
   }
+  return gpuModule;
+}
+
+void flashc::recordLaunches(gpu::GPUModuleOp gpuModule, ArrayRef<NamedAttribute> added) {
   SmallVector<NamedAttribute> launches;
   if (auto existing = gpuModule->getAttrOfType<DictionaryAttr>(kLaunchAttrName))
     launches.assign(existing.begin(), existing.end());
+  launches.append(added.begin(), added.end());
+  gpuModule->setAttr(kLaunchAttrName, DictionaryAttr::get(gpuModule.getContext(), launches));
+}
 
+LogicalResult lowering::lowerFlashKernels(
+    ModuleOp module, flash::GemmKind gemm,
+    function_ref<std::unique_ptr<KernelEmitter>(flash::KernelOp, gpu::GPUModuleOp)>
+        makeEmitter) {
+  SmallVector<flash::KernelOp> kernels(module.getOps<flash::KernelOp>());
+  if (kernels.empty())
+    return success();
+  OpBuilder b(module.getContext());
+  gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
+  SmallVector<NamedAttribute> launches;
   bool failedAny = false;
   for (flash::KernelOp kernel : kernels) {
     std::unique_ptr<KernelEmitter> emitter = makeEmitter(kernel, gpuModule);
@@ -100,7 +106,7 @@ LogicalResult lowering::lowerFlashKernels(
   }
   if (failedAny)
     return failure();
-  gpuModule->setAttr(kLaunchAttrName, b.getDictionaryAttr(launches));
+  recordLaunches(gpuModule, launches);
   for (flash::KernelOp kernel : kernels)
     kernel.erase();
   return success();

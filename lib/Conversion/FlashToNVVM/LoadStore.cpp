@@ -22,20 +22,6 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::lowering;
 
-static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
-
-Value KernelEmitter::sharedMemoryBase(int64_t alignment) {
-  auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  if (!gpuModule.lookupSymbol(kSharedMemoryName)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(gpuModule.getBody());
-    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
-                           /*isConstant=*/false, LLVM::Linkage::External, kSharedMemoryName,
-                           Attribute(), alignment, /*addrSpace=*/3);
-  }
-  return LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
-}
-
 void KernelEmitter::waitForCopies(int64_t pendingGroups) {
   NVVM::CpAsyncWaitGroupOp::create(b, loc, pendingGroups);
   NVVM::Barrier0Op::create(b, loc);
@@ -52,78 +38,6 @@ void KernelEmitter::skipKVBlock(Value next, Value upper) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(more.thenBlock()->getTerminator());
   issueKVCopy(pipeline->keyLoad, next);
-}
-
-void KernelEmitter::issueTileCopy(Value base, Value headOffset, Value rowStride,
-                                Value tileIndex, int64_t rows, Value length, Value dst) {
-  int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
-  int64_t total = rows * chunksPerRow;
-  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
-  Type halfStorage = b.getI16Type();
-  if (config.numThreads % chunksPerRow) {
-    // D = 96: a thread's chunks are not in one column; index each copy.
-    Value firstRow = mul(tileIndex, i32(rows));
-    for (int64_t it = 0; it < perThread; ++it) {
-      OpBuilder::InsertionGuard guard(b);
-      Value index = add(tid, i32(it * config.numThreads));
-      if ((it + 1) * config.numThreads > total) {
-        auto inside = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)), /*withElseRegion=*/false);
-        b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      }
-      Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
-      Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
-      Value position = add(firstRow, row);
-      Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
-      // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
-      Value clamped = select(valid, position, i32(0));
-      Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
-                         toI64(mul(chunk, i32(8))));
-      Value src = gepElements(base, offset, halfStorage);
-      Value dstAddress = gepBytes(dst, sharedChunkOffset(row, chunk, rows));
-      Value size = select(valid, i32(16), i32(0));
-      NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16, NVVM::LoadCacheModifierKind::CG,
-                              size);
-    }
-    NVVM::CpAsyncCommitGroupOp::create(b, loc);
-    return;
-  }
-  // Copy `it` of a thread moves chunk tid % C of row tid / C + it·S (C
-  // chunks per row, S = threads / C rows per step). The source pointer
-  // advances by S rows per copy and the destination is one opaque base plus
-  // immediates, so a copy costs a compare, two selects and a 64-bit add, and
-  // no 64-bit address per copy stays live across the key loop.
-  int64_t rowsPerStep = config.numThreads / chunksPerRow;
-  Value row = arith::DivUIOp::create(b, loc, tid, i32(chunksPerRow));
-  Value chunk = arith::RemUIOp::create(b, loc, tid, i32(chunksPerRow));
-  Value firstRow = add(mul(tileIndex, i32(rows)), row);
-  // Rows left from this thread's first row: copy `it` is valid iff it·S < left.
-  Value left = arith::SubIOp::create(b, loc, length, firstRow);
-  Value chunkOffset = add(headOffset, toI64(mul(chunk, i32(8))));
-  // Out-of-range rows copy 0 bytes (zero fill) from row 0, which exists.
-  Value safe = gepElements(base, chunkOffset, halfStorage);
-  Value src = gepElements(base, add(chunkOffset, mul(toI64(firstRow), rowStride)), halfStorage);
-  Value step = mul(rowStride, i64(rowsPerStep));
-  std::optional<int64_t> stepBytes = sharedRowStepBytes(rowsPerStep);
-  Value dstBase = opaquePointer(gepBytes(dst, sharedChunkOffset(row, chunk, rows)));
-  for (int64_t it = 0; it < perThread; ++it) {
-    if (it > 0)
-      src = gepElements(src, step, halfStorage);
-    OpBuilder::InsertionGuard guard(b);
-    if ((it + 1) * config.numThreads > total) {
-      Value inside = cmpI(arith::CmpIPredicate::ult, add(row, i32(it * rowsPerStep)), i32(rows));
-      auto branch = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
-      b.setInsertionPoint(branch.thenBlock()->getTerminator());
-    }
-    Value valid = cmpI(arith::CmpIPredicate::sgt, left, i32(it * rowsPerStep));
-    Value dstAddress =
-        stepBytes ? gepBytes(dstBase, i32(it * *stepBytes))
-                  : gepBytes(dst, sharedChunkOffset(add(row, i32(it * rowsPerStep)), chunk, rows));
-    Value size = select(valid, i32(16), i32(0));
-    NVVM::CpAsyncOp::create(b, loc, dstAddress, select(valid, src, safe), 16,
-                            NVVM::LoadCacheModifierKind::CG, size);
-  }
-  NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
 LogicalResult KernelEmitter::lowerLoadQ(flash::LoadQOp op) {

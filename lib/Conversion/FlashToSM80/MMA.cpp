@@ -20,7 +20,9 @@ using namespace flashc;
 using namespace flashc::lowering;
 using namespace flashc::sm80;
 
-std::array<Value, 4> SM80Emitter::ldmatrixX4(Value smemAddress, bool transpose) {
+std::array<Value, 4> sm80::ldmatrixX4(EmitterCore &emitter, Value smemAddress, bool transpose) {
+  OpBuilder &b = emitter.b;
+  Location loc = emitter.loc;
   MLIRContext *ctx = b.getContext();
   Type i32Type = b.getI32Type();
   auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {i32Type, i32Type, i32Type, i32Type});
@@ -28,16 +30,19 @@ std::array<Value, 4> SM80Emitter::ldmatrixX4(Value smemAddress, bool transpose) 
       b, loc, resultType, smemAddress, 4,
       transpose ? NVVM::MMALayout::col : NVVM::MMALayout::row,
       NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8), NVVM::LdStMatrixEltType::B16);
-  return {extract(result, 0), extract(result, 1), extract(result, 2), extract(result, 3)};
+  return {emitter.extract(result, 0), emitter.extract(result, 1), emitter.extract(result, 2),
+          emitter.extract(result, 3)};
 }
 
-std::array<Value, 4> SM80Emitter::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
-                                      ArrayRef<Value> c) {
+std::array<Value, 4> sm80::mmaSync(EmitterCore &emitter, ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                                   ArrayRef<Value> c) {
+  OpBuilder &b = emitter.b;
+  Location loc = emitter.loc;
   MLIRContext *ctx = b.getContext();
   Type f32Type = b.getF32Type();
   auto resultType = LLVM::LLVMStructType::getLiteral(ctx, {f32Type, f32Type, f32Type, f32Type});
   NVVM::MMATypes type =
-      config.elementType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+      emitter.config.elementType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
   // bf16 operands are i32-packed; the verifier wants f16 ones as vector<2xf16>.
   SmallVector<Value, 4> aOperands(a), bOperands(bFrag);
   if (type == NVVM::MMATypes::f16) {
@@ -51,14 +56,15 @@ std::array<Value, 4> SM80Emitter::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
       b, loc, resultType, aOperands, bOperands, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt, std::nullopt,
       std::array<NVVM::MMATypes, 2>{type, type},
       std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
-  return {extract(result, 0), extract(result, 1), extract(result, 2), extract(result, 3)};
+  return {emitter.extract(result, 0), emitter.extract(result, 1), emitter.extract(result, 2),
+          emitter.extract(result, 3)};
 }
 
 std::array<Value, 4> SM80Emitter::queryFragment(Value qBase, int64_t mb, int64_t kStep) {
   int64_t kSteps = config.headDim / 16;
   if (config.qInRegisters && queryAcquired)
     return queryFragments[mb * kSteps + kStep];
-  return ldmatrixX4(gepBytes(qBase, i32(mb * 16 * PaddedLayout(config).rowBytes() + kStep * 32)),
+  return ldmatrixX4(*this, gepBytes(qBase, i32(mb * 16 * PaddedLayout(config).rowBytes() + kStep * 32)),
                     /*transpose=*/false);
 }
 
@@ -78,12 +84,12 @@ LogicalResult SM80Emitter::lowerQKDot(flash::QKDotOp op) {
     for (int64_t mb = 0; mb < rowBlocks; ++mb)
       a.push_back(queryFragment(qBase, mb, kStep));
     for (int64_t pair = 0; pair < nTiles / 2; ++pair) {
-      std::array<Value, 4> k = ldmatrixX4(
+      std::array<Value, 4> k = ldmatrixX4(*this, 
           gepBytes(kBase, i32(pair * 16 * rowBytes + kStep * 32)), /*transpose=*/false);
       for (int64_t mb = 0; mb < rowBlocks; ++mb) {
         std::array<Value, 4> *c = &acc[mb * nTiles + 2 * pair];
-        c[0] = mma(a[mb], {k[0], k[1]}, c[0]);
-        c[1] = mma(a[mb], {k[2], k[3]}, c[1]);
+        c[0] = mmaSync(*this, a[mb], {k[0], k[1]}, c[0]);
+        c[1] = mmaSync(*this, a[mb], {k[2], k[3]}, c[1]);
       }
     }
   }
@@ -112,12 +118,12 @@ LogicalResult SM80Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
                    packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])});
     }
     for (int64_t pair = 0; pair < config.headDim / 16; ++pair) {
-      std::array<Value, 4> v = ldmatrixX4(
+      std::array<Value, 4> v = ldmatrixX4(*this, 
           gepBytes(vBase, i32(kStep * 16 * rowBytes + pair * 32)), /*transpose=*/true);
       for (int64_t mb = 0; mb < rowBlocks; ++mb)
         for (int64_t half = 0; half < 2; ++half) {
           Value *c = &regs[(mb * accTiles + 2 * pair + half) * 4];
-          std::array<Value, 4> d = mma(a[mb], {v[2 * half], v[2 * half + 1]}, {c, 4});
+          std::array<Value, 4> d = mmaSync(*this, a[mb], {v[2 * half], v[2 * half + 1]}, {c, 4});
           for (int e = 0; e < 4; ++e)
             c[e] = d[e];
         }

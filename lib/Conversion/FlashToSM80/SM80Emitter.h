@@ -14,6 +14,16 @@
 
 namespace flashc::sm80 {
 
+/// ldmatrix.sync.aligned.m8n8.x4(.trans).b16 at `smemAddress` (this lane's
+/// row address): four i32 registers.
+std::array<mlir::Value, 4> ldmatrixX4(lowering::EmitterCore &emitter, mlir::Value smemAddress,
+                                      bool transpose);
+/// mma.sync.aligned.m16n8k16.row.col.f32 of the emitter's element type:
+/// A four i32, B two i32, C four f32 (layouts in MMA.cpp).
+std::array<mlir::Value, 4> mmaSync(lowering::EmitterCore &emitter, llvm::ArrayRef<mlir::Value> a,
+                                   llvm::ArrayRef<mlir::Value> bFrag,
+                                   llvm::ArrayRef<mlir::Value> c);
+
 /// The padded shared-memory layout: Q, then K, then V, rows of D + 8
 /// elements.
 struct PaddedLayout {
@@ -46,9 +56,6 @@ public:
                                       mlir::Value probs, mlir::Value value) override;
 
 private:
-  std::array<mlir::Value, 4> ldmatrixX4(mlir::Value smemAddress, bool transpose);
-  std::array<mlir::Value, 4> mma(llvm::ArrayRef<mlir::Value> a, llvm::ArrayRef<mlir::Value> bFrag,
-                                 llvm::ArrayRef<mlir::Value> c);
   /// Q fragment of row block mb at k-step kStep: from registers, or by
   /// ldmatrix at `qBase` (smemQ + qLdOffset).
   std::array<mlir::Value, 4> queryFragment(mlir::Value qBase, int64_t mb, int64_t kStep);

@@ -53,7 +53,7 @@ void SM80Emitter::loadQueryRegisters() {
   int64_t rowBytes = PaddedLayout(config).rowBytes();
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep)
-      queryFragments.push_back(ldmatrixX4(
+      queryFragments.push_back(ldmatrixX4(*this, 
           gepBytes(smemQ, add(qLdOffset, i32(mb * 16 * rowBytes + kStep * 32))),
           /*transpose=*/false));
 }

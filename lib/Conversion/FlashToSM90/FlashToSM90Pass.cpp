@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashc/Conversion/FlashToSM80/Passes.h"
 #include "flashc/Conversion/FlashToSM90/Passes.h"
 
 #include "SM90Emitter.h"
@@ -135,7 +136,9 @@ struct ConvertFlashToSM90Pass
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
-    if (failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
+    // The backward has no wgmma kernel yet: it runs the mma.sync one.
+    if (failed(sm80::lowerBackwardKernels(getOperation(), "flash-to-sm90")) ||
+        failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }
 };

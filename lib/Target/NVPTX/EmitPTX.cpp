@@ -52,7 +52,8 @@ static void prepareContext(ModuleOp module) {
 }
 
 static bool hasFlashKernels(ModuleOp module) {
-  return !module.getOps<flash::KernelOp>().empty();
+  return !module.getOps<flash::KernelOp>().empty() ||
+         !module.getOps<flash::BackwardKernelOp>().empty();
 }
 
 static gpu::GPUModuleOp findKernelModule(ModuleOp module) {
@@ -68,7 +69,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
   if (!hasFlashKernels(module)) {
     if (findKernelModule(module))
       return success(); // already lowered
-    return module.emitError("flashc: the module holds no flash.kernel to lower");
+    return module.emitError("flashc: the module holds no flash.kernel or flash.backward_kernel to lower");
   }
   llvm::Expected<std::string> gemm = config::selectGemm(options.chip, options.gemm);
   if (!gemm)
@@ -155,6 +156,7 @@ FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) 
       info.tensors.push_back(cast<StringAttr>(name).str());
     info.kvTensorMaps = launch.getTensorMaps() > 0;
     info.persistent = launch.getGrid() == flash::GridKind::Persistent;
+    info.grid = flash::stringifyGridKind(launch.getGrid()).str();
     result.push_back(std::move(info));
   }
   return result;

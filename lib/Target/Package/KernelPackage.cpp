@@ -2,6 +2,8 @@
 
 #include "flashc/Target/Package/KernelPackage.h"
 
+#include "flashc/Conversion/FlashToNVVM/KernelModule.h"
+
 #include "flashrt/Error.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -28,11 +30,22 @@ std::string typeName(Type type) {
   return text;
 }
 
-flashrt::KernelPackage describeKernel(flash::KernelOp kernel) {
+/// Kernel ops (flash.kernel, flash.backward_kernel) of `module`, in order.
+SmallVector<Operation *> kernelOps(ModuleOp module) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : module.getBody()->getOperations())
+    if (isa<flash::KernelOp, flash::BackwardKernelOp>(op))
+      ops.push_back(&op);
+  return ops;
+}
+
+flashrt::KernelPackage describeKernel(Operation *op) {
+  auto kernel = cast<flash::KernelSignature>(op);
   flashrt::KernelPackage package;
   package.flashcVersion = FLASHC_VERSION;
-  package.kernelName = kernel.getSymName().str();
-  package.variantHash = variantHash(kernel);
+  package.kernelName = packageKernelName(op);
+  package.backward = isa<flash::BackwardKernelOp>(op);
+  package.variantHash = variantHash(op);
   package.elementType = typeName(kernel.getElementType());
   package.headDim = kernel.getConfig().getHeadDim();
   package.staticSizes.assign(kernel.getStaticSizes().begin(), kernel.getStaticSizes().end());
@@ -60,7 +73,12 @@ flashrt::KernelPackage describeKernel(flash::KernelOp kernel) {
 
 } // namespace
 
-std::string variantHash(flash::KernelOp kernel) {
+std::string packageKernelName(Operation *kernel) {
+  StringRef name = cast<SymbolOpInterface>(kernel).getName();
+  return isa<flash::BackwardKernelOp>(kernel) ? backwardKernelName(name) : name.str();
+}
+
+std::string variantHash(Operation *kernel) {
   std::string text;
   llvm::raw_string_ostream os(text);
   kernel->print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
@@ -70,8 +88,8 @@ std::string variantHash(flash::KernelOp kernel) {
 FailureOr<std::vector<flashrt::KernelPackage>>
 buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
   std::vector<flashrt::KernelPackage> packages;
-  for (auto kernel : flashModule.getOps<flash::KernelOp>()) {
-    // One PTX module per kernel: a package is self-contained.
+  for (Operation *kernel : kernelOps(flashModule)) {
+    // One PTX module per kernel op: a package is self-contained.
     OwningOpRef<ModuleOp> single = ModuleOp::create(flashModule.getLoc());
     single->getBody()->push_back(kernel->clone());
     FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*single, options);
@@ -81,8 +99,15 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
     package.arch = compiled->chip;
     package.ptx = compiled->ptx;
     for (const nvptx::KernelLaunchInfo &info : compiled->kernels) {
-      if (info.name != package.kernelName)
+      if (info.name != package.kernelName) {
+        // The backward's preprocess and convert kernels.
+        for (StringRef role : {"preprocess", "convert"})
+          if (package.backward && info.name == backwardKernelName(
+                                                   cast<SymbolOpInterface>(kernel).getName(), role))
+            package.entries.push_back(
+                {role.str(), info.name, info.threadsPerBlock, info.dynamicSharedBytes});
         continue;
+      }
       package.blockRows = info.blockRows;
       package.blockCols = info.blockCols;
       package.threadsPerBlock = info.threadsPerBlock;
@@ -90,8 +115,8 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.kvTensorMaps = info.kvTensorMaps;
       package.persistent = info.persistent;
     }
-    if (package.threadsPerBlock == 0)
-      return kernel.emitError("the GPU lowering reported no launch rule for this kernel");
+    if (package.threadsPerBlock == 0 || (package.backward && package.entries.size() != 2))
+      return kernel->emitError("the GPU lowering reported no launch rule for this kernel");
     packages.push_back(std::move(package));
   }
   return packages;
@@ -157,14 +182,14 @@ static const std::string &buildIdentity() {
   return identity;
 }
 
-std::string CompileCache::key(flash::KernelOp kernel, const nvptx::TargetOptions &options) {
+std::string CompileCache::key(Operation *kernel, const nvptx::TargetOptions &options) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
      << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << FLASHC_VERSION << '|' << buildIdentity();
-  return kernel.getSymName().str() + "-" +
+  return packageKernelName(kernel) + "-" +
          llvm::utohexstr(llvm::xxh3_64bits(text), /*LowerCase=*/true);
 }
 
@@ -174,7 +199,7 @@ std::string CompileCache::pathFor(llvm::StringRef key) const {
   return std::string(path);
 }
 
-std::optional<flashrt::KernelPackage> CompileCache::lookup(flash::KernelOp kernel,
+std::optional<flashrt::KernelPackage> CompileCache::lookup(Operation *kernel,
                                                            llvm::StringRef key,
                                                            std::string &warnings) const {
   std::string path = pathFor(key);
@@ -182,7 +207,8 @@ std::optional<flashrt::KernelPackage> CompileCache::lookup(flash::KernelOp kerne
     return std::nullopt;
   try {
     flashrt::KernelPackage package = flashrt::KernelPackage::load(path);
-    if (package.kernelName != kernel.getSymName() || package.variantHash != variantHash(kernel) ||
+    if (package.kernelName != packageKernelName(kernel) ||
+        package.variantHash != variantHash(kernel) ||
         package.flashcVersion != FLASHC_VERSION) {
       warnings += "ignoring stale compile cache entry " + path + " (built for kernel '" +
                   package.kernelName + "', flashc " + package.flashcVersion + ")\n";
@@ -206,7 +232,7 @@ FailureOr<std::vector<flashrt::KernelPackage>>
 buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options,
                     const CompileCache &cache, int &hits, std::string &warnings) {
   std::vector<flashrt::KernelPackage> packages;
-  for (auto kernel : flashModule.getOps<flash::KernelOp>()) {
+  for (Operation *kernel : kernelOps(flashModule)) {
     std::string key = CompileCache::key(kernel, options);
     if (std::optional<flashrt::KernelPackage> cached = cache.lookup(kernel, key, warnings)) {
       ++hits;

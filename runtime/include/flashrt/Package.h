@@ -22,6 +22,15 @@
 //   tensor doc i32 batch query_len      (one line per aux tensor, ABI order)
 //   ptx 31337                           (byte count; the PTX follows the newline)
 //
+// A backward package (`flashc --bwd --emit=package`) holds the three kernels
+// of a variant's backward pass in one PTX module: the manifest's kernel,
+// threads and shared bytes are the main kernel's, which runs over
+//   grid ceil(M/block-cols) HKV B
+// and two more entries run over (ceil(N/block-rows), H, B):
+//   kind backward
+//   entry preprocess causal_bwd_preprocess 64 0   (role, name, threads, shared bytes)
+//   entry convert causal_bwd_convert 128 0
+//
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
 //===----------------------------------------------------------------------===//
@@ -45,6 +54,15 @@ struct PackageTensor {
   std::string name;
   std::string elementType;          // "i32", "f32", "bf16", "f16"
   std::vector<std::string> extents; // role names ("batch") or sizes ("8")
+};
+
+/// One more kernel of a multi-kernel package (the backward's preprocess and
+/// dQ conversion).
+struct PackageEntry {
+  std::string role; // "preprocess" or "convert"
+  std::string name;
+  int64_t threadsPerBlock = 0;
+  int64_t dynamicSharedBytes = 0;
 };
 
 struct KernelPackage {
@@ -72,7 +90,19 @@ struct KernelPackage {
   /// the kernel also takes q's CUtensorMap (dims {D, N, H, B}, box {64,
   /// blockRows, 1, 1}) before k's.
   bool persistent = false;
+  /// A backward package: the main kernel over (ceil(M / block-cols), HKV,
+  /// B), `entries` holding its preprocess and convert kernels.
+  bool backward = false;
+  std::vector<PackageEntry> entries;
   std::string ptx;
+
+  /// The entry of `role`, or null.
+  const PackageEntry *entry(const std::string &role) const {
+    for (const PackageEntry &e : entries)
+      if (e.role == role)
+        return &e;
+    return nullptr;
+  }
 
   std::string serialize() const;
   /// Throws Error(InvalidArgument) naming the line that is wrong.

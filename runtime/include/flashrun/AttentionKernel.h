@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,12 +43,59 @@ struct TensorRef {
   }
 };
 
+/// The tensors of one backward launch. Every TensorRef is in the variant's
+/// element type with the rules of the forward's q (16-byte aligned, strides
+/// multiples of 8 elements).
+struct BackwardTensors {
+  TensorRef q, k, v;   // the forward's inputs
+  TensorRef out;       // its O
+  uint64_t lse = 0;    // its LSE, dense f32 [B, H, N]
+  TensorRef outputGrad; // dO, shaped like O
+  TensorRef queryGrad, keyGrad, valueGrad; // dQ (like q), dK and dV (like k, v): written
+  /// Scratch of BackwardKernel::workspaceBytes(sizes) bytes, 16-byte aligned
+  /// (Δ and the f32 dQ accumulator); its contents need no initialization.
+  uint64_t workspace = 0;
+  /// One f32 gradient per aux tensor, dense in the tensor's shape (0 for a
+  /// tensor that gets none: integer tensors, or where it is not wanted).
+  /// The backward overwrites them (they start from 0).
+  std::vector<uint64_t> tensorGrads;
+};
+
+/// The backward pass of a variant from its backward package (`flashc --bwd
+/// --emit=package`): three launches on one stream (Δ and the zeroing of
+/// the accumulators; dK, dV and the dQ/aux-gradient adds per key block; dQ
+/// to the element type).
+class BackwardKernel {
+public:
+  BackwardKernel(flashrt::Context &context, flashrt::KernelPackage package);
+
+  const flashrt::KernelPackage &package() const { return kernelPackage; }
+  /// Bytes of BackwardTensors::workspace for `sizes`.
+  static size_t workspaceBytes(const Sizes &sizes, int64_t headDim);
+
+  /// Throws InvalidArgument saying what is wrong with the launch.
+  void validate(const Sizes &sizes, const BackwardTensors &tensors,
+                const std::map<std::string, double> &params,
+                const std::vector<uint64_t> &auxTensors) const;
+  void launch(flashrt::Stream &stream, const BackwardTensors &tensors, const Sizes &sizes,
+              const std::map<std::string, double> &params = {},
+              const std::vector<uint64_t> &auxTensors = {}) const;
+
+private:
+  flashrt::KernelPackage kernelPackage;
+  flashrt::Module module;
+  flashrt::Function preprocess, main, convert;
+};
+
 class AttentionKernel {
 public:
   /// JIT-loads the package's PTX and raises the kernel's dynamic shared
   /// memory limit when it needs more than 48 KiB; for a persistent grid,
   /// asks the occupancy calculator how many CTAs the GPU holds at once.
   AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package);
+  /// With the variant's backward package too (see backward()).
+  AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package,
+                  flashrt::KernelPackage backwardPackage);
 
   const flashrt::KernelPackage &package() const { return kernelPackage; }
   const flashrt::Function &function() const { return kernelFunction; }
@@ -66,10 +115,18 @@ public:
               const std::map<std::string, double> &params = {},
               const std::vector<uint64_t> &tensors = {}) const;
 
+  /// The backward pass (from the forward's O and LSE); throws
+  /// InvalidArgument when the kernel was built without a backward package.
+  void backward(flashrt::Stream &stream, const BackwardTensors &tensors, const Sizes &sizes,
+                const std::map<std::string, double> &params = {},
+                const std::vector<uint64_t> &auxTensors = {}) const;
+  const BackwardKernel *backwardKernel() const { return backwardPass.get(); }
+
 private:
   flashrt::KernelPackage kernelPackage;
   flashrt::Module module;
   flashrt::Function kernelFunction;
+  std::shared_ptr<BackwardKernel> backwardPass;
   /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
   int64_t residentCtas = 0;
 };

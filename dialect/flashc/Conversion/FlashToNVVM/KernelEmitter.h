@@ -33,13 +33,8 @@
 #ifndef FLASHC_CONVERSION_FLASHTONVVM_KERNELEMITTER_H
 #define FLASHC_CONVERSION_FLASHTONVVM_KERNELEMITTER_H
 
-#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+#include "flashc/Conversion/FlashToNVVM/EmitterCore.h"
 
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <array>
@@ -47,22 +42,6 @@
 #include <optional>
 
 namespace flashc::lowering {
-
-/// Shape and resources of one lowered kernel: what every backend has.
-/// Backends extend it with their own (FlashToSM90's HopperConfig).
-struct KernelConfig {
-  int64_t br = 64, bc = 64, headDim = 64;
-  /// Query rows per warp: 16 or 32 (sm80: two m16 row blocks sharing every
-  /// K/V fragment a warp loads with ldmatrix).
-  int64_t rowsPerWarp = 16;
-  int64_t numWarps = 4, numThreads = 128;
-  mlir::Type elementType;   // bf16 or f16
-  bool qInRegisters = true; // Q fragments held for the whole kernel (sm80)
-
-  int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
-  int64_t accTiles() const { return headDim / 8; }
-  int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
-};
 
 /// What one thread holds of a flash tile value.
 struct TileValue {
@@ -83,11 +62,10 @@ struct KVPipeline {
   bool keyAcquired = false, valueAcquired = false;
 };
 
-class KernelEmitter {
+class KernelEmitter : public EmitterCore {
 public:
   KernelEmitter(flash::KernelOp kernel, const KernelConfig &config,
                 mlir::gpu::GPUModuleOp gpuModule);
-  virtual ~KernelEmitter() = default;
 
   /// Emits the kernel (an llvm.func with nvvm.kernel inside `gpuModule`);
   /// reports errors on the kernel op.
@@ -110,25 +88,14 @@ public:
   //===--------------------------------------------------------------------===//
 
   flash::KernelOp kernel;
-  KernelConfig config;
-  mlir::gpu::GPUModuleOp gpuModule;
-  mlir::LLVM::LLVMFuncOp func;
-  mlir::OpBuilder b;
-  mlir::Location loc;
 
-  // Kernel arguments.
+  // Kernel arguments of the forward ABI (beyond EmitterCore's).
   mlir::Value qPtr, kPtr, vPtr, oPtr, lsePtr;
   mlir::Value qStrides[3], kStrides[3], vStrides[3], oStrides[3]; // i64
-  mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
-  llvm::StringMap<mlir::Value> params, auxPointers;
 
-  // Thread coordinates (i32).
-  mlir::Value tid, lane, warp, groupId, threadInGroup;
   // Shared memory bases (!llvm.ptr<3>).
   mlir::Value smemQ, smemK, smemV;
 
-  /// Scalars: flash IR value -> lowered value.
-  mlir::IRMapping scalars;
   /// Tiles: flash IR value -> what this thread holds.
   llvm::DenseMap<mlir::Value, TileValue> tiles;
 
@@ -141,41 +108,6 @@ public:
   /// The pipeline of the scf.for being lowered, if it streams K/V.
   KVPipeline *pipeline = nullptr;
 
-  /// Prefix of every diagnostic ("flash-to-sm80").
-  virtual llvm::StringRef passName() const = 0;
-  mlir::InFlightDiagnostic error(mlir::Operation *op, const llvm::Twine &message);
-
-  // Constants and small arithmetic.
-  mlir::Value i32(int64_t value);
-  mlir::Value i64(int64_t value);
-  mlir::Value f32(double value);
-  mlir::Value toI64(mlir::Value value);
-  mlir::Value add(mlir::Value a, mlir::Value c);
-  mlir::Value mul(mlir::Value a, mlir::Value c);
-  mlir::Value select(mlir::Value cond, mlir::Value t, mlir::Value f);
-  mlir::Value cmpI(mlir::arith::CmpIPredicate predicate, mlir::Value a, mlir::Value c);
-  mlir::Value fadd(mlir::Value a, mlir::Value c);
-  mlir::Value fmul(mlir::Value a, mlir::Value c);
-  mlir::Value fmax(mlir::Value a, mlir::Value c);
-  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
-  /// ex2.approx.ftz.f32 / lg2.approx.ftz.f32.
-  mlir::Value exp2Approx(mlir::Value x);
-  mlir::Value log2Approx(mlir::Value x);
-  /// shfl.sync.bfly over the full warp.
-  mlir::Value shuffleXor(mlir::Value value, int64_t laneMask);
-  /// `pointer` through an opaque `mov.b64` (volatile inline asm): LLVM
-  /// cannot hoist what it computes from the result out of the key loop, so
-  /// the ldmatrix addresses of a GEMM stay one base register plus immediate
-  /// offsets instead of one 64-bit register per fragment held across the
-  /// loop.
-  mlir::Value opaquePointer(mlir::Value pointer);
-  /// Byte offset `offset` past a pointer of any address space.
-  mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
-  /// `offset` elements of `elementType` past a global pointer.
-  mlir::Value gepElements(mlir::Value base, mlir::Value offset, mlir::Type elementType);
-  mlir::Value extract(mlir::Value aggregate, int64_t position);
-  /// Two f32 -> one i32 of two 16-bit floats (low half = `lo`).
-  mlir::Value packHalves(mlir::Value lo, mlir::Value hi);
   /// O leaves in 16-byte stores after a quad transpose (lowerStore); the
   /// sm80 kernel keeps 4-byte stores (with 32 rows per warp the transpose
   /// costs it spills).
@@ -200,10 +132,6 @@ public:
   mlir::LogicalResult lowerBlock(mlir::Block &block);
   mlir::LogicalResult lowerOp(mlir::Operation *op);
   mlir::LogicalResult lowerFor(mlir::scf::ForOp loop);
-  /// Scalar ops at kernel level and inside regions: arith, math (through
-  /// PTX approximations), flash.param/dim/aux_load/kv_head.
-  mlir::LogicalResult lowerScalarOp(mlir::Operation *op);
-  mlir::Value lookupScalar(mlir::Value value) { return scalars.lookupOrNull(value); }
   mlir::FailureOr<TileValue> constantTile(mlir::arith::ConstantOp op);
   /// Flattens a tile for scf.for iteration values, and back.
   void flatten(const TileValue &tile, llvm::SmallVectorImpl<mlir::Value> &out);
@@ -239,27 +167,12 @@ public:
   // The virtual members are where the backends differ: shared-memory
   // layout, copy addressing, copy-to-GEMM visibility, GEMMs.
   virtual void emitSharedMemoryLayout() = 0;
-  /// The dynamic shared memory of the kernel (declared once per module with
-  /// `alignment`), as an !llvm.ptr<3>.
-  mlir::Value sharedMemoryBase(int64_t alignment);
-  /// Byte offset in a rows x D shared tile of 16-byte chunk `chunk` of row
-  /// `row` (i32 values).
-  virtual mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk, int64_t rows) = 0;
-  /// The offset added by moving `rowStep` rows down in the same chunk
-  /// column, when it is a constant (else every copy uses sharedChunkOffset).
-  virtual std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) = 0;
   /// Waits until at most `pendingGroups` cp.async groups of this thread are
   /// in flight and the copies of every thread are visible to the GEMMs.
   virtual void waitForCopies(int64_t pendingGroups);
   mlir::LogicalResult lowerLoadQ(flash::LoadQOp op);
   mlir::LogicalResult lowerLoadKV(flash::LoadKVOp op);
   mlir::LogicalResult lowerStore(flash::StoreOp op);
-  /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
-  /// elements) starting at row tileIndex·rows into shared memory at `dst`;
-  /// rows >= length are zero-filled. One cp.async group is committed.
-  void issueTileCopy(mlir::Value base, mlir::Value headOffset, mlir::Value rowStride,
-                     mlir::Value tileIndex, int64_t rows, mlir::Value length,
-                     mlir::Value dst);
   virtual void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile);
   /// Waits until the K or V block of the current iteration has landed and
   /// every thread is done with the buffer the next copy overwrites.
@@ -346,11 +259,6 @@ public:
   // math approximations. KeyLoop.cpp: the scf.for over key blocks, its
   // K/V pipeline and the skipping of blocks a classified mask empties.
   mlir::LogicalResult lowerElementRegion(mlir::Operation *op, bool isMask);
-  /// Emits the region of a score_mod (with `score`) or mask (without) for one
-  /// element at global position (query, key); returns the yielded value.
-  mlir::FailureOr<mlir::Value> emitRegionElement(mlir::Operation *op, mlir::Value score,
-                                                 mlir::Value batch, mlir::Value head,
-                                                 mlir::Value query, mlir::Value key);
   /// True in every thread when some element of the block's Br x Bc tile
   /// survives `mask` (a CTA-wide bar.red.or).
   mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
@@ -388,8 +296,6 @@ public:
                            llvm::function_ref<mlir::Value()> visible, mlir::Value &lower,
                            mlir::Value &upper);
   mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
-  mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
-  mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
 };
 
 /// The mask that lets a whole key block of `loop` be skipped (or the loop

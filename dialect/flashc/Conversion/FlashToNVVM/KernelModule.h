@@ -8,7 +8,11 @@
 #ifndef FLASHC_CONVERSION_FLASHTONVVM_KERNELMODULE_H
 #define FLASHC_CONVERSION_FLASHTONVVM_KERNELMODULE_H
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
+
+#include <string>
 
 namespace flashc {
 
@@ -16,6 +20,24 @@ namespace flashc {
 inline constexpr llvm::StringLiteral kKernelModuleName = "flashc_kernels";
 /// Dictionary attribute on that gpu.module: kernel name -> #flash.launch.
 inline constexpr llvm::StringLiteral kLaunchAttrName = "flashc.launch";
+
+/// The kernels of variant `name`'s backward pass: the main kernel
+/// `<name>_bwd` and `<name>_bwd_<role>` for role "preprocess" and "convert".
+inline std::string backwardKernelName(llvm::StringRef name, llvm::StringRef role = "") {
+  std::string result = name.str() + "_bwd";
+  if (!role.empty())
+    result += "_" + role.str();
+  return result;
+}
+
+/// The gpu.module @flashc_kernels of `module`, created (and `module` marked
+/// a GPU container module) when missing.
+mlir::gpu::GPUModuleOp getOrCreateKernelModule(mlir::ModuleOp module);
+
+/// Adds `launches` (kernel name -> #flash.launch) to the launch dictionary
+/// of `gpuModule`.
+void recordLaunches(mlir::gpu::GPUModuleOp gpuModule,
+                    llvm::ArrayRef<mlir::NamedAttribute> launches);
 
 } // namespace flashc
 

@@ -18,6 +18,14 @@ namespace flashc {
 #define GEN_PASS_REGISTRATION
 #include "flashc/Conversion/FlashToSM80/Passes.h.inc"
 
+namespace sm80 {
+/// Lowers every flash.backward_kernel of `module` to its three mma.sync
+/// kernels (<name>_bwd_preprocess, <name>_bwd, <name>_bwd_convert) in
+/// gpu.module @flashc_kernels, with their #flash.launch; errors name `pass`.
+/// flash-to-sm90 calls it too: the backward has no wgmma kernel yet.
+mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, llvm::StringRef pass);
+} // namespace sm80
+
 } // namespace flashc
 
 #endif // FLASHC_CONVERSION_FLASHTOSM80_PASSES_H

@@ -113,6 +113,10 @@ struct KernelLaunchInfo {
   /// A persistent grid (min(tiles, CTAs resident at once), 1, 1); the kernel
   /// then takes q's CUtensorMap before k's.
   bool persistent = false;
+  /// The #flash.launch grid kind: "per_tile", "persistent", "per_key_tile"
+  /// (the backward's main kernel) or "per_row_tile" (its preprocess and dQ
+  /// conversion).
+  std::string grid;
 };
 
 struct CompiledPTX {

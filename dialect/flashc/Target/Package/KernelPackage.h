@@ -13,13 +13,20 @@
 
 namespace flashc {
 
-/// A stable hash of a kernel's flash IR (its printed form, locations
-/// dropped): two compiles of one variant with one tile config agree.
-std::string variantHash(flash::KernelOp kernel);
+/// A stable hash of a kernel op's flash IR (flash.kernel or
+/// flash.backward_kernel; its printed form, locations dropped): two compiles
+/// of one variant with one tile config agree.
+std::string variantHash(mlir::Operation *kernel);
+
+/// The name of the package a kernel op compiles to: the forward kernel's
+/// symbol, or the backward's main kernel (`<name>_bwd`).
+std::string packageKernelName(mlir::Operation *kernel);
 
 /// Compiles each kernel of `flashModule` (flash IR after the flash passes;
 /// the module itself is left untouched) to PTX for `options.chip` and wraps
-/// it with its launch metadata. Errors are reported to the context.
+/// it with its launch metadata: one package per flash.kernel, then one
+/// backward package (three kernels) per flash.backward_kernel. Errors are
+/// reported to the context.
 mlir::FailureOr<std::vector<flashrt::KernelPackage>>
 buildKernelPackages(mlir::ModuleOp flashModule, const nvptx::TargetOptions &options);
 
@@ -41,13 +48,13 @@ public:
   /// $FLASHC_CACHE_DIR, else $XDG_CACHE_HOME/flashc, else $HOME/.cache/flashc,
   /// else <temporary directory>/flashc.
   static std::string defaultDirectory();
-  static std::string key(flash::KernelOp kernel, const nvptx::TargetOptions &options);
+  static std::string key(mlir::Operation *kernel, const nvptx::TargetOptions &options);
 
   const std::string &directory() const { return root; }
   std::string pathFor(llvm::StringRef key) const;
   /// The package stored for `kernel` under `key`, or nullopt (a bad entry
   /// adds a line to `warnings`).
-  std::optional<flashrt::KernelPackage> lookup(flash::KernelOp kernel, llvm::StringRef key,
+  std::optional<flashrt::KernelPackage> lookup(mlir::Operation *kernel, llvm::StringRef key,
                                                std::string &warnings) const;
   llvm::Error store(llvm::StringRef key, const flashrt::KernelPackage &package) const;
 

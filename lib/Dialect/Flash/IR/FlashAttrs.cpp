@@ -131,14 +131,19 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, G
     return emitError() << "threads_per_block = " << threadsPerBlock
                        << " is more than a block can have (1024)";
   // Every warp owns rows_per_warp query rows of the tile; a warp-specialized
-  // wgmma kernel adds one producer warpgroup (4 warps) that owns none.
-  int64_t computeWarps = blockRows / rowsPerWarp;
-  bool rowsCovered = blockRows % rowsPerWarp == 0 &&
-                     (numWarps == computeWarps ||
-                      (gemm == GemmKind::Wgmma && numWarps == computeWarps + 4));
+  // wgmma kernel adds one producer warpgroup (4 warps) that owns none. A
+  // per-key-tile kernel has a warp per rows_per_warp keys; a per-row-tile
+  // kernel's threads do not follow the rows.
+  int64_t owned = grid == GridKind::PerKeyTile ? blockCols : blockRows;
+  int64_t computeWarps = owned / rowsPerWarp;
+  bool rowsCovered = grid == GridKind::PerRowTile ||
+                     (owned % rowsPerWarp == 0 &&
+                      (numWarps == computeWarps ||
+                       (gemm == GemmKind::Wgmma && numWarps == computeWarps + 4)));
   if (!rowsCovered)
-    return emitError() << "num_warps = " << numWarps << " does not cover block_rows = "
-                       << blockRows << " at " << rowsPerWarp << " rows per warp";
+    return emitError() << "num_warps = " << numWarps << " does not cover "
+                       << (grid == GridKind::PerKeyTile ? "block_cols = " : "block_rows = ")
+                       << owned << " at " << rowsPerWarp << " rows per warp";
   if (dynamicSharedBytes < 0)
     return emitError() << "dynamic_shared_bytes must not be negative";
   if (!elementType || (!elementType.isBF16() && !elementType.isF16()))

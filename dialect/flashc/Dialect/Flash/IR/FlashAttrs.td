@@ -63,6 +63,12 @@ def Flash_GridKind : I32EnumAttr<"GridKind", "launch grid of a lowered kernel", 
     I32EnumAttrCase<"PerTile", 0, "per_tile">,
     // (min(tiles, CTAs resident at once), 1, 1): each CTA loops over tiles.
     I32EnumAttrCase<"Persistent", 1, "persistent">,
+    // (ceil(M / block_cols), HKV, B): one CTA per key block, a warp per 16
+    // of its keys (the backward's main kernel).
+    I32EnumAttrCase<"PerKeyTile", 2, "per_key_tile">,
+    // (ceil(N / block_rows), H, B) with threads independent of the rows (the
+    // backward's preprocess and dQ conversion).
+    I32EnumAttrCase<"PerRowTile", 3, "per_row_tile">,
   ]> {
   let cppNamespace = "::flashc::flash";
 }
@@ -135,8 +141,9 @@ def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
                   params = ["window"], param_types = [i32], tensors = []>
     ```
 
-    The grid is `(ceil(N / block_rows), H, B)` per tile or
-    `(min(tiles, CTAs resident at once), 1, 1)` when persistent; the block
+    The grid is `(ceil(N / block_rows), H, B)` per tile (or per row tile),
+    `(min(tiles, CTAs resident at once), 1, 1)` when persistent, and
+    `(ceil(M / block_cols), HKV, B)` per key tile; the block
     is `(threads_per_block, 1, 1)`. `tensor_maps` CUtensorMaps follow the
     aux tensor pointers in the ABI (2: k and v; 3: q, k and v, which only a
     persistent grid takes). `params` and `param_types` name the run-time

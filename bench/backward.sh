@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Backward-pass benchmark on a GPU host: flashc's backward (flash-run --bwd:
+# validated against the interpreter first, then timed with CUDA events,
+# median, from the forward's own O and LSE) and the peers' backward of
+# shared/bench/peers.py --bwd (PyTorch SDPA FA2 / cuDNN, FlexAttention) in
+# the same run, then one table of TFLOP/s and ratios.
+#
+#   FLASH_RUN=path/to/flash-run PEERS=path/to/peers.py bench/backward.sh [OUTDIR]
+#
+# Grid: bf16, B*N = 16384 tokens, H*D = 2048 (HDIMS, SEQS override);
+# PEER_LIST (default sdpa-flash,sdpa-cudnn). TFLOP/s: 2.5 x 4*B*H*N*N*D,
+# halved when causal (the peers' count).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FLASH_RUN=${FLASH_RUN:-flash-run}
+PEERS=${PEERS:-../shared/bench/peers.py}
+OUT=${1:-bench/results/backward}
+HDIMS=${HDIMS:-64,128}
+SEQS=${SEQS:-1024,4096,16384}
+ITERS=${ITERS:-20}
+PEER_LIST=${PEER_LIST:-sdpa-flash,sdpa-cudnn}
+mkdir -p "$OUT"
+echo "peers: $PEER_LIST backward on the grid..." >&2
+python3 "$PEERS" --bwd --hdims "$HDIMS" --seqs "$SEQS" --peers "$PEER_LIST" \
+  > "$OUT/peers-bwd.csv" 2> "$OUT/peers-bwd.log"
+echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv" > "$OUT/flashc-bwd.csv"
+for D in ${HDIMS//,/ }; do
+  H=$((2048 / D))
+  for N in ${SEQS//,/ }; do
+    B=$((16384 / N)); [ $B -lt 1 ] && B=1
+    for causal in 0 1; do
+      if [ $causal -eq 1 ]; then f=examples/causal.flash; flag=--causal; else f=examples/full.flash; flag=; fi
+      echo "flashc: $f B=$B H=$H N=$N D=$D" >&2
+      "$FLASH_RUN" "$f" --bwd --csv --shape "B=$B,H=$H,N=$N,D=$D" $flag --iters "$ITERS" \
+        >> "$OUT/flashc-bwd.csv" 2>> "$OUT/flashc-bwd.log"
+    done
+  done
+done
+# Table: flashc backward TFLOP/s and its ratio to each peer, per shape.
+python3 - "$OUT" <<'PY'
+import csv, sys, os
+out = sys.argv[1]
+peers = {}
+for r in csv.DictReader(open(os.path.join(out, "peers-bwd.csv"))):
+    if r["dir"] == "bwd":
+        peers[(r["peer"], int(r["N"]), int(r["D"]), int(r["causal"]))] = float(r["tflops"])
+names = sorted({k[0] for k in peers})
+rows = ["| D | N | causal | flashc bwd TFLOP/s | " + " | ".join(f"{n} | ratio" for n in names) + " | check |",
+        "|---|---|---|---|" + "---|---|" * len(names) + "---|"]
+for r in csv.DictReader(open(os.path.join(out, "flashc-bwd.csv"))):
+    causal = int(r["variant"] == "causal")
+    N, D, t = int(r["N"]), int(r["D"]), float(r["tflops"])
+    ok = "ok" if r.get(None) is None else "FAIL"
+    cells = []
+    for n in names:
+        p = peers.get((n, N, D, causal))
+        cells.append(f"{p:.1f} | {t / p:.2f}x" if p else "- | -")
+    rows.append(f"| {D} | {N} | {causal} | {t:.1f} | " + " | ".join(cells) + f" | {ok} dQ {r['rel_dq']} |")
+table = "\n".join(rows)
+open(os.path.join(out, "table.md"), "w").write(table + "\n")
+print(table)
+PY

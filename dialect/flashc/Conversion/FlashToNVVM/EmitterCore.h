@@ -1,0 +1,161 @@
+//===- EmitterCore.h - What every kernel emitter shares ---------*- C++ -*-===//
+//
+// The per-thread code of a GPU kernel, independent of which flash kernel op
+// (forward flash.kernel, flash.backward_kernel) it lowers: constants and
+// small arithmetic, PTX approximations, shared memory, cp.async tile
+// copies, the run-time sizes and parameters of the ABI, and the scalar ops
+// of the kernel body and of its element regions (score mods, masks, their
+// derivatives). KernelEmitter (the forward) and the backward emitters build
+// on it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_CONVERSION_FLASHTONVVM_EMITTERCORE_H
+#define FLASHC_CONVERSION_FLASHTONVVM_EMITTERCORE_H
+
+#include "flashc/Dialect/Flash/IR/FlashDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+
+namespace flashc::lowering {
+
+/// Shape and resources of one lowered kernel: what every backend has.
+/// Backends extend it with their own (FlashToSM90's HopperConfig).
+struct KernelConfig {
+  int64_t br = 64, bc = 64, headDim = 64;
+  /// Query rows per warp: 16 or 32 (sm80: two m16 row blocks sharing every
+  /// K/V fragment a warp loads with ldmatrix).
+  int64_t rowsPerWarp = 16;
+  int64_t numWarps = 4, numThreads = 128;
+  mlir::Type elementType;   // bf16 or f16
+  bool qInRegisters = true; // Q fragments held for the whole kernel (sm80)
+
+  int64_t scoreTiles() const { return bc / 8; } // n-tiles of S per row block
+  int64_t accTiles() const { return headDim / 8; }
+  int64_t rowBlocks() const { return rowsPerWarp / 16; } // m16 blocks per warp
+};
+
+class EmitterCore {
+public:
+  EmitterCore(mlir::Operation *kernelOp, const KernelConfig &config,
+              mlir::gpu::GPUModuleOp gpuModule);
+  virtual ~EmitterCore() = default;
+
+  /// The kernel op being lowered and its signature (params, aux tensors).
+  mlir::Operation *kernelOp;
+  flash::KernelSignature signature;
+  KernelConfig config;
+  mlir::gpu::GPUModuleOp gpuModule;
+  mlir::LLVM::LLVMFuncOp func;
+  mlir::OpBuilder b;
+  mlir::Location loc;
+
+  // Kernel arguments every kernel has.
+  mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
+  llvm::StringMap<mlir::Value> params, auxPointers;
+
+  // Thread coordinates (i32).
+  mlir::Value tid, lane, warp, groupId, threadInGroup;
+  /// Defines tid, lane, warp, groupId (lane / 4) and threadInGroup (lane % 4).
+  void bindThreadCoordinates();
+
+  /// Scalars: flash IR value -> lowered value.
+  mlir::IRMapping scalars;
+
+  /// Prefix of every diagnostic ("flash-to-sm80").
+  virtual llvm::StringRef passName() const = 0;
+  mlir::InFlightDiagnostic error(mlir::Operation *op,
+                                 const llvm::Twine &message);
+
+  // Constants and small arithmetic.
+  mlir::Value i32(int64_t value);
+  mlir::Value i64(int64_t value);
+  mlir::Value f32(double value);
+  mlir::Value toI64(mlir::Value value);
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value select(mlir::Value cond, mlir::Value t, mlir::Value f);
+  mlir::Value cmpI(mlir::arith::CmpIPredicate predicate, mlir::Value a,
+                   mlir::Value c);
+  mlir::Value fadd(mlir::Value a, mlir::Value c);
+  mlir::Value fmul(mlir::Value a, mlir::Value c);
+  mlir::Value fmax(mlir::Value a, mlir::Value c);
+  mlir::Value fma(mlir::Value a, mlir::Value c, mlir::Value d);
+  /// ex2.approx.ftz.f32 / lg2.approx.ftz.f32.
+  mlir::Value exp2Approx(mlir::Value x);
+  mlir::Value log2Approx(mlir::Value x);
+  /// shfl.sync.bfly over the full warp.
+  mlir::Value shuffleXor(mlir::Value value, int64_t laneMask);
+  /// `pointer` through an opaque `mov.b64` (volatile inline asm): LLVM
+  /// cannot hoist what it computes from the result out of the key loop, so
+  /// the ldmatrix addresses of a GEMM stay one base register plus immediate
+  /// offsets instead of one 64-bit register per fragment held across the
+  /// loop.
+  mlir::Value opaquePointer(mlir::Value pointer);
+  /// Byte offset `offset` past a pointer of any address space.
+  mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
+  /// `offset` elements of `elementType` past a global pointer.
+  mlir::Value gepElements(mlir::Value base, mlir::Value offset,
+                          mlir::Type elementType);
+  mlir::Value extract(mlir::Value aggregate, int64_t position);
+  /// Two f32 -> one i32 of two 16-bit floats (low half = `lo`).
+  mlir::Value packHalves(mlir::Value lo, mlir::Value hi);
+
+  // Shared memory and cp.async.
+  /// The dynamic shared memory of the kernel (declared once per module with
+  /// the largest `alignment` asked for), as an !llvm.ptr<3>.
+  mlir::Value sharedMemoryBase(int64_t alignment);
+  /// Byte offset in a rows x D shared tile of 16-byte chunk `chunk` of row
+  /// `row` (i32 values).
+  virtual mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk,
+                                        int64_t rows) = 0;
+  /// The offset added by moving `rowStep` rows down in the same chunk
+  /// column, when it is a constant (else every copy uses sharedChunkOffset).
+  virtual std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) = 0;
+  /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
+  /// elements) starting at row tileIndex·rows into shared memory at `dst`;
+  /// rows >= length are zero-filled. One cp.async group is committed.
+  void issueTileCopy(mlir::Value base, mlir::Value headOffset,
+                     mlir::Value rowStride, mlir::Value tileIndex, int64_t rows,
+                     mlir::Value length, mlir::Value dst);
+
+  // Scalars and element regions.
+  /// Scalar ops at kernel level and inside regions: arith, math (through
+  /// PTX approximations), flash.param/dim/aux_load/kv_head.
+  mlir::LogicalResult lowerScalarOp(mlir::Operation *op);
+  mlir::Value lookupScalar(mlir::Value value) {
+    return scalars.lookupOrNull(value);
+  }
+  /// Emits the region of `op` (score_mod, mask, score_mod_grad) for one
+  /// element at global position (query, key), its leading arguments bound
+  /// to `leading` (the score; the score's gradient and the score); returns
+  /// the yielded value.
+  mlir::FailureOr<mlir::Value>
+  emitRegionElement(mlir::Operation *op, mlir::ValueRange leading,
+                    mlir::Value batch, mlir::Value head, mlir::Value query,
+                    mlir::Value key);
+  /// A region op without results (flash.aux_grad_add): an error unless the
+  /// emitter knows it.
+  virtual mlir::LogicalResult lowerRegionEffect(mlir::Operation *op);
+  /// The element of aux tensor `decl` at the lowered `indices`: its dense
+  /// row-major `linear` index (i64) and whether every index is inside.
+  mlir::LogicalResult auxElementIndex(mlir::Operation *op,
+                                      flash::AuxTensorAttr decl,
+                                      llvm::ArrayRef<mlir::Value> indices,
+                                      mlir::Value &valid, mlir::Value &linear);
+  /// Dense row-major aux tensor read; indices outside the tensor read 0.
+  mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
+  mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
+  /// The run-time size of `role` (i32).
+  mlir::Value sizeOf(flash::DimRole role);
+};
+
+} // namespace flashc::lowering
+
+#endif // FLASHC_CONVERSION_FLASHTONVVM_EMITTERCORE_H

@@ -1,0 +1,380 @@
+//===- EmitterCore.cpp - What every kernel emitter shares
+//------------------===//
+//
+// Constants and small arithmetic, shared memory, cp.async tile copies,
+// element regions and scalar ops: the parts of a lowering that do not
+// depend on which kernel (forward, backward) is being emitted.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Conversion/FlashToNVVM/EmitterCore.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::lowering;
+
+EmitterCore::EmitterCore(Operation *kernelOp, const KernelConfig &config,
+                         gpu::GPUModuleOp gpuModule)
+    : kernelOp(kernelOp), signature(cast<flash::KernelSignature>(kernelOp)),
+      config(config), gpuModule(gpuModule), b(kernelOp->getContext()),
+      loc(kernelOp->getLoc()) {}
+
+InFlightDiagnostic EmitterCore::error(Operation *op, const Twine &message) {
+  return op->emitOpError() << passName() << ": " << message;
+}
+
+void EmitterCore::bindThreadCoordinates() {
+  Type i32Type = b.getI32Type();
+  tid = NVVM::ThreadIdXOp::create(b, loc, i32Type);
+  lane = arith::AndIOp::create(b, loc, tid, i32(31));
+  warp = arith::ShRUIOp::create(b, loc, tid, i32(5));
+  groupId = arith::ShRUIOp::create(b, loc, lane, i32(2));
+  threadInGroup = arith::AndIOp::create(b, loc, lane, i32(3));
+}
+
+//===----------------------------------------------------------------------===//
+// Small helpers
+//===----------------------------------------------------------------------===//
+
+Value EmitterCore::i32(int64_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 32);
+}
+Value EmitterCore::i64(int64_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 64);
+}
+Value EmitterCore::f32(double value) {
+  return arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(static_cast<float>(value)));
+}
+Value EmitterCore::toI64(Value value) {
+  if (value.getType().isInteger(64))
+    return value;
+  return arith::ExtSIOp::create(b, loc, b.getI64Type(), value);
+}
+Value EmitterCore::add(Value a, Value c) {
+  return arith::AddIOp::create(b, loc, a, c);
+}
+Value EmitterCore::mul(Value a, Value c) {
+  return arith::MulIOp::create(b, loc, a, c);
+}
+Value EmitterCore::select(Value cond, Value t, Value f) {
+  return arith::SelectOp::create(b, loc, cond, t, f);
+}
+Value EmitterCore::cmpI(arith::CmpIPredicate predicate, Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, predicate, a, c);
+}
+Value EmitterCore::fadd(Value a, Value c) {
+  return arith::AddFOp::create(b, loc, a, c);
+}
+Value EmitterCore::fmul(Value a, Value c) {
+  return arith::MulFOp::create(b, loc, a, c);
+}
+Value EmitterCore::fmax(Value a, Value c) {
+  return arith::MaxNumFOp::create(b, loc, a, c);
+}
+Value EmitterCore::fma(Value a, Value c, Value d) {
+  return LLVM::FMAOp::create(b, loc, a, c, d);
+}
+
+Value EmitterCore::exp2Approx(Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             b, loc, b.getF32Type(),
+             b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"), ValueRange{x})
+      .getResult(0);
+}
+
+Value EmitterCore::log2Approx(Value x) {
+  return LLVM::CallIntrinsicOp::create(
+             b, loc, b.getF32Type(),
+             b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"), ValueRange{x})
+      .getResult(0);
+}
+
+Value EmitterCore::shuffleXor(Value value, int64_t laneMask) {
+  return NVVM::ShflOp::create(b, loc, value.getType(), i32(-1), value,
+                              i32(laneMask), i32(31), NVVM::ShflKind::bfly,
+                              UnitAttr());
+}
+
+Value EmitterCore::opaquePointer(Value pointer) {
+  Type i64Type = b.getI64Type();
+  Value bits = LLVM::PtrToIntOp::create(b, loc, i64Type, pointer);
+  Value moved =
+      LLVM::InlineAsmOp::create(
+          b, loc, i64Type, ValueRange{bits}, "mov.b64 $0, $1;", "=l,l",
+          /*has_side_effects=*/true,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr())
+          .getResult(0);
+  return LLVM::IntToPtrOp::create(b, loc, pointer.getType(), moved);
+}
+
+Value EmitterCore::gepBytes(Value base, Value offset) {
+  return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                             ArrayRef<LLVM::GEPArg>{offset});
+}
+
+Value EmitterCore::gepElements(Value base, Value offset, Type elementType) {
+  return LLVM::GEPOp::create(b, loc, base.getType(), elementType, base,
+                             ArrayRef<LLVM::GEPArg>{offset});
+}
+
+Value EmitterCore::extract(Value aggregate, int64_t position) {
+  return LLVM::ExtractValueOp::create(b, loc, aggregate, position);
+}
+
+Value EmitterCore::packHalves(Value lo, Value hi) {
+  Type half = config.elementType;
+  auto vectorType = VectorType::get({2}, half);
+  Value vec = LLVM::UndefOp::create(b, loc, vectorType);
+  Value loH = LLVM::FPTruncOp::create(b, loc, half, lo);
+  Value hiH = LLVM::FPTruncOp::create(b, loc, half, hi);
+  vec = LLVM::InsertElementOp::create(b, loc, vec, loH, i32(0));
+  vec = LLVM::InsertElementOp::create(b, loc, vec, hiH, i32(1));
+  return LLVM::BitcastOp::create(b, loc, b.getI32Type(), vec);
+}
+
+static constexpr llvm::StringLiteral kSharedMemoryName = "__flashc_smem";
+
+Value EmitterCore::sharedMemoryBase(int64_t alignment) {
+  auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  if (auto existing =
+          gpuModule.lookupSymbol<LLVM::GlobalOp>(kSharedMemoryName)) {
+    // Kernels of one module share the declaration: it takes the largest
+    // alignment any of them asks for.
+    if (existing.getAlignment().value_or(0) < static_cast<uint64_t>(alignment))
+      existing.setAlignment(alignment);
+  } else {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(gpuModule.getBody());
+    LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                           /*isConstant=*/false, LLVM::Linkage::External,
+                           kSharedMemoryName, Attribute(), alignment,
+                           /*addrSpace=*/3);
+  }
+  return LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
+}
+
+void EmitterCore::issueTileCopy(Value base, Value headOffset, Value rowStride,
+                                Value tileIndex, int64_t rows, Value length,
+                                Value dst) {
+  int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
+  int64_t total = rows * chunksPerRow;
+  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  Type halfStorage = b.getI16Type();
+  if (config.numThreads % chunksPerRow) {
+    // D = 96: a thread's chunks are not in one column; index each copy.
+    Value firstRow = mul(tileIndex, i32(rows));
+    for (int64_t it = 0; it < perThread; ++it) {
+      OpBuilder::InsertionGuard guard(b);
+      Value index = add(tid, i32(it * config.numThreads));
+      if ((it + 1) * config.numThreads > total) {
+        auto inside = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
+            /*withElseRegion=*/false);
+        b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      }
+      Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+      Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+      Value position = add(firstRow, row);
+      Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
+      // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
+      Value clamped = select(valid, position, i32(0));
+      Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
+                         toI64(mul(chunk, i32(8))));
+      Value src = gepElements(base, offset, halfStorage);
+      Value dstAddress = gepBytes(dst, sharedChunkOffset(row, chunk, rows));
+      Value size = select(valid, i32(16), i32(0));
+      NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16,
+                              NVVM::LoadCacheModifierKind::CG, size);
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    return;
+  }
+  // Copy `it` of a thread moves chunk tid % C of row tid / C + it·S (C
+  // chunks per row, S = threads / C rows per step). The source pointer
+  // advances by S rows per copy and the destination is one opaque base plus
+  // immediates, so a copy costs a compare, two selects and a 64-bit add, and
+  // no 64-bit address per copy stays live across the key loop.
+  int64_t rowsPerStep = config.numThreads / chunksPerRow;
+  Value row = arith::DivUIOp::create(b, loc, tid, i32(chunksPerRow));
+  Value chunk = arith::RemUIOp::create(b, loc, tid, i32(chunksPerRow));
+  Value firstRow = add(mul(tileIndex, i32(rows)), row);
+  // Rows left from this thread's first row: copy `it` is valid iff it·S < left.
+  Value left = arith::SubIOp::create(b, loc, length, firstRow);
+  Value chunkOffset = add(headOffset, toI64(mul(chunk, i32(8))));
+  // Out-of-range rows copy 0 bytes (zero fill) from row 0, which exists.
+  Value safe = gepElements(base, chunkOffset, halfStorage);
+  Value src = gepElements(
+      base, add(chunkOffset, mul(toI64(firstRow), rowStride)), halfStorage);
+  Value step = mul(rowStride, i64(rowsPerStep));
+  std::optional<int64_t> stepBytes = sharedRowStepBytes(rowsPerStep);
+  Value dstBase =
+      opaquePointer(gepBytes(dst, sharedChunkOffset(row, chunk, rows)));
+  for (int64_t it = 0; it < perThread; ++it) {
+    if (it > 0)
+      src = gepElements(src, step, halfStorage);
+    OpBuilder::InsertionGuard guard(b);
+    if ((it + 1) * config.numThreads > total) {
+      Value inside = cmpI(arith::CmpIPredicate::ult,
+                          add(row, i32(it * rowsPerStep)), i32(rows));
+      auto branch = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+      b.setInsertionPoint(branch.thenBlock()->getTerminator());
+    }
+    Value valid = cmpI(arith::CmpIPredicate::sgt, left, i32(it * rowsPerStep));
+    Value dstAddress =
+        stepBytes
+            ? gepBytes(dstBase, i32(it * *stepBytes))
+            : gepBytes(dst, sharedChunkOffset(add(row, i32(it * rowsPerStep)),
+                                              chunk, rows));
+    Value size = select(valid, i32(16), i32(0));
+    NVVM::CpAsyncOp::create(b, loc, dstAddress, select(valid, src, safe), 16,
+                            NVVM::LoadCacheModifierKind::CG, size);
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+}
+
+FailureOr<Value> EmitterCore::emitRegionElement(Operation *op,
+                                                ValueRange leading, Value batch,
+                                                Value head, Value query,
+                                                Value key) {
+  Block &body = op->getRegion(0).front();
+  unsigned argBase = leading.size();
+  if (body.getNumArguments() != argBase + 4)
+    return error(op,
+                 "region arguments do not match the element it is emitted for");
+  for (auto [argument, value] : llvm::zip(body.getArguments(), leading))
+    scalars.map(argument, value);
+  scalars.map(body.getArgument(argBase + 0), batch);
+  scalars.map(body.getArgument(argBase + 1), head);
+  scalars.map(body.getArgument(argBase + 2), query);
+  scalars.map(body.getArgument(argBase + 3), key);
+  Location outer = loc;
+  for (Operation &inner : body.without_terminator()) {
+    loc = inner.getLoc();
+    if (failed(inner.getNumResults() == 0 ? lowerRegionEffect(&inner)
+                                          : lowerScalarOp(&inner)))
+      return failure();
+  }
+  loc = outer;
+  auto yield = cast<flash::YieldOp>(body.getTerminator());
+  Value yielded = lookupScalar(yield.getValue());
+  if (!yielded)
+    return error(yield, "unknown yielded value");
+  return yielded;
+}
+
+LogicalResult EmitterCore::lowerRegionEffect(Operation *op) {
+  return error(op, "unsupported operation in a region");
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars
+//===----------------------------------------------------------------------===//
+
+static Type lowerScalarType(Type type) {
+  if (type.isIndex())
+    return IntegerType::get(type.getContext(), 32);
+  return type;
+}
+
+LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
+  for (Value operand : op->getOperands())
+    if (!lookupScalar(operand))
+      return error(op, "operand is not a scalar this lowering knows");
+  for (Type type : op->getResultTypes())
+    if (isa<ShapedType>(type))
+      return error(op, "unsupported tile operation");
+  if (op->getNumRegions() != 0 || op->getNumResults() != 1)
+    return error(op, "unsupported operation");
+  Value result = op->getResult(0);
+
+  if (auto param = dyn_cast<flash::ParamOp>(op)) {
+    Value value = params.lookup(param.getName());
+    if (!value || value.getType() != param.getType())
+      return error(op, "unknown parameter");
+    scalars.map(result, value);
+    return success();
+  }
+  if (auto dim = dyn_cast<flash::DimOp>(op)) {
+    Value value = sizeOf(dim.getRole());
+    Type type = lowerScalarType(result.getType());
+    if (!type.isInteger(32))
+      value = arith::ExtSIOp::create(b, loc, type, value);
+    scalars.map(result, value);
+    return success();
+  }
+  if (auto kvHead = dyn_cast<flash::KVHeadOp>(op)) {
+    Value group = arith::DivUIOp::create(b, loc, headCount, kvHeadCount);
+    scalars.map(result, arith::DivUIOp::create(
+                            b, loc, lookupScalar(kvHead.getHead()), group));
+    return success();
+  }
+  if (auto load = dyn_cast<flash::AuxLoadOp>(op)) {
+    FailureOr<Value> value = lowerAuxLoad(load);
+    if (failed(value))
+      return failure();
+    scalars.map(result, *value);
+    return success();
+  }
+  if (isa<math::MathDialect>(op->getDialect())) {
+    FailureOr<Value> value = lowerMathOp(op);
+    if (failed(value))
+      return failure();
+    scalars.map(result, *value);
+    return success();
+  }
+  if (!isa<arith::ArithDialect>(op->getDialect()))
+    return error(op, "unsupported operation");
+
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    if (constant.getType().isIndex()) {
+      auto value = cast<IntegerAttr>(constant.getValue()).getInt();
+      scalars.map(result, i32(value));
+      return success();
+    }
+  }
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+    Value input = lookupScalar(op->getOperand(0));
+    Type to = lowerScalarType(result.getType());
+    unsigned from = input.getType().getIntOrFloatBitWidth(),
+             width = to.getIntOrFloatBitWidth();
+    Value value = input;
+    if (width > from)
+      value = isa<arith::IndexCastOp>(op)
+                  ? Value(arith::ExtSIOp::create(b, loc, to, input))
+                  : Value(arith::ExtUIOp::create(b, loc, to, input));
+    else if (width < from)
+      value = arith::TruncIOp::create(b, loc, to, input);
+    scalars.map(result, value);
+    return success();
+  }
+  // Any other arith op: clone it on the lowered operands, index -> i32.
+  Operation *clone = b.clone(*op, scalars);
+  clone->setLoc(loc);
+  for (OpResult cloned : clone->getResults())
+    cloned.setType(lowerScalarType(cloned.getType()));
+  return success();
+}
+
+Value EmitterCore::sizeOf(flash::DimRole role) {
+  switch (role) {
+  case flash::DimRole::Batch:
+    return batchSize;
+  case flash::DimRole::Heads:
+    return headCount;
+  case flash::DimRole::KVHeads:
+    return kvHeadCount;
+  case flash::DimRole::QueryLen:
+    return queryLen;
+  case flash::DimRole::KeyLen:
+    return keyLen;
+  case flash::DimRole::HeadDim:
+    return i32(config.headDim);
+  }
+  llvm_unreachable("unknown DimRole");
+}

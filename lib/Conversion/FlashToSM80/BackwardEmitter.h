@@ -1,0 +1,194 @@
+//===- BackwardEmitter.h - flash.backward_kernel on mma.sync ----*- C++ -*-===//
+//
+// A flash.backward_kernel becomes three kernels sharing one ABI (documented
+// in flashc/Target/NVPTX/EmitPTX.h):
+//
+//   <name>_bwd_preprocess  grid (ceil(N / Br), H, B), one thread per query
+//                          row: Δ = rowsum(dO ∘ O) (the `preprocess`
+//                          region), and the row's f32 dQ accumulator zeroed
+//   <name>_bwd             grid (ceil(M / Bc), HKV, B): the `main` region
+//   <name>_bwd_convert     grid (ceil(N / Br), H, B): dQ from its f32
+//                          accumulator to the element type
+//
+// The main kernel (FlashAttention-2's transposed order): Bc/16 warps, warp w
+// owning key rows 16w..16w+15 of the CTA's key block. K and V stay in shared
+// memory; each query tile brings Q and dO by cp.async. Every Br x Bc tile of
+// the IR (S, P, dP, dS) is held *transposed*, as the m16n8 accumulator of
+// Sᵀ = K·Qᵀ: register (nt·4 + e) of a thread is key row 16w + g + 8·(e >= 2),
+// query column 8·nt + 2t + e%2 (g = lane/4, t = lane%4). So Pᵀ and dSᵀ are
+// already the A operands of dV += Pᵀ·dO and dK += dSᵀ·Q (packed in pairs,
+// as P is in the forward P·V), and dK, dV (Bc x D, f32) stay in registers
+// for the whole kernel. Row statistics of the IR (LSE, Δ: one per query
+// row) are per *column* here: register 2·nt + c is query 8·nt + 2t + c.
+//
+// dQ += dS·K needs every warp's keys for one query row: dSᵀ goes to shared
+// memory (element type), and the warps split the Br x D product (A = dS by
+// ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans), adding it into the f32
+// accumulator with red.global.add.f32.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FLASHC_LIB_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
+#define FLASHC_LIB_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
+
+#include "flashc/Conversion/FlashToNVVM/EmitterCore.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace flashc::sm80 {
+
+/// Shared memory of the main kernel: K and V (Bc rows), Q and dO (Br rows),
+/// rows of D + 8 elements (the padding of the forward's layout: the 8 row
+/// addresses of an ldmatrix hit 8 distinct bank groups), then dSᵀ (Bc rows
+/// of Br + 8 elements).
+struct BackwardLayout {
+  explicit BackwardLayout(const lowering::KernelConfig &config)
+      : config(config) {}
+  int64_t rowBytes() const { return (config.headDim + 8) * 2; }
+  int64_t scoreRowBytes() const { return (config.br + 8) * 2; }
+  int64_t keyOffset() const { return 0; }
+  int64_t valueOffset() const { return config.bc * rowBytes(); }
+  int64_t queryOffset() const { return 2 * config.bc * rowBytes(); }
+  int64_t outputGradOffset() const {
+    return queryOffset() + config.br * rowBytes();
+  }
+  int64_t scoreGradOffset() const {
+    return outputGradOffset() + config.br * rowBytes();
+  }
+  int64_t sharedBytes() const {
+    return scoreGradOffset() + config.bc * scoreRowBytes();
+  }
+
+  const lowering::KernelConfig &config;
+};
+
+/// The three kernels of a backward pass.
+enum class BackwardStage { Preprocess, Main, Convert };
+
+/// What one thread holds of a value of the backward IR.
+struct BackwardValue {
+  enum class Kind {
+    Scores,  // Br x Bc f32, transposed: (Br/8)·4 registers
+    KeyAcc,  // Bc x D f32 (dK, dV): (D/8)·4 registers, key rows as Scores
+    Columns, // Br f32 (LSE, Δ): (Br/8)·2 registers
+    Shared,  // a tile in shared memory (Q, dO: Br rows; K, V: Bc rows)
+  };
+  Kind kind = Kind::Scores;
+  llvm::SmallVector<mlir::Value> regs;
+  mlir::Value smem;     // Shared: its base
+  bool keyRows = false; // Shared: K or V (else Q or dO)
+};
+
+class BackwardEmitter : public lowering::EmitterCore {
+public:
+  BackwardEmitter(flash::BackwardKernelOp kernel,
+                  const lowering::KernelConfig &config,
+                  mlir::gpu::GPUModuleOp gpuModule, llvm::StringRef pass);
+
+  llvm::StringRef passName() const override { return pass; }
+  /// Emits the llvm.func of `stage` (errors are reported on the kernel).
+  mlir::LogicalResult emit(BackwardStage stage);
+  /// The #flash.launch of `stage` (null, with an error, when inconsistent).
+  flash::LaunchAttr launchAttr(BackwardStage stage);
+  static std::string functionName(flash::BackwardKernelOp kernel,
+                                  BackwardStage stage);
+  mlir::LLVM::LLVMFuncOp getFunc() { return func; }
+
+  int64_t threadsOf(BackwardStage stage) const;
+  int64_t sharedBytesOf(BackwardStage stage) const;
+
+  // EmitterCore: the padded layout's copies.
+  mlir::Value sharedChunkOffset(mlir::Value row, mlir::Value chunk,
+                                int64_t rows) override;
+  std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) override;
+  mlir::LogicalResult lowerRegionEffect(mlir::Operation *op) override;
+
+private:
+  flash::BackwardKernelOp kernel;
+  std::string pass;
+  BackwardStage stage = BackwardStage::Main;
+
+  // The ABI (BackwardKernels.cpp).
+  mlir::Value qPtr, kPtr, vPtr, oPtr, outputGradPtr, lsePtr, deltaPtr,
+      queryGradAccumPtr, queryGradPtr, keyGradPtr, valueGradPtr;
+  // Strides (i64) of q, k, v, o, dO, dQ, dK, dV.
+  enum StrideSet { QS, KS, VS, OS, DOS, DQS, DKS, DVS, kStrideSets };
+  mlir::Value strides[kStrideSets][3];
+  llvm::StringMap<mlir::Value> auxGradPointers;
+  void emitFunction(llvm::StringRef name);
+
+  // The two small kernels.
+  mlir::LogicalResult emitPreprocess();
+  mlir::LogicalResult emitConvert();
+  /// In the preprocess: zeroes the gradient of every aux tensor the main
+  /// kernel adds into.
+  void zeroTensorGrads();
+
+  // The main kernel: a walk over the main region.
+  llvm::DenseMap<mlir::Value, BackwardValue> values;
+  llvm::DenseSet<mlir::Operation *> loweredAhead;
+  mlir::Value smemK, smemV, smemQ, smemDO, smemDS;
+  /// Per-lane ldmatrix byte offsets (BackwardGemms.cpp).
+  mlir::Value keyRowsA, queryRowsB, queryRowsTransB, keyRowsTransB,
+      scoreGradTransA;
+  /// cp.async copies were issued since the last wait.
+  bool copiesPending = false;
+  /// A barrier is due before the next Q/dO copy: GEMMs (of an earlier
+  /// iteration) may still read the Q, dO and dSᵀ buffers.
+  bool sharedReadSinceCopy = false;
+  mlir::LogicalResult emitMain();
+  mlir::LogicalResult lowerBlock(mlir::Block &block);
+  mlir::LogicalResult lowerOp(mlir::Operation *op);
+  mlir::LogicalResult lowerFor(mlir::scf::ForOp loop);
+  /// Lowers the scalar slice of `fact` (in `loop`'s body) ahead of the body;
+  /// null when it depends on more than the induction variable and values
+  /// from outside.
+  mlir::Value hoistFact(mlir::Value fact, mlir::scf::ForOp loop);
+  void flatten(mlir::ValueRange originals,
+               llvm::SmallVectorImpl<mlir::Value> &out);
+  mlir::LogicalResult mapFlattened(mlir::Operation *user,
+                                   mlir::ValueRange originals,
+                                   mlir::ValueRange lowered);
+  int64_t registerCount(mlir::Type type) const;
+  mlir::FailureOr<BackwardValue> zeroTile(mlir::arith::ConstantOp op);
+
+  mlir::LogicalResult lowerTileCopy(mlir::Operation *op, mlir::Value base,
+                                    StrideSet set, mlir::Value batch,
+                                    mlir::Value head, mlir::Value tile,
+                                    bool keyRows, mlir::Value smem);
+  mlir::LogicalResult lowerRowStat(flash::LoadRowStatOp op);
+  /// Waits for the pending copies (cp.async.wait_group 0 + bar.sync).
+  void acquireCopies();
+  mlir::FailureOr<const BackwardValue *>
+  lookup(mlir::Operation *user, mlir::Value value, BackwardValue::Kind kind);
+
+  // Elementwise ops on transposed tiles.
+  /// Global query / key index of register `index` of a Scores tile.
+  mlir::Value queryOf(mlir::Value firstQuery, int64_t index);
+  mlir::Value keyOf(mlir::Value firstKey, int64_t index);
+  mlir::LogicalResult lowerElementRegion(mlir::Operation *op);
+  mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
+  mlir::LogicalResult lowerRecomputeProbs(flash::RecomputeProbsOp op);
+  mlir::LogicalResult lowerSoftmaxGrad(flash::SoftmaxGradOp op);
+  mlir::LogicalResult lowerScoreModGrad(flash::ScoreModGradOp op);
+  /// Inside lowerScoreModGrad: whether this element's gradient is nonzero
+  /// (aux gradient adds are predicated on it).
+  mlir::Value elementLive;
+
+  // GEMMs (BackwardGemms.cpp).
+  void computeLaneOffsets();
+  /// Sᵀ or dPᵀ = X·Yᵀ with X a Bc-row tile (K, V) and Y a Br-row tile (Q, dO).
+  mlir::LogicalResult lowerTransposedDot(mlir::Operation *op,
+                                         mlir::Value keyTile,
+                                         mlir::Value rowTile, float scale);
+  mlir::LogicalResult
+  lowerAccumulateTransposed(flash::AccumulateTransposedOp op);
+  mlir::LogicalResult lowerQueryGradAdd(flash::QueryGradAddOp op);
+  mlir::LogicalResult lowerStoreKeyGrads(flash::StoreKeyGradsOp op);
+  /// red.global.add.f32 [address], value where `predicate` (i1) holds.
+  void atomicAdd(mlir::Value address, mlir::Value value, mlir::Value predicate);
+};
+
+} // namespace flashc::sm80
+
+#endif // FLASHC_LIB_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H

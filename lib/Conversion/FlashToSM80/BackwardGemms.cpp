@@ -1,0 +1,272 @@
+//===- BackwardGemms.cpp - The backward's five GEMMs on mma.sync ----------===//
+//
+// Per warp (key rows 16w..16w+15 of the block; fragments as in MMA.cpp):
+//   Sᵀ  = K·Qᵀ,  dPᵀ = V·dOᵀ   A: K/V rows (ldmatrix), B: Q/dO rows as n
+//   dV += Pᵀ·dO, dK += dSᵀ·Q   A: Pᵀ/dSᵀ from registers, B: dO/Q rows as k
+//                              (ldmatrix.trans)
+// and, over the CTA, dQ += dS·K: dSᵀ through shared memory (A by
+// ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans), the warps splitting the
+// Br x D result in m16 x n16 units, added to the f32 accumulator with
+// red.global.add.f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackwardEmitter.h"
+#include "SM80Emitter.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::lowering;
+using namespace flashc::sm80;
+
+void BackwardEmitter::computeLaneOffsets() {
+  BackwardLayout layout(config);
+  int64_t rowBytes = layout.rowBytes();
+  Value low3 = arith::AndIOp::create(b, loc, lane, i32(7));
+  Value bit3 = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, lane, i32(3)), i32(1));
+  Value bit4 = arith::ShRUIOp::create(b, loc, lane, i32(4));
+  // A from the warp's K/V rows: (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15),
+  // (8-15, 8-15).
+  Value keyRow = add(add(mul(warp, i32(16)), low3), mul(bit3, i32(8)));
+  keyRowsA = add(mul(keyRow, i32(rowBytes)), mul(bit4, i32(16)));
+  // B from Q/dO rows as n: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+  // (n 8-15, k 8-15) -> b0, b1 of two n-tiles.
+  queryRowsB =
+      add(mul(add(low3, mul(bit4, i32(8))), i32(rowBytes)), mul(bit3, i32(16)));
+  // B from rows as k through .trans (Q, dO, K): (k 0-7, n 0-7), (k 8-15,
+  // n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+  queryRowsTransB =
+      add(mul(add(low3, mul(bit3, i32(8))), i32(rowBytes)), mul(bit4, i32(16)));
+  keyRowsTransB = queryRowsTransB;
+  // A = dS (m = query, k = key) from dSᵀ rows (keys) through .trans:
+  // (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15).
+  scoreGradTransA =
+      add(mul(add(low3, mul(bit4, i32(8))), i32(layout.scoreRowBytes())),
+          mul(bit3, i32(16)));
+}
+
+LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
+                                                  Value rowTile, float scale) {
+  FailureOr<const BackwardValue *> keys =
+      lookup(op, keyTile, BackwardValue::Kind::Shared);
+  FailureOr<const BackwardValue *> rows =
+      lookup(op, rowTile, BackwardValue::Kind::Shared);
+  if (failed(keys) || failed(rows))
+    return failure();
+  if (!(*keys)->keyRows || (*rows)->keyRows)
+    return error(op, "expects a Br-row tile (Q, dO) and a key block (K, V)");
+  acquireCopies();
+  sharedReadSinceCopy = true;
+  int64_t rowBytes = BackwardLayout(config).rowBytes(), nTiles = config.br / 8;
+  Value zero = f32(0.0);
+  SmallVector<std::array<Value, 4>> acc(nTiles, {zero, zero, zero, zero});
+  Value aBase = opaquePointer(gepBytes((*keys)->smem, keyRowsA));
+  Value bBase = opaquePointer(gepBytes((*rows)->smem, queryRowsB));
+  for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
+    std::array<Value, 4> a =
+        ldmatrixX4(*this, gepBytes(aBase, i32(kStep * 32)), false);
+    for (int64_t pair = 0; pair < nTiles / 2; ++pair) {
+      std::array<Value, 4> y = ldmatrixX4(
+          *this, gepBytes(bBase, i32(pair * 16 * rowBytes + kStep * 32)),
+          /*transpose=*/false);
+      acc[2 * pair] = mmaSync(*this, a, {y[0], y[1]}, acc[2 * pair]);
+      acc[2 * pair + 1] = mmaSync(*this, a, {y[2], y[3]}, acc[2 * pair + 1]);
+    }
+  }
+  BackwardValue result;
+  result.kind = BackwardValue::Kind::Scores;
+  Value factor = scale != 1.0f ? f32(scale) : Value();
+  for (auto &fragment : acc)
+    for (Value element : fragment)
+      result.regs.push_back(factor ? fmul(element, factor) : element);
+  values[op->getResult(0)] = std::move(result);
+  return success();
+}
+
+LogicalResult
+BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
+  FailureOr<const BackwardValue *> acc =
+      lookup(op, op.getAcc(), BackwardValue::Kind::KeyAcc);
+  FailureOr<const BackwardValue *> lhs =
+      lookup(op, op.getLhs(), BackwardValue::Kind::Scores);
+  FailureOr<const BackwardValue *> rows =
+      lookup(op, op.getRows(), BackwardValue::Kind::Shared);
+  if (failed(acc) || failed(lhs) || failed(rows))
+    return failure();
+  if ((*rows)->keyRows)
+    return error(op, "expects a Br-row tile (Q, dO)");
+  acquireCopies();
+  sharedReadSinceCopy = true;
+  int64_t rowBytes = BackwardLayout(config).rowBytes(),
+          accTiles = config.headDim / 8;
+  SmallVector<Value> regs = (*acc)->regs;
+  const SmallVector<Value> &x = (*lhs)->regs;
+  Value bBase = opaquePointer(gepBytes((*rows)->smem, queryRowsTransB));
+  for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
+    // The C fragments of n-tiles 2k and 2k+1, rounded and packed, are the A
+    // fragment of k-step k.
+    const Value *lo = &x[2 * kStep * 4], *hi = lo + 4;
+    std::array<Value, 4> a = {
+        packHalves(lo[0], lo[1]), packHalves(lo[2], lo[3]),
+        packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])};
+    for (int64_t pair = 0; pair < config.headDim / 16; ++pair) {
+      std::array<Value, 4> y = ldmatrixX4(
+          *this, gepBytes(bBase, i32(kStep * 16 * rowBytes + pair * 32)),
+          /*transpose=*/true);
+      for (int64_t half = 0; half < 2; ++half) {
+        Value *c = &regs[(2 * pair + half) * 4];
+        std::array<Value, 4> d =
+            mmaSync(*this, a, {y[2 * half], y[2 * half + 1]}, {c, 4});
+        std::copy(d.begin(), d.end(), c);
+      }
+    }
+  }
+  (void)accTiles;
+  BackwardValue result;
+  result.kind = BackwardValue::Kind::KeyAcc;
+  result.regs = std::move(regs);
+  values[op.getResult()] = std::move(result);
+  return success();
+}
+
+void BackwardEmitter::atomicAdd(Value address, Value value, Value predicate) {
+  Value flag = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, ValueRange{address, value, flag},
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.global.add.f32 "
+      "[$0], $1;\n\t}",
+      "l,f,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+      ArrayAttr());
+}
+
+LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
+  FailureOr<const BackwardValue *> ds =
+      lookup(op, op.getScoreGrad(), BackwardValue::Kind::Scores);
+  FailureOr<const BackwardValue *> key =
+      lookup(op, op.getKey(), BackwardValue::Kind::Shared);
+  if (failed(ds) || failed(key))
+    return failure();
+  if (!(*key)->keyRows)
+    return error(op, "expects the key block");
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile());
+  if (!batch || !head || !queryTile)
+    return error(op, "unknown (b, h, qt) operands");
+  acquireCopies();
+  BackwardLayout layout(config);
+  int64_t rowBytes = layout.rowBytes(), scoreRowBytes = layout.scoreRowBytes();
+
+  // dSᵀ (element type) to shared memory: key row 16w + g (+8), query
+  // columns 8·nt + 2t and +1 in one 4-byte word.
+  const SmallVector<Value> &regs = (*ds)->regs;
+  Value ownRow = add(mul(warp, i32(16)), groupId);
+  Value storeBase = gepBytes(
+      smemDS, add(mul(ownRow, i32(scoreRowBytes)), mul(threadInGroup, i32(4))));
+  for (int64_t nt = 0; nt < config.br / 8; ++nt)
+    for (int64_t half = 0; half < 2; ++half) {
+      const Value *pair = &regs[nt * 4 + 2 * half];
+      LLVM::StoreOp::create(
+          b, loc, packHalves(pair[0], pair[1]),
+          gepBytes(storeBase, i32(half * 8 * scoreRowBytes + nt * 16)), 4);
+    }
+  NVVM::Barrier0Op::create(b, loc);
+  sharedReadSinceCopy = true;
+
+  // dQ (Br x D) in m16 x n16 units, unit u = slot·warps + w.
+  int64_t pairs = config.headDim / 16, units = config.br / 16 * pairs;
+  int64_t slots = (units + config.numWarps - 1) / config.numWarps;
+  Value scale = f32(op.getScale().convertToFloat());
+  Value zero = f32(0.0);
+  Value firstQuery = mul(queryTile, i32(config.br));
+  Value accumHead = mul(toI64(add(mul(batch, headCount), head)),
+                        mul(toI64(queryLen), i64(config.headDim)));
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    OpBuilder::InsertionGuard guard(b);
+    Value unit = add(warp, i32(slot * config.numWarps));
+    if ((slot + 1) * config.numWarps > units) {
+      auto inside = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::ult, unit, i32(units)),
+          /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    }
+    Value rowBlock = arith::DivUIOp::create(b, loc, unit, i32(pairs));
+    Value pair = arith::RemUIOp::create(b, loc, unit, i32(pairs));
+    Value aBase =
+        gepBytes(smemDS, add(scoreGradTransA, mul(rowBlock, i32(32))));
+    Value bBase =
+        gepBytes((*key)->smem, add(keyRowsTransB, mul(pair, i32(32))));
+    std::array<Value, 4> acc[2] = {{zero, zero, zero, zero},
+                                   {zero, zero, zero, zero}};
+    for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
+      std::array<Value, 4> a =
+          ldmatrixX4(*this, gepBytes(aBase, i32(kStep * 16 * scoreRowBytes)),
+                     /*transpose=*/true);
+      std::array<Value, 4> y =
+          ldmatrixX4(*this, gepBytes(bBase, i32(kStep * 16 * rowBytes)),
+                     /*transpose=*/true);
+      acc[0] = mmaSync(*this, a, {y[0], y[1]}, acc[0]);
+      acc[1] = mmaSync(*this, a, {y[2], y[3]}, acc[1]);
+    }
+    // Element e of n-tile `half`: query row 16·rowBlock + g + 8·(e >= 2),
+    // column 16·pair + 8·half + 2t + e%2.
+    Value localRow = add(mul(rowBlock, i32(16)), groupId);
+    Value column = add(mul(pair, i32(16)), mul(threadInGroup, i32(2)));
+    for (int64_t e = 0; e < 4; e += 2) {
+      Value row = add(firstQuery, e >= 2 ? add(localRow, i32(8)) : localRow);
+      Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+      Value rowStart = add(accumHead, mul(toI64(select(valid, row, i32(0))),
+                                          i64(config.headDim)));
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t odd = 0; odd < 2; ++odd) {
+          Value index = add(rowStart, toI64(add(column, i32(8 * half + odd))));
+          atomicAdd(gepElements(queryGradAccumPtr, index, b.getF32Type()),
+                    fmul(acc[half][e + odd], scale), valid);
+        }
+    }
+  }
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {
+  FailureOr<const BackwardValue *> dk =
+      lookup(op, op.getKeyGrad(), BackwardValue::Kind::KeyAcc);
+  FailureOr<const BackwardValue *> dv =
+      lookup(op, op.getValueGrad(), BackwardValue::Kind::KeyAcc);
+  if (failed(dk) || failed(dv))
+    return failure();
+  Value batch = lookupScalar(op.getBatch()),
+        kvHead = lookupScalar(op.getKvHead()),
+        keyTile = lookupScalar(op.getKeyTile());
+  if (!batch || !kvHead || !keyTile)
+    return error(op, "unknown (b, kv_head, kt) operands");
+  Value keyScale = f32(op.getKeyScale().convertToFloat());
+  Value firstKey = mul(keyTile, i32(config.bc));
+  Value column = mul(threadInGroup, i32(2));
+  for (int64_t half = 0; half < 2; ++half) {
+    OpBuilder::InsertionGuard guard(b);
+    Value row = keyOf(firstKey, 2 * half);
+    auto inside =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, keyLen),
+                          /*withElseRegion=*/false);
+    b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    for (auto [grads, set, pointer, factor] :
+         {std::tuple(*dk, DKS, keyGradPtr, keyScale),
+          std::tuple(*dv, DVS, valueGradPtr, Value())}) {
+      Value rowStart = add(add(mul(toI64(batch), strides[set][0]),
+                               mul(toI64(kvHead), strides[set][1])),
+                           mul(toI64(row), strides[set][2]));
+      for (int64_t nt = 0; nt < config.headDim / 8; ++nt) {
+        const Value *pair = &grads->regs[nt * 4 + 2 * half];
+        Value lo = factor ? fmul(pair[0], factor) : pair[0];
+        Value hi = factor ? fmul(pair[1], factor) : pair[1];
+        Value index = add(rowStart, toI64(add(column, i32(8 * nt))));
+        LLVM::StoreOp::create(b, loc, packHalves(lo, hi),
+                              gepElements(pointer, index, config.elementType),
+                              4);
+      }
+    }
+  }
+  return success();
+}

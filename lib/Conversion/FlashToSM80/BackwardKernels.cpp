@@ -1,0 +1,985 @@
+//===- BackwardKernels.cpp - The backward's kernels, ABI and walk
+//----------===//
+//
+// The ABI the three kernels share, the preprocess and convert kernels, and
+// the walk over the main region: loops, copies, row statistics and the
+// element-wise ops on transposed tiles (layout in BackwardEmitter.h). The
+// GEMMs are in BackwardGemms.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackwardEmitter.h"
+
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
+#include "flashc/Conversion/FlashToNVVM/KernelModule.h"
+#include "flashc/Conversion/FlashToSM80/Passes.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::lowering;
+using namespace flashc::sm80;
+
+static constexpr double kLog2E = 1.4426950408889634;
+static constexpr int64_t kSmallKernelThreads = 128;
+
+BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
+                                 const KernelConfig &config,
+                                 gpu::GPUModuleOp gpuModule, StringRef pass)
+    : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {
+}
+
+std::string BackwardEmitter::functionName(flash::BackwardKernelOp kernel,
+                                          BackwardStage stage) {
+  switch (stage) {
+  case BackwardStage::Preprocess:
+    return backwardKernelName(kernel.getSymName(), "preprocess");
+  case BackwardStage::Main:
+    return backwardKernelName(kernel.getSymName());
+  case BackwardStage::Convert:
+    return backwardKernelName(kernel.getSymName(), "convert");
+  }
+  llvm_unreachable("unknown stage");
+}
+
+int64_t BackwardEmitter::threadsOf(BackwardStage s) const {
+  switch (s) {
+  case BackwardStage::Preprocess: // one thread per query row
+    return (config.br + 31) / 32 * 32;
+  case BackwardStage::Main:
+    return config.numThreads;
+  case BackwardStage::Convert:
+    return kSmallKernelThreads;
+  }
+  llvm_unreachable("unknown stage");
+}
+
+int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
+  return s == BackwardStage::Main ? BackwardLayout(config).sharedBytes() : 0;
+}
+
+Value BackwardEmitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
+  return add(mul(row, i32(BackwardLayout(config).rowBytes())),
+             mul(chunk, i32(16)));
+}
+
+std::optional<int64_t> BackwardEmitter::sharedRowStepBytes(int64_t rowStep) {
+  return rowStep * BackwardLayout(config).rowBytes();
+}
+
+//===----------------------------------------------------------------------===//
+// The ABI
+//===----------------------------------------------------------------------===//
+
+void BackwardEmitter::emitFunction(StringRef name) {
+  MLIRContext *ctx = kernel.getContext();
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
+  // q k v o dO lse Δ dq_accum dq dk dv; strides of q k v o dO dq dk dv; B H
+  // HKV N M; params; aux tensors; one f32 gradient per aux tensor.
+  SmallVector<Type> argTypes(11, globalPtr);
+  argTypes.append(3 * kStrideSets, i64Type);
+  argTypes.append(5, i32Type);
+  for (Attribute attr : kernel.getParams())
+    argTypes.push_back(cast<flash::ParamAttr>(attr).getType());
+  size_t tensorCount = kernel.getTensors().size();
+  argTypes.append(2 * tensorCount, globalPtr);
+
+  b.setInsertionPointToEnd(gpuModule.getBody());
+  func = LLVM::LLVMFuncOp::create(
+      b, loc, name,
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
+  func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func->setAttr(
+      NVVM::NVVMDialect::getReqntidAttrName(),
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(threadsOf(stage)), 1, 1}));
+  for (unsigned i = 0; i < argTypes.size(); ++i)
+    if (argTypes[i] == globalPtr)
+      func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
+                      b.getUnitAttr());
+
+  Block &entry = *func.addEntryBlock(b);
+  b.setInsertionPointToStart(&entry);
+  unsigned arg = 0;
+  for (Value *pointer :
+       {&qPtr, &kPtr, &vPtr, &oPtr, &outputGradPtr, &lsePtr, &deltaPtr,
+        &queryGradAccumPtr, &queryGradPtr, &keyGradPtr, &valueGradPtr})
+    *pointer = entry.getArgument(arg++);
+  for (auto &set : strides)
+    for (Value &stride : set)
+      stride = entry.getArgument(arg++);
+  batchSize = entry.getArgument(arg++);
+  headCount = entry.getArgument(arg++);
+  kvHeadCount = entry.getArgument(arg++);
+  queryLen = entry.getArgument(arg++);
+  keyLen = entry.getArgument(arg++);
+  for (Attribute attr : kernel.getParams())
+    params[cast<flash::ParamAttr>(attr).getName().getValue()] =
+        entry.getArgument(arg++);
+  for (Attribute attr : kernel.getTensors())
+    auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
+        entry.getArgument(arg++);
+  for (Attribute attr : kernel.getTensors())
+    auxGradPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
+        entry.getArgument(arg++);
+  bindThreadCoordinates();
+}
+
+LogicalResult BackwardEmitter::emit(BackwardStage which) {
+  stage = which;
+  for (Attribute attr : kernel.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    if (!param.getType().isInteger(32) && !param.getType().isF32())
+      return error(kernel, "parameter '")
+             << param.getName().getValue() << "' must be i32 or f32";
+  }
+  emitFunction(functionName(kernel, stage));
+  LogicalResult result = success();
+  switch (stage) {
+  case BackwardStage::Preprocess:
+    result = emitPreprocess();
+    break;
+  case BackwardStage::Main:
+    result = emitMain();
+    break;
+  case BackwardStage::Convert:
+    result = emitConvert();
+    break;
+  }
+  if (failed(result))
+    return failure();
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+  return success();
+}
+
+flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
+  SmallVector<Attribute> paramNames, paramTypes, tensorNames;
+  for (Attribute attr : kernel.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    paramNames.push_back(param.getName());
+    paramTypes.push_back(TypeAttr::get(param.getType()));
+  }
+  for (Attribute attr : kernel.getTensors())
+    tensorNames.push_back(cast<flash::AuxTensorAttr>(attr).getName());
+  flash::GridKind grid = which == BackwardStage::Main
+                             ? flash::GridKind::PerKeyTile
+                             : flash::GridKind::PerRowTile;
+  auto emitError = [&] {
+    return kernel.emitOpError()
+           << passName() << ": internal error: invalid launch facts: ";
+  };
+  int64_t threads = threadsOf(which);
+  return flash::LaunchAttr::getChecked(
+      emitError, kernel.getContext(), flash::GemmKind::MmaSync, grid, threads,
+      sharedBytesOf(which), config.br, config.bc, config.headDim, threads / 32,
+      /*rows_per_warp=*/int64_t{16}, config.elementType,
+      /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
+}
+
+//===----------------------------------------------------------------------===//
+// Preprocess and convert
+//===----------------------------------------------------------------------===//
+
+/// Element offset of row `row` of (batch, head) in a strided tensor.
+static Value rowOffset(EmitterCore &e, Value (&stride)[3], Value batch,
+                       Value head, Value row) {
+  return e.add(
+      e.add(e.mul(e.toI64(batch), stride[0]), e.mul(e.toI64(head), stride[1])),
+      e.mul(e.toI64(row), stride[2]));
+}
+
+/// Element offset of (batch, head, row) in a dense [B, H, N] f32 array.
+static Value statIndex(EmitterCore &e, Value batch, Value head, Value row) {
+  return e.add(
+      e.toI64(e.mul(e.add(e.mul(batch, e.headCount), head), e.queryLen)),
+      e.toI64(row));
+}
+
+LogicalResult BackwardEmitter::emitPreprocess() {
+  Type i32Type = b.getI32Type();
+  Block &block = kernel.getPreprocessBlock();
+  Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  Value head = NVVM::BlockIdYOp::create(b, loc, i32Type);
+  Value batch = NVVM::BlockIdZOp::create(b, loc, i32Type);
+  scalars.map(block.getArgument(0), batch);
+  scalars.map(block.getArgument(1), head);
+  scalars.map(block.getArgument(2), queryTile);
+  Value row = add(mul(queryTile, i32(config.br)), tid);
+  Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+  if (threadsOf(BackwardStage::Preprocess) > config.br)
+    valid = arith::AndIOp::create(
+        b, loc, valid, cmpI(arith::CmpIPredicate::ult, tid, i32(config.br)));
+  auto inside = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
+  b.setInsertionPoint(inside.thenBlock()->getTerminator());
+
+  // Each thread walks its row in 16-byte chunks.
+  auto chunkType = VectorType::get({8}, config.elementType);
+  auto f32x4 = VectorType::get({4}, b.getF32Type());
+  DenseMap<Value, Value> rowBase; // load_rows result -> the row's first element
+  for (Operation &op : block.without_terminator()) {
+    loc = op.getLoc();
+    if (auto load = dyn_cast<flash::LoadRowsOp>(op)) {
+      bool isOutput = load.getOperand() == flash::RowOperand::Output;
+      Value base = isOutput ? oPtr : outputGradPtr;
+      Value offset = rowOffset(*this, strides[isOutput ? OS : DOS],
+                               lookupScalar(load.getBatch()),
+                               lookupScalar(load.getHead()), row);
+      rowBase[load.getResult()] = gepElements(base, offset, config.elementType);
+      continue;
+    }
+    if (auto dot = dyn_cast<flash::RowDotOp>(op)) {
+      Value lhs = rowBase.lookup(dot.getLhs()),
+            rhs = rowBase.lookup(dot.getRhs());
+      if (!lhs || !rhs)
+        return error(&op, "expects two flash.load_rows tiles");
+      Value sum = f32(0.0);
+      for (int64_t chunk = 0; chunk < config.headDim / 8; ++chunk) {
+        auto loadChunk = [&](Value base) {
+          return LLVM::LoadOp::create(
+                     b, loc, chunkType,
+                     gepElements(base, i64(chunk * 8), config.elementType), 16)
+              .getResult();
+        };
+        Value x = loadChunk(lhs), y = loadChunk(rhs);
+        for (int64_t e = 0; e < 8; ++e) {
+          auto element = [&](Value vec) -> Value {
+            Value half = LLVM::ExtractElementOp::create(b, loc, vec, i32(e));
+            return LLVM::FPExtOp::create(b, loc, b.getF32Type(), half);
+          };
+          sum = fma(element(x), element(y), sum);
+        }
+      }
+      scalars.map(dot.getResult(), sum);
+      continue;
+    }
+    if (auto store = dyn_cast<flash::StoreDeltaOp>(op)) {
+      Value delta = lookupScalar(store.getDelta());
+      if (!delta)
+        return error(&op, "expects a flash.row_dot result");
+      Value index = statIndex(*this, lookupScalar(store.getBatch()),
+                              lookupScalar(store.getHead()), row);
+      LLVM::StoreOp::create(b, loc, delta,
+                            gepElements(deltaPtr, index, b.getF32Type()), 4);
+      continue;
+    }
+    if (failed(lowerScalarOp(&op)))
+      return failure();
+  }
+  // The row's dQ accumulator starts at 0 (the main kernel adds into it).
+  Value zero = LLVM::ZeroOp::create(b, loc, f32x4);
+  Value accumRow =
+      gepElements(queryGradAccumPtr,
+                  mul(statIndex(*this, batch, head, row), i64(config.headDim)),
+                  b.getF32Type());
+  for (int64_t chunk = 0; chunk < config.headDim / 4; ++chunk)
+    LLVM::StoreOp::create(b, loc, zero,
+                          gepElements(accumRow, i64(chunk * 4), b.getF32Type()),
+                          16);
+  b.setInsertionPointAfter(inside);
+  zeroTensorGrads();
+  return success();
+}
+
+void BackwardEmitter::zeroTensorGrads() {
+  // The tensors the main kernel adds gradients into (scatter-adds start
+  // from 0), zeroed by the whole preprocess grid, thread by thread.
+  llvm::SetVector<StringRef> names;
+  kernel.walk([&](flash::AuxGradAddOp add) { names.insert(add.getTensor()); });
+  if (names.empty())
+    return;
+  Type i32Type = b.getI32Type();
+  Value gridX = NVVM::GridDimXOp::create(b, loc, i32Type);
+  Value gridY = NVVM::GridDimYOp::create(b, loc, i32Type);
+  Value gridZ = NVVM::GridDimZOp::create(b, loc, i32Type);
+  Value threads = i64(threadsOf(BackwardStage::Preprocess));
+  Value block =
+      add(mul(add(mul(toI64(NVVM::BlockIdZOp::create(b, loc, i32Type)),
+                      toI64(gridY)),
+                  toI64(NVVM::BlockIdYOp::create(b, loc, i32Type))),
+              toI64(gridX)),
+          toI64(NVVM::BlockIdXOp::create(b, loc, i32Type)));
+  Value first = add(mul(block, threads), toI64(tid));
+  Value step = mul(mul(mul(toI64(gridX), toI64(gridY)), toI64(gridZ)), threads);
+  for (StringRef name : names) {
+    flash::AuxTensorAttr decl = kernel.lookupTensor(name);
+    Value pointer = auxGradPointers.lookup(name);
+    if (!decl || !pointer)
+      continue;
+    Value count = i64(1);
+    for (int64_t extent : decl.getExtents())
+      count = mul(count,
+                  flash::AuxTensorAttr::isRole(extent)
+                      ? toI64(sizeOf(flash::AuxTensorAttr::decodeRole(extent)))
+                      : i64(extent));
+    // A null gradient pointer: the caller wants none.
+    Value given =
+        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, pointer,
+                             LLVM::ZeroOp::create(b, loc, pointer.getType()));
+    auto ifGiven = scf::IfOp::create(b, loc, given, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifGiven.thenBlock()->getTerminator());
+    auto loop = scf::ForOp::create(b, loc, first, count, step);
+    b.setInsertionPointToStart(loop.getBody());
+    LLVM::StoreOp::create(
+        b, loc, f32(0.0),
+        gepElements(pointer, loop.getInductionVar(), b.getF32Type()), 4);
+  }
+}
+
+LogicalResult BackwardEmitter::emitConvert() {
+  Type i32Type = b.getI32Type(), f32Type = b.getF32Type();
+  Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  Value head = NVVM::BlockIdYOp::create(b, loc, i32Type);
+  Value batch = NVVM::BlockIdZOp::create(b, loc, i32Type);
+  int64_t chunksPerRow = config.headDim / 8, total = config.br * chunksPerRow;
+  auto f32x4 = VectorType::get({4}, f32Type);
+  auto chunkType = VectorType::get({8}, config.elementType);
+  for (int64_t it = 0; it * kSmallKernelThreads < total; ++it) {
+    OpBuilder::InsertionGuard guard(b);
+    Value index = add(tid, i32(it * kSmallKernelThreads));
+    Value localRow = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value row = add(mul(queryTile, i32(config.br)), localRow);
+    Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+    if ((it + 1) * kSmallKernelThreads > total)
+      valid = arith::AndIOp::create(
+          b, loc, valid, cmpI(arith::CmpIPredicate::ult, index, i32(total)));
+    auto inside = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
+    b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    Value column = toI64(mul(chunk, i32(8)));
+    Value source = gepElements(
+        queryGradAccumPtr,
+        add(mul(statIndex(*this, batch, head, row), i64(config.headDim)),
+            column),
+        f32Type);
+    Value out = LLVM::UndefOp::create(b, loc, chunkType);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value four = LLVM::LoadOp::create(
+          b, loc, f32x4, gepElements(source, i64(4 * half), f32Type), 16);
+      for (int64_t e = 0; e < 4; ++e) {
+        Value element = LLVM::ExtractElementOp::create(b, loc, four, i32(e));
+        Value rounded =
+            LLVM::FPTruncOp::create(b, loc, config.elementType, element);
+        out = LLVM::InsertElementOp::create(b, loc, out, rounded,
+                                            i32(4 * half + e));
+      }
+    }
+    Value target = gepElements(
+        queryGradPtr,
+        add(rowOffset(*this, strides[DQS], batch, head, row), column),
+        config.elementType);
+    LLVM::StoreOp::create(b, loc, out, target, 16);
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The main kernel: walk
+//===----------------------------------------------------------------------===//
+
+LogicalResult BackwardEmitter::emitMain() {
+  Type i32Type = b.getI32Type();
+  BackwardLayout layout(config);
+  Value base = sharedMemoryBase(/*alignment=*/16);
+  smemK = gepBytes(base, i32(layout.keyOffset()));
+  smemV = gepBytes(base, i32(layout.valueOffset()));
+  smemQ = gepBytes(base, i32(layout.queryOffset()));
+  smemDO = gepBytes(base, i32(layout.outputGradOffset()));
+  smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
+  computeLaneOffsets();
+  scalars.map(kernel.getKeyTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
+  scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
+  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
+  if (failed(lowerBlock(kernel.getMainBlock())))
+    return failure();
+  // No copy may be in flight when the CTA exits (every query tile skipped).
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerBlock(Block &block) {
+  for (Operation &op : block.without_terminator())
+    if (!loweredAhead.contains(&op) && failed(lowerOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerOp(Operation *op) {
+  loc = op->getLoc();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](scf::ForOp loop) { return lowerFor(loop); })
+      .Case([&](flash::LoadKVOp load) {
+        bool isKey = load.getOperand() == flash::KVOperand::Key;
+        return lowerTileCopy(load, isKey ? kPtr : vPtr, isKey ? KS : VS,
+                             load.getBatch(), load.getKvHead(),
+                             load.getKeyTile(), /*keyRows=*/true,
+                             isKey ? smemK : smemV);
+      })
+      .Case([&](flash::LoadQOp load) {
+        return lowerTileCopy(load, qPtr, QS, load.getBatch(), load.getHead(),
+                             load.getQueryTile(), /*keyRows=*/false, smemQ);
+      })
+      .Case([&](flash::LoadRowsOp load) -> LogicalResult {
+        if (load.getOperand() != flash::RowOperand::OutputGrad)
+          return error(op, "O is read by the preprocess only");
+        return lowerTileCopy(load, outputGradPtr, DOS, load.getBatch(),
+                             load.getHead(), load.getQueryTile(),
+                             /*keyRows=*/false, smemDO);
+      })
+      .Case([&](flash::LoadRowStatOp load) { return lowerRowStat(load); })
+      .Case([&](flash::QKDotOp dot) {
+        return lowerTransposedDot(dot, dot.getKey(), dot.getQuery(),
+                                  dot.getScale().convertToFloat());
+      })
+      .Case([&](flash::OutputGradDotOp dot) {
+        return lowerTransposedDot(dot, dot.getValue(), dot.getOutputGrad(),
+                                  1.0f);
+      })
+      .Case([&](flash::ScoreModOp mod) { return lowerElementRegion(mod); })
+      .Case([&](flash::MaskOp mask) { return lowerElementRegion(mask); })
+      .Case([&](flash::MaskKeyBoundsOp bounds) {
+        return lowerMaskKeyBounds(bounds);
+      })
+      .Case([&](flash::RecomputeProbsOp probs) {
+        return lowerRecomputeProbs(probs);
+      })
+      .Case([&](flash::SoftmaxGradOp grad) { return lowerSoftmaxGrad(grad); })
+      .Case([&](flash::ScoreModGradOp grad) { return lowerScoreModGrad(grad); })
+      .Case([&](flash::AccumulateTransposedOp acc) {
+        return lowerAccumulateTransposed(acc);
+      })
+      .Case([&](flash::QueryGradAddOp add) { return lowerQueryGradAdd(add); })
+      .Case([&](flash::StoreKeyGradsOp store) {
+        return lowerStoreKeyGrads(store);
+      })
+      .Case([&](arith::ConstantOp constant) -> LogicalResult {
+        if (!isa<ShapedType>(constant.getType()))
+          return lowerScalarOp(constant);
+        FailureOr<BackwardValue> tile = zeroTile(constant);
+        if (failed(tile))
+          return failure();
+        values[constant.getResult()] = std::move(*tile);
+        return success();
+      })
+      .Default([&](Operation *other) { return lowerScalarOp(other); });
+}
+
+int64_t BackwardEmitter::registerCount(Type type) const {
+  auto tensor = cast<RankedTensorType>(type);
+  if (tensor.getRank() == 1)
+    return config.br / 8 * 2;
+  if (tensor.getDimSize(0) == config.bc &&
+      tensor.getDimSize(1) == config.headDim)
+    return config.headDim / 8 * 4;
+  return config.br / 8 * 4;
+}
+
+FailureOr<BackwardValue> BackwardEmitter::zeroTile(arith::ConstantOp op) {
+  auto type = dyn_cast<RankedTensorType>(op.getType());
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!type || !dense || !dense.isSplat() || !type.getElementType().isF32() ||
+      type.getRank() != 2 || type.getDimSize(0) != config.bc ||
+      type.getDimSize(1) != config.headDim)
+    return error(op,
+                 "only splat f32 Bc x D accumulator constants are supported");
+  BackwardValue tile;
+  tile.kind = BackwardValue::Kind::KeyAcc;
+  tile.regs.assign(registerCount(type),
+                   f32(dense.getSplatValue<APFloat>().convertToFloat()));
+  return tile;
+}
+
+void BackwardEmitter::flatten(ValueRange originals,
+                              SmallVectorImpl<Value> &out) {
+  for (Value original : originals) {
+    if (isa<RankedTensorType>(original.getType())) {
+      const BackwardValue &tile = values.find(original)->second;
+      out.append(tile.regs.begin(), tile.regs.end());
+    } else {
+      out.push_back(lookupScalar(original));
+    }
+  }
+}
+
+LogicalResult BackwardEmitter::mapFlattened(Operation *user,
+                                            ValueRange originals,
+                                            ValueRange lowered) {
+  for (Value original : originals) {
+    if (!isa<RankedTensorType>(original.getType())) {
+      scalars.map(original, lowered.front());
+      lowered = lowered.drop_front();
+      continue;
+    }
+    auto type = cast<RankedTensorType>(original.getType());
+    if (type.getRank() != 2 || type.getDimSize(0) != config.bc)
+      return error(user,
+                   "loops may carry Bc x D accumulators and scalars only");
+    int64_t count = registerCount(type);
+    BackwardValue tile;
+    tile.kind = BackwardValue::Kind::KeyAcc;
+    tile.regs.assign(lowered.begin(), lowered.begin() + count);
+    lowered = lowered.drop_front(count);
+    values[original] = std::move(tile);
+  }
+  return success();
+}
+
+Value BackwardEmitter::hoistFact(Value fact, scf::ForOp loop) {
+  Block *body = loop.getBody();
+  llvm::SetVector<Operation *> slice;
+  SmallVector<Value> worklist{fact};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (value == loop.getInductionVar())
+      continue;
+    if (loop.isDefinedOutsideOfLoop(value)) {
+      if (!lookupScalar(value))
+        return {};
+      continue;
+    }
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
+        def->getNumResults() != 1 ||
+        isa<ShapedType>(def->getResult(0).getType()) ||
+        !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(
+            def->getDialect()) ||
+        !isPure(def))
+      return {};
+    if (slice.insert(def))
+      worklist.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<Operation *> ordered(slice.begin(), slice.end());
+  llvm::sort(ordered,
+             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  for (Operation *op : ordered) {
+    loc = op->getLoc();
+    if (failed(lowerScalarOp(op)))
+      return {};
+  }
+  loweredAhead.insert(ordered.begin(), ordered.end());
+  return lookupScalar(fact);
+}
+
+LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
+  Value lower = lookupScalar(loop.getLowerBound()),
+        upper = lookupScalar(loop.getUpperBound()),
+        step = lookupScalar(loop.getStep());
+  if (!lower || !upper || !step)
+    return error(loop, "unknown loop bounds");
+  SmallVector<Value> inits;
+  flatten(loop.getInitArgs(), inits);
+  auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(newLoop.getBody());
+  scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
+  if (failed(mapFlattened(loop, loop.getRegionIterArgs(),
+                          newLoop.getRegionIterArgs())))
+    return failure();
+
+  // A query tile the classified mask empties costs nothing: one uniform
+  // branch around the whole iteration (copies included).
+  scf::IfOp visible;
+  for (auto mask : loop.getBody()->getOps<flash::MaskOp>()) {
+    if (!mask.isClassified())
+      continue;
+    if (Value anyVisible = hoistFact(mask.getAnyVisible(), loop)) {
+      SmallVector<Type> types(inits.size(), Type());
+      for (auto [type, value] : llvm::zip(types, inits))
+        type = value.getType();
+      visible =
+          scf::IfOp::create(b, loc, types, anyVisible, /*withElseRegion=*/true);
+      b.setInsertionPointToStart(visible.elseBlock());
+      scf::YieldOp::create(b, loc, newLoop.getRegionIterArgs());
+      b.setInsertionPointToStart(visible.thenBlock());
+    }
+    break;
+  }
+  // Earlier iterations' GEMMs may still read the Q/dO/dSᵀ buffers.
+  sharedReadSinceCopy = true;
+  if (failed(lowerBlock(*loop.getBody())))
+    return failure();
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  SmallVector<Value> yielded;
+  flatten(yield.getOperands(), yielded);
+  scf::YieldOp::create(b, loc, yielded);
+  if (visible) {
+    b.setInsertionPointAfter(visible);
+    scf::YieldOp::create(b, loc, visible.getResults());
+  }
+  b.setInsertionPointAfter(newLoop);
+  return mapFlattened(loop, loop.getResults(), newLoop.getResults());
+}
+
+//===----------------------------------------------------------------------===//
+// Copies and row statistics
+//===----------------------------------------------------------------------===//
+
+LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
+                                             StrideSet set, Value batchValue,
+                                             Value headValue, Value tileValue,
+                                             bool keyRows, Value smem) {
+  Value batch = lookupScalar(batchValue), head = lookupScalar(headValue),
+        tile = lookupScalar(tileValue);
+  if (!batch || !head || !tile)
+    return error(op, "unknown tile coordinates");
+  if (!keyRows && sharedReadSinceCopy) {
+    NVVM::Barrier0Op::create(b, loc);
+    sharedReadSinceCopy = false;
+  }
+  Value headOffset = add(mul(toI64(batch), strides[set][0]),
+                         mul(toI64(head), strides[set][1]));
+  int64_t rows = keyRows ? config.bc : config.br;
+  issueTileCopy(base, headOffset, strides[set][2], tile, rows,
+                keyRows ? keyLen : queryLen, smem);
+  copiesPending = true;
+  BackwardValue value;
+  value.kind = BackwardValue::Kind::Shared;
+  value.smem = smem;
+  value.keyRows = keyRows;
+  values[op->getResult(0)] = std::move(value);
+  return success();
+}
+
+void BackwardEmitter::acquireCopies() {
+  if (!copiesPending)
+    return;
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  NVVM::Barrier0Op::create(b, loc);
+  copiesPending = false;
+}
+
+LogicalResult BackwardEmitter::lowerRowStat(flash::LoadRowStatOp op) {
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile());
+  if (!batch || !head || !queryTile)
+    return error(op, "unknown row coordinates");
+  bool isLse = op.getStat() == flash::RowStat::Lse;
+  Value source = isLse ? lsePtr : deltaPtr;
+  // Rows past N: LSE = -inf (the guard zeroes P there), Δ = 0.
+  Value outside = f32(isLse ? -std::numeric_limits<double>::infinity() : 0.0);
+  Value firstQuery = mul(queryTile, i32(config.br));
+  BackwardValue value;
+  value.kind = BackwardValue::Kind::Columns;
+  for (int64_t nt = 0; nt < config.br / 8; ++nt)
+    for (int64_t c = 0; c < 2; ++c) {
+      Value row = queryOf(firstQuery, nt * 4 + c);
+      Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+      Value index = statIndex(*this, batch, head, select(valid, row, i32(0)));
+      Value loaded =
+          LLVM::LoadOp::create(b, loc, b.getF32Type(),
+                               gepElements(source, index, b.getF32Type()), 4);
+      value.regs.push_back(select(valid, loaded, outside));
+    }
+  values[op.getResult()] = std::move(value);
+  return success();
+}
+
+FailureOr<const BackwardValue *>
+BackwardEmitter::lookup(Operation *user, Value value,
+                        BackwardValue::Kind kind) {
+  auto it = values.find(value);
+  if (it == values.end() || it->second.kind != kind)
+    return error(user, "operand is not a tile of the expected kind");
+  return &it->second;
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise ops on transposed tiles
+//===----------------------------------------------------------------------===//
+
+Value BackwardEmitter::queryOf(Value firstQuery, int64_t index) {
+  int64_t nt = index / 4, e = index % 4;
+  return add(firstQuery,
+             add(mul(threadInGroup, i32(2)), i32(8 * nt + (e & 1))));
+}
+
+Value BackwardEmitter::keyOf(Value firstKey, int64_t index) {
+  int64_t e = index % 4;
+  Value row = add(mul(warp, i32(16)), groupId);
+  return add(firstKey, e >= 2 ? add(row, i32(8)) : row);
+}
+
+LogicalResult BackwardEmitter::lowerElementRegion(Operation *op) {
+  bool isMask = isa<flash::MaskOp>(op);
+  FailureOr<const BackwardValue *> scores =
+      lookup(op, op->getOperand(0), BackwardValue::Kind::Scores);
+  if (failed(scores))
+    return failure();
+  Value batch = lookupScalar(op->getOperand(1)),
+        head = lookupScalar(op->getOperand(2)),
+        queryTile = lookupScalar(op->getOperand(3)),
+        keyTile = lookupScalar(op->getOperand(4));
+  if (!batch || !head || !queryTile || !keyTile)
+    return error(op, "unknown (b, h, qt, kt) operands");
+  BackwardValue result = **scores;
+  // A classified mask is the identity on a tile it fully shows.
+  scf::IfOp fullTile;
+  auto mask = dyn_cast<flash::MaskOp>(op);
+  if (mask && mask.isClassified()) {
+    Value allVisible = lookupScalar(mask.getAllVisible());
+    if (!allVisible)
+      return error(op, "unknown all_visible operand");
+    SmallVector<Type> types(result.regs.size(), b.getF32Type());
+    fullTile =
+        scf::IfOp::create(b, loc, types, allVisible, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(fullTile.thenBlock());
+    scf::YieldOp::create(b, loc, result.regs);
+    b.setInsertionPointToStart(fullTile.elseBlock());
+  }
+  Value firstQuery = mul(queryTile, i32(config.br)),
+        firstKey = mul(keyTile, i32(config.bc));
+  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  for (auto [index, element] : llvm::enumerate(result.regs)) {
+    SmallVector<Value, 1> leading;
+    if (!isMask)
+      leading.push_back(element);
+    FailureOr<Value> yielded =
+        emitRegionElement(op, leading, batch, head, queryOf(firstQuery, index),
+                          keyOf(firstKey, index));
+    if (failed(yielded))
+      return failure();
+    element = isMask ? select(*yielded, element, negInf) : *yielded;
+  }
+  if (fullTile) {
+    scf::YieldOp::create(b, loc, result.regs);
+    b.setInsertionPointAfter(fullTile);
+    result.regs.assign(fullTile.getResults().begin(),
+                       fullTile.getResults().end());
+  }
+  values[op->getResult(0)] = std::move(result);
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
+  FailureOr<const BackwardValue *> scores =
+      lookup(op, op.getScores(), BackwardValue::Kind::Scores);
+  if (failed(scores))
+    return failure();
+  Value keyTile = lookupScalar(op.getKeyTile()),
+        length = lookupScalar(op.getKeyLen());
+  if (!keyTile || !length)
+    return error(op, "unknown key tile or key length");
+  Value firstKey = mul(keyTile, i32(config.bc));
+  // Only the block that runs past the key length pays for the selects.
+  Value partial =
+      cmpI(arith::CmpIPredicate::sgt, add(firstKey, i32(config.bc)), length);
+  const SmallVector<Value> &regs = (*scores)->regs;
+  SmallVector<Type> types(regs.size(), b.getF32Type());
+  auto branch =
+      scf::IfOp::create(b, loc, types, partial, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    Value negInf = f32(-std::numeric_limits<double>::infinity());
+    SmallVector<Value> masked;
+    for (auto [index, element] : llvm::enumerate(regs))
+      masked.push_back(select(
+          cmpI(arith::CmpIPredicate::slt, keyOf(firstKey, index), length),
+          element, negInf));
+    scf::YieldOp::create(b, loc, masked);
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc, regs);
+  }
+  BackwardValue result = **scores;
+  result.regs.assign(branch.getResults().begin(), branch.getResults().end());
+  values[op.getResult()] = std::move(result);
+  return success();
+}
+
+/// Register of a Columns value that register `index` of a Scores tile reads.
+static int64_t columnOf(int64_t index) { return index / 4 * 2 + (index & 1); }
+
+LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
+  FailureOr<const BackwardValue *> scores =
+      lookup(op, op.getScores(), BackwardValue::Kind::Scores);
+  FailureOr<const BackwardValue *> lse =
+      lookup(op, op.getLse(), BackwardValue::Kind::Columns);
+  if (failed(scores) || failed(lse))
+    return failure();
+  Value negInf = f32(-std::numeric_limits<double>::infinity()), zero = f32(0.0);
+  SmallVector<Value> scaledLse, unseen;
+  for (Value value : (*lse)->regs) {
+    scaledLse.push_back(fmul(value, f32(-kLog2E)));
+    unseen.push_back(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                           value, negInf));
+  }
+  BackwardValue result = **scores;
+  for (auto [index, element] : llvm::enumerate(result.regs)) {
+    int64_t column = columnOf(index);
+    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e); a row with LSE = -inf
+    // (it sees no key) has P = 0, never NaN.
+    Value p = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
+    element = select(unseen[column], zero, p);
+  }
+  values[op.getResult()] = std::move(result);
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerSoftmaxGrad(flash::SoftmaxGradOp op) {
+  FailureOr<const BackwardValue *> probs =
+      lookup(op, op.getProbs(), BackwardValue::Kind::Scores);
+  FailureOr<const BackwardValue *> probGrad =
+      lookup(op, op.getProbGrad(), BackwardValue::Kind::Scores);
+  FailureOr<const BackwardValue *> delta =
+      lookup(op, op.getDelta(), BackwardValue::Kind::Columns);
+  if (failed(probs) || failed(probGrad) || failed(delta))
+    return failure();
+  Value zero = f32(0.0);
+  BackwardValue result = **probs;
+  for (auto [index, element] : llvm::enumerate(result.regs)) {
+    Value p = element;
+    Value dp = (*probGrad)->regs[index];
+    Value ds = fmul(
+        p, arith::SubFOp::create(b, loc, dp, (*delta)->regs[columnOf(index)]));
+    // Where P = 0 (masked, unseen) dS is 0 whatever dP - Δ is.
+    Value masked =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, p, zero);
+    element = select(masked, zero, ds);
+  }
+  values[op.getResult()] = std::move(result);
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
+  FailureOr<const BackwardValue *> grads =
+      lookup(op, op.getGrads(), BackwardValue::Kind::Scores);
+  FailureOr<const BackwardValue *> scores =
+      lookup(op, op.getScores(), BackwardValue::Kind::Scores);
+  if (failed(grads) || failed(scores))
+    return failure();
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
+        queryTile = lookupScalar(op.getQueryTile()),
+        keyTile = lookupScalar(op.getKeyTile());
+  if (!batch || !head || !queryTile || !keyTile)
+    return error(op, "unknown (b, h, qt, kt) operands");
+  Value firstQuery = mul(queryTile, i32(config.br)),
+        firstKey = mul(keyTile, i32(config.bc));
+  Value zero = f32(0.0);
+  BackwardValue result = **grads;
+  for (auto [index, element] : llvm::enumerate(result.regs)) {
+    Value g = element;
+    // A masked or unseen element has no derivative and adds no aux gradient.
+    elementLive =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, g, zero);
+    FailureOr<Value> yielded =
+        emitRegionElement(op, {g, (*scores)->regs[index]}, batch, head,
+                          queryOf(firstQuery, index), keyOf(firstKey, index));
+    if (failed(yielded))
+      return failure();
+    element = select(elementLive, *yielded, zero);
+  }
+  elementLive = Value();
+  values[op.getResult()] = std::move(result);
+  return success();
+}
+
+LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
+  auto add = dyn_cast<flash::AuxGradAddOp>(op);
+  if (!add || !elementLive)
+    return EmitterCore::lowerRegionEffect(op);
+  flash::AuxTensorAttr decl = kernel.lookupTensor(add.getTensor());
+  Value pointer = auxGradPointers.lookup(add.getTensor());
+  if (!decl || !pointer)
+    return error(op, "unknown aux tensor '") << add.getTensor() << "'";
+  SmallVector<Value> indices;
+  for (Value index : add.getIndices())
+    indices.push_back(lookupScalar(index));
+  Value valid, linear;
+  if (failed(auxElementIndex(op, decl, indices, valid, linear)))
+    return failure();
+  Value value = lookupScalar(add.getValue());
+  Value address =
+      gepElements(pointer, select(valid, linear, i64(0)), b.getF32Type());
+  atomicAdd(address, value, arith::AndIOp::create(b, loc, valid, elementLive));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The driver
+//===----------------------------------------------------------------------===//
+
+/// The main kernel's shape for `kernel`, checked against what this lowering
+/// supports.
+static FailureOr<KernelConfig> backwardConfig(flash::BackwardKernelOp kernel,
+                                              StringRef pass) {
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << pass << ": " << message;
+    return failure();
+  };
+  KernelConfig config;
+  flash::TileConfigAttr tile = kernel.getConfig();
+  config.br = tile.getBr();
+  config.bc = tile.getBc();
+  config.headDim = tile.getHeadDim();
+  config.elementType = kernel.getElementType();
+  config.rowsPerWarp = 16;
+  if (config.elementType.isF32())
+    return fail(
+        "f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
+  if (!config.elementType.isBF16() && !config.elementType.isF16())
+    return fail("element type must be bf16 or f16");
+  int64_t d = config.headDim;
+  if (d != 64 && d != 96 && d != 128)
+    return fail(
+        "head dim " + Twine(d) +
+        " is not supported by the backward kernel (supported: 64, 96, 128)");
+  if (config.br % 16 || config.br < 16 || config.br > 128)
+    return fail("Br = " + Twine(config.br) +
+                " must be a multiple of 16 in [16, 128]");
+  if (config.bc % 16 || config.bc < 16 || config.bc > 256)
+    return fail("Bc = " + Twine(config.bc) +
+                " must be a multiple of 16 in [16, 256] (a warp per 16 keys)");
+  config.numWarps = config.bc / 16;
+  config.numThreads = 32 * config.numWarps;
+  int64_t sharedBytes = BackwardLayout(config).sharedBytes();
+  if (sharedBytes > kMaxSharedBytes)
+    return fail("the tiles need " + Twine(sharedBytes) +
+                " bytes of shared memory, more than a block can have");
+  return config;
+}
+
+LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass) {
+  SmallVector<flash::BackwardKernelOp> kernels(
+      module.getOps<flash::BackwardKernelOp>());
+  if (kernels.empty())
+    return success();
+  gpu::GPUModuleOp gpuModule = getOrCreateKernelModule(module);
+  OpBuilder b(module.getContext());
+  SmallVector<NamedAttribute> launches;
+  bool failedAny = false;
+  for (flash::BackwardKernelOp kernel : kernels) {
+    FailureOr<KernelConfig> config = backwardConfig(kernel, pass);
+    if (failed(config)) {
+      failedAny = true;
+      continue;
+    }
+    for (BackwardStage stage : {BackwardStage::Preprocess, BackwardStage::Main,
+                                BackwardStage::Convert}) {
+      BackwardEmitter emitter(kernel, *config, gpuModule, pass);
+      flash::LaunchAttr launch;
+      if (succeeded(emitter.emit(stage)))
+        launch = emitter.launchAttr(stage);
+      if (!launch) {
+        if (emitter.getFunc())
+          emitter.getFunc().erase();
+        failedAny = true;
+        break;
+      }
+      launches.push_back(
+          b.getNamedAttr(BackwardEmitter::functionName(kernel, stage), launch));
+    }
+  }
+  if (failedAny)
+    return failure();
+  recordLaunches(gpuModule, launches);
+  for (flash::BackwardKernelOp kernel : kernels)
+    kernel.erase();
+  return success();
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On a GPU host: validate the backward pass of every example on the GPU
+# against the CPU interpreter (flash-run --bwd: dQ, dK, dV and aux gradients
+# from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, GQA/MQA,
+# BSHD, f16), no timing. FLASH_RUN=/path/to/flash-run (default: on PATH).
+# Prints one line per case and a closing "N passed, N failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FLASH_RUN=${FLASH_RUN:-flash-run}
+FLAGS=${FLAGS:-}
+passed=0; failed=0; skipped=0
+run() {
+  local out
+  out=$(timeout "${CASE_TIMEOUT:-120}" "$FLASH_RUN" "$@" --bwd $FLAGS --iters 0 2>&1); local rc=$?
+  [ $rc -eq 124 ] && out="$out
+timed out after ${CASE_TIMEOUT:-120} s"
+  if [ $rc -eq 0 ]; then passed=$((passed+1)); echo "ok    $*"; echo "$out" | grep "(backward)" | sed 's/^/      /';
+  elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $* (no GPU)";
+  else failed=$((failed+1)); echo "FAIL  $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
+}
+for D in 64 128; do
+  for f in examples/*.flash; do
+    extra=""
+    [[ $f == *gqa.flash ]] && extra=",H=8,HKV=2,M=1100"
+    run "$f" --shape "B=2,H=4,N=1000,D=$D$extra"
+  done
+done
+run examples/causal.flash --shape B=1,H=2,N=777,D=96
+run examples/full.flash --shape B=1,H=2,N=333,D=96
+run examples/full.flash --shape B=2,H=8,HKV=1,N=515,M=700,D=128     # MQA, M > N
+run examples/full.flash --shape B=1,H=4,HKV=2,N=700,M=300,D=64      # M < N
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --layout bshd
+run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=64 --layout bshd
+run examples/relative_bias.flash --shape B=1,H=4,N=257,M=1000,D=64
+run test/GPU/dtypes.flash --variant causal_f16 --shape B=2,H=8,HKV=2,N=1000,M=1200,D=128
+run test/GPU/dtypes.flash --variant softcap_window_f16 --shape B=2,H=4,N=1000,D=64 --layout bshd
+run examples/full.flash --shape B=1,H=2,N=1,D=64                     # one row
+run examples/causal.flash --shape B=1,H=1,N=17,D=128                 # one partial tile
+run examples/causal.flash --shape B=1,H=2,N=700,D=64 --tile Br=32,Bc=64
+run examples/alibi.flash --shape B=1,H=2,N=700,D=128 --tile Br=64,Bc=128
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]
