@@ -174,6 +174,12 @@ private:
   /// Inside lowerScoreModGrad: whether this element's gradient is nonzero
   /// (aux gradient adds are predicated on it).
   mlir::Value elementLive;
+  /// Aux gradient adds of the region being lowered whose element is the same
+  /// over the tile: the running sum, the address and whether it is inside.
+  struct UniformAdd {
+    mlir::Value total, address, valid;
+  };
+  llvm::DenseMap<mlir::Operation *, UniformAdd> uniformAdds;
 
   // GEMMs (BackwardGemms.cpp).
   void computeLaneOffsets();

@@ -573,6 +573,8 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
         step = lookupScalar(loop.getStep());
   if (!lower || !upper || !step)
     return error(loop, "unknown loop bounds");
+  if (loop.getInitArgs().empty())
+    return error(loop, "expects a loop that carries the key gradients");
   SmallVector<Value> inits;
   flatten(loop.getInitArgs(), inits);
   auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
@@ -862,6 +864,33 @@ LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
   Value firstQuery = mul(queryTile, i32(config.br)),
         firstKey = mul(keyTile, i32(config.bc));
   Value zero = f32(0.0);
+  // An aux gradient add whose element does not depend on (i, j) (ALiBi's
+  // slopes[h]) hits one address from the whole tile: summed in registers
+  // and over the warp first, then one atomic per warp.
+  uniformAdds.clear();
+  Block &body = op.getBody().front();
+  op.getBody().walk([&](flash::AuxGradAddOp add) {
+    SmallVector<Value> worklist(add.getIndices().begin(),
+                                add.getIndices().end());
+    llvm::DenseSet<Value> seen;
+    bool uniform = true;
+    while (uniform && !worklist.empty()) {
+      Value value = worklist.pop_back_val();
+      if (!seen.insert(value).second)
+        continue;
+      if (auto arg = dyn_cast<BlockArgument>(value)) {
+        // (g, s, b, h, i, j): only b and h are the same over a tile.
+        uniform = arg.getOwner() != &body || arg.getArgNumber() == 2 ||
+                  arg.getArgNumber() == 3;
+        continue;
+      }
+      Operation *def = value.getDefiningOp();
+      if (def && def->getBlock() == &body)
+        worklist.append(def->operand_begin(), def->operand_end());
+    }
+    if (uniform)
+      uniformAdds[add] = UniformAdd{zero, Value(), Value()};
+  });
   BackwardValue result = **grads;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     Value g = element;
@@ -876,6 +905,17 @@ LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
     element = select(elementLive, *yielded, zero);
   }
   elementLive = Value();
+  Value firstLane = cmpI(arith::CmpIPredicate::eq, lane, i32(0));
+  for (auto &[add, sum] : uniformAdds) {
+    if (!sum.address)
+      continue; // the region never reached it
+    Value total = sum.total;
+    for (int64_t mask = 16; mask >= 1; mask /= 2)
+      total = fadd(total, shuffleXor(total, mask));
+    atomicAdd(sum.address, total,
+              arith::AndIOp::create(b, loc, sum.valid, firstLane));
+  }
+  uniformAdds.clear();
   values[op.getResult()] = std::move(result);
   return success();
 }
@@ -897,6 +937,19 @@ LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
   Value value = lookupScalar(add.getValue());
   Value address =
       gepElements(pointer, select(valid, linear, i64(0)), b.getF32Type());
+  // A null gradient pointer: the caller wants no gradient of this tensor.
+  Value given =
+      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, pointer,
+                           LLVM::ZeroOp::create(b, loc, pointer.getType()));
+  valid = arith::AndIOp::create(b, loc, valid, given);
+  auto uniform = uniformAdds.find(add);
+  if (uniform != uniformAdds.end()) {
+    UniformAdd &sum = uniform->second;
+    sum.total = fadd(sum.total, select(elementLive, value, f32(0.0)));
+    sum.address = address;
+    sum.valid = valid;
+    return success();
+  }
   atomicAdd(address, value, arith::AndIOp::create(b, loc, valid, elementLive));
   return success();
 }

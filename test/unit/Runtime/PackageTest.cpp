@@ -97,6 +97,56 @@ TEST(Package, RecordsThePersistentGrid) {
   expectParseError(unknown, "unknown grid rule");
 }
 
+flashrt::KernelPackage sampleBackwardPackage() {
+  flashrt::KernelPackage package = samplePackage();
+  package.kernelName = "sliding_window_bwd";
+  package.backward = true;
+  package.blockRows = 32;
+  package.blockCols = 128;
+  package.threadsPerBlock = 256;
+  package.entries = {{"preprocess", "sliding_window_bwd_preprocess", 32, 0},
+                     {"convert", "sliding_window_bwd_convert", 128, 0}};
+  return package;
+}
+
+TEST(Package, BackwardPackagesRoundTripTheirEntries) {
+  flashrt::KernelPackage package = sampleBackwardPackage();
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("grid ceil(M/block-cols) HKV B\n"), std::string::npos);
+  EXPECT_NE(text.find("kind backward\n"), std::string::npos);
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_TRUE(back.backward);
+  EXPECT_FALSE(back.persistent);
+  ASSERT_NE(back.entry("preprocess"), nullptr);
+  EXPECT_EQ(back.entry("preprocess")->name, "sliding_window_bwd_preprocess");
+  EXPECT_EQ(back.entry("preprocess")->threadsPerBlock, 32);
+  ASSERT_NE(back.entry("convert"), nullptr);
+  EXPECT_EQ(back.entry("convert")->threadsPerBlock, 128);
+  EXPECT_EQ(back.entry("main"), nullptr);
+  // A forward package has no entries and says nothing of its kind.
+  EXPECT_EQ(samplePackage().serialize().find("kind"), std::string::npos);
+  EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).backward);
+}
+
+TEST(Package, RejectsInconsistentBackwardPackages) {
+  std::string text = sampleBackwardPackage().serialize();
+  auto without = [&](const std::string &line) {
+    std::string copy = text;
+    copy.erase(copy.find(line), line.size());
+    return copy;
+  };
+  expectParseError(without("entry convert sliding_window_bwd_convert 128 0\n"),
+                   "preprocess and convert entries");
+  expectParseError(without("grid ceil(M/block-cols) HKV B\n"), "grid ceil(M/block-cols)");
+  expectParseError(without("kind backward\n"), "only a backward package has entries");
+  std::string badRole = text;
+  badRole.replace(badRole.find("entry convert"), 13, "entry combine");
+  expectParseError(badRole, "entry role must be preprocess or convert");
+  std::string badKind = text;
+  badKind.replace(badKind.find("kind backward"), 13, "kind sideways");
+  expectParseError(badKind, "kind must be forward or backward");
+}
+
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");

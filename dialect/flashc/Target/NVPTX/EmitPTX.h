@@ -43,6 +43,21 @@
 // stores 16 bytes per thread and row); H a multiple of HKV; B, H, HKV, N,
 // M >= 1. Rows >= N of O and LSE are not written.
 //
+// Backward ABI (the three kernels of a flash.backward_kernel share it):
+//   0-10   q, k, v, o, dO (element type), lse (f32 [B, H, N], the forward's),
+//          delta (f32 [B, H, N] scratch), dq_accum (f32 [B, H, N, D] scratch),
+//          dq, dk, dv (element type, written)
+//   11-34  i64 strides (batch, head, row) of q, k, v, o, dO, dq, dk, dv
+//   35-39  i32 sizes B, H, HKV, N, M
+//   then   params, one pointer per aux tensor, then one f32 gradient pointer
+//          per aux tensor (dense in its shape; null: no gradient wanted)
+// Launch, in order on one stream: <name>_bwd_preprocess over (ceil(N /
+// block_rows), H, B) (Δ; zeroes dq_accum and every aux gradient the main
+// kernel adds into), <name>_bwd over (ceil(M / block_cols), HKV, B) (dK and
+// dV; adds into dq_accum and the aux gradients), <name>_bwd_convert over
+// (ceil(N / block_rows), H, B) (dq from dq_accum). Threads and dynamic shared
+// memory per kernel come from its #flash.launch.
+//
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_TARGET_NVPTX_EMITPTX_H
 #define FLASHC_TARGET_NVPTX_EMITPTX_H
