@@ -14,6 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 FLASH_RUN=${FLASH_RUN:-flash-run}
 PEERS=${PEERS:-../shared/bench/peers.py}
+[ -f "$PEERS" ] || PEERS=.device-carry/peers.py   # on a device host without ../shared
 OUT=${1:-bench/results/backward}
 HDIMS=${HDIMS:-64,128}
 SEQS=${SEQS:-1024,4096,16384}

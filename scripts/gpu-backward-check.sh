@@ -31,12 +31,12 @@ run examples/full.flash --shape B=2,H=8,HKV=1,N=515,M=700,D=128     # MQA, M > N
 run examples/full.flash --shape B=1,H=4,HKV=2,N=700,M=300,D=64      # M < N
 run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --layout bshd
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=64 --layout bshd
-run examples/relative_bias.flash --shape B=1,H=4,N=257,M=1000,D=64
+run examples/relative_bias.flash --shape B=1,H=4,N=257,D=64               # ragged N
 run test/GPU/dtypes.flash --variant causal_f16 --shape B=2,H=8,HKV=2,N=1000,M=1200,D=128
 run test/GPU/dtypes.flash --variant softcap_window_f16 --shape B=2,H=4,N=1000,D=64 --layout bshd
 run examples/full.flash --shape B=1,H=2,N=1,D=64                     # one row
 run examples/causal.flash --shape B=1,H=1,N=17,D=128                 # one partial tile
-run examples/causal.flash --shape B=1,H=2,N=700,D=64 --tile Br=32,Bc=64
+run examples/causal.flash --shape B=1,H=2,N=700,D=64 --gemm=mma.sync --tile Br=32,Bc=64
 run examples/alibi.flash --shape B=1,H=2,N=700,D=128 --tile Br=64,Bc=128
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

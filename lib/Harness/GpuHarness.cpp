@@ -249,7 +249,8 @@ int64_t elementCount(flash::AuxTensorAttr decl, const interp::ProblemShape &shap
 
 BackwardProblem harness::uploadBackward(flashrt::Context &context,
                                         flash::BackwardKernelOp kernel,
-                                        const DeviceProblem &problem, uint64_t seed) {
+                                        const DeviceProblem &problem, uint64_t seed,
+                                        size_t workspaceBytes) {
   const interp::ProblemShape &s = problem.inputs.shape;
   Type element = kernel.getElementType();
   BackwardProblem backward;
@@ -260,8 +261,7 @@ BackwardProblem harness::uploadBackward(flashrt::Context &context,
   backward.dq.emplace(context, std::max<size_t>(qBytes, 16));
   backward.dk.emplace(context, std::max<size_t>(kBytes, 16));
   backward.dv.emplace(context, std::max<size_t>(kBytes, 16));
-  backward.workspace.emplace(
-      context, flashrun::BackwardKernel::workspaceBytes(problem.sizes(), s.headDim()));
+  backward.workspace.emplace(context, workspaceBytes);
   llvm::StringSet<> withGrad;
   kernel.walk([&](flash::AuxGradAddOp add) { withGrad.insert(add.getTensor()); });
   for (Attribute attr : kernel.getTensors()) {
@@ -318,7 +318,8 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
   problem.o.emplace(
       uploadRows(context, outputs.out, problem.layout, s, s.heads(), s.queryLen(), element));
   problem.lse->copyFromHost(outputs.lse.data(), outputs.lse.size() * 4);
-  BackwardProblem bwd = uploadBackward(context, backward, problem, seed);
+  BackwardProblem bwd = uploadBackward(context, backward, problem, seed,
+                                       kernel.workspaceBytes(problem.sizes()));
   // Poisoned: every element the backward should write is NaN until it does.
   for (std::optional<flashrt::DeviceBuffer> *buffer : {&bwd.dq, &bwd.dk, &bwd.dv})
     (*buffer)->fill(0xFF);
@@ -356,6 +357,23 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
                                                               it->second.end()))});
   }
   return v;
+}
+
+int harness::differingQueryGradRuns(const flashrun::BackwardKernel &kernel,
+                                   flashrt::Stream &stream, const DeviceProblem &problem,
+                                   BackwardProblem &backward, int runs) {
+  size_t bytes = problem.inputs.q.size() * 2;
+  std::vector<uint8_t> first(bytes), again(bytes);
+  int differing = 0;
+  for (int run = 0; run < runs; ++run) {
+    backward.dq->fill(0xFF);
+    launchBackward(kernel, stream, problem, backward);
+    stream.synchronize();
+    backward.dq->copyToHost(run == 0 ? first.data() : again.data(), bytes);
+    if (run > 0 && first != again)
+      ++differing;
+  }
+  return differing;
 }
 
 double harness::timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,

@@ -86,6 +86,11 @@ cl::opt<bool> csv("csv", cl::desc("Print one CSV row: name,dtype,B,H,HKV,N,M,D,l
                   cl::cat(category));
 cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel package here"),
                                 cl::cat(category));
+cl::opt<bool> deterministic(
+    "deterministic",
+    cl::desc("With --bwd: the deterministic backward (dQ added in key-block order); checks "
+             "that dQ is bitwise the same over 3 runs"),
+    cl::cat(category));
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
@@ -200,7 +205,10 @@ int main(int argc, char **argv) {
       die(2, "--gemm: " + llvm::toString(resolved.takeError()));
     if (!resolved->warnings().empty())
       llvm::WithColor::warning(llvm::errs(), "flash-run") << resolved->warnings();
-    const nvptx::TargetOptions &target = resolved->target();
+    nvptx::TargetOptions target = resolved->target();
+    if (deterministic && !backwardPass)
+      die(2, "--deterministic applies to the backward: add --bwd");
+    target.deterministic = deterministic;
     std::string configSource = resolved->source().str();
 
     OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
@@ -289,6 +297,7 @@ int main(int argc, char **argv) {
     }
 
     double ms = 0, tflops = 0, backwardMs = 0, backwardTflops = 0;
+    int differingRuns = 0;
     if (iterations > 0) {
       harness::DeviceProblem problem =
           harness::upload(context, flashKernel, shape, params, seed, dataLayout);
@@ -297,13 +306,21 @@ int main(int argc, char **argv) {
       if (backwardKernel) {
         // From the forward's own O and LSE (the last timed launch wrote them).
         harness::BackwardProblem backward =
-            harness::uploadBackward(context, flashBackward, problem, seed);
+            harness::uploadBackward(context, flashBackward, problem, seed,
+                                    backwardKernel->workspaceBytes(problem.sizes()));
         backwardMs =
             harness::timeBackward(*backwardKernel, stream, problem, backward, warmup, iterations);
         backwardTflops = 2.5 * harness::tflops(shape, backwardMs, causalFlops);
+        if (deterministic)
+          differingRuns =
+              harness::differingQueryGradRuns(*backwardKernel, stream, problem, backward, 3);
       }
     }
-    bool passed = validation.passed() && (!backwardValidation || backwardValidation->passed());
+    if (differingRuns > 0)
+      llvm::errs() << "flash-run: --deterministic: dQ differs bitwise in " << differingRuns
+                   << " of 2 repeated runs\n";
+    bool passed = validation.passed() &&
+                  (!backwardValidation || backwardValidation->passed()) && differingRuns == 0;
 
     std::string elementName;
     llvm::raw_string_ostream(elementName) << flashKernel.getElementType();
@@ -383,7 +400,11 @@ int main(int argc, char **argv) {
         llvm::outs() << "  time  " << shape.str() << " (backward): "
                      << llvm::format("%.4f", backwardMs) << " ms median of " << iterations
                      << ", " << llvm::format("%.1f", backwardTflops) << " TFLOP/s (2.5 x "
-                     << "forward FLOPs" << (causalFlops ? ", causal count" : "") << ")\n";
+                     << "forward FLOPs" << (causalFlops ? ", causal count" : "") << ")"
+                     << (deterministic ? (differingRuns ? ", dQ NOT bitwise reproducible"
+                                                        : ", dQ bitwise identical over 3 runs")
+                                       : "")
+                     << "\n";
     }
     return passed ? 0 : 1;
   } catch (const flashrt::Error &error) {

@@ -205,17 +205,28 @@ void AttentionKernel::backward(flashrt::Stream &stream, const BackwardTensors &t
 
 namespace {
 
-/// Δ then the dQ accumulator, each 256-byte aligned.
-size_t deltaBytes(const Sizes &sizes) {
-  size_t bytes = static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen) * 4;
-  return (bytes + 255) / 256 * 256;
-}
+size_t roundUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// The workspace: Δ, then the dQ accumulator, then one semaphore per query
+/// tile, each 256-byte aligned.
+struct WorkspaceLayout {
+  size_t delta, accum, locks, total;
+  WorkspaceLayout(const Sizes &sizes, const flashrt::KernelPackage &pkg) {
+    size_t rows = static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen);
+    size_t tiles = static_cast<size_t>(sizes.batch * sizes.heads *
+                                       ((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows));
+    delta = 0;
+    accum = roundUp(rows * 4);
+    locks = accum + roundUp(rows * static_cast<size_t>(pkg.headDim) * 4);
+    total = locks + tiles * 4;
+  }
+};
 
 } // namespace
 
-size_t BackwardKernel::workspaceBytes(const Sizes &sizes, int64_t headDim) {
-  return deltaBytes(sizes) +
-         static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen * headDim) * 4;
+size_t BackwardKernel::workspaceBytes(const flashrt::KernelPackage &package,
+                                      const Sizes &sizes) {
+  return WorkspaceLayout(sizes, package).total;
 }
 
 BackwardKernel::BackwardKernel(flashrt::Context &context, flashrt::KernelPackage package)
@@ -264,10 +275,11 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
   validate(sizes, t, params, auxTensors);
   const flashrt::KernelPackage &pkg = kernelPackage;
   flashrt::KernelArgs args;
-  uint64_t delta = t.workspace, queryGradAccum = t.workspace + deltaBytes(sizes);
-  for (uint64_t pointer : {t.q.devicePtr, t.k.devicePtr, t.v.devicePtr, t.out.devicePtr,
-                           t.outputGrad.devicePtr, t.lse, delta, queryGradAccum,
-                           t.queryGrad.devicePtr, t.keyGrad.devicePtr, t.valueGrad.devicePtr})
+  WorkspaceLayout layout(sizes, pkg);
+  for (uint64_t pointer :
+       {t.q.devicePtr, t.k.devicePtr, t.v.devicePtr, t.out.devicePtr, t.outputGrad.devicePtr,
+        t.lse, t.workspace + layout.delta, t.workspace + layout.accum, t.workspace + layout.locks,
+        t.queryGrad.devicePtr, t.keyGrad.devicePtr, t.valueGrad.devicePtr})
     args.add(pointer);
   for (const TensorRef *ref : {&t.q, &t.k, &t.v, &t.out, &t.outputGrad, &t.queryGrad,
                                &t.keyGrad, &t.valueGrad})

@@ -123,6 +123,11 @@ cl::opt<bool> backwardPass(
              "gradients against the fp64 reference; --emit=gpu/llvm/ptx/package emit the "
              "backward kernels (preprocess, main, dQ conversion)"),
     cl::cat(flashcCategory));
+cl::opt<bool> deterministicBackward(
+    "deterministic",
+    cl::desc("With --bwd and a GPU emission: dQ added in key-block order, bitwise the same "
+             "from run to run"),
+    cl::cat(flashcCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
                        cl::cat(flashcCategory));
 
@@ -353,11 +358,11 @@ int main(int argc, char **argv) {
     return usageError("--gemm: " + llvm::toString(resolved.takeError()));
   if (!resolved->warnings().empty())
     llvm::WithColor::warning(llvm::errs(), "flashc") << resolved->warnings();
-  const nvptx::TargetOptions &target = resolved->target();
+  nvptx::TargetOptions target = resolved->target();
+  if (deterministicBackward && !backwardPass)
+    return usageError("--deterministic applies to the backward: add --bwd");
+  target.deterministic = deterministicBackward;
 
-  if (backwardPass && emitKind == EmitKind::Aot)
-    return usageError("--bwd: AOT sources of the backward are not done yet; use "
-                      "--emit=package or --emit=ptx");
   frontend::KernelOptions kernelOptions = resolved->kernelOptions(resolve.sizes.headDim);
   OwningOpRef<ModuleOp> module =
       frontend::emitFlashIR(context, *ast, kernelOptions, sourceMgr, variantName);
@@ -408,8 +413,17 @@ int main(int argc, char **argv) {
         buildKernelPackages(*module, target);
     if (failed(packages))
       return 1;
-    for (const flashrt::KernelPackage &package : *packages)
-      if (llvm::Error error = writeAOT(package, inputFile, outputFile, ptxas)) {
+    // With --bwd, each variant's backward package goes into its sources too
+    // (both modules hold the variants in the same order).
+    FailureOr<std::vector<flashrt::KernelPackage>> backwardPackages =
+        backwardModule ? buildKernelPackages(*backwardModule, target)
+                       : FailureOr<std::vector<flashrt::KernelPackage>>(
+                             std::vector<flashrt::KernelPackage>());
+    if (failed(backwardPackages))
+      return 1;
+    for (auto [index, package] : llvm::enumerate(*packages))
+      if (llvm::Error error = writeAOT(package, inputFile, outputFile, ptxas,
+                                       backwardModule ? &(*backwardPackages)[index] : nullptr)) {
         llvm::WithColor::error(llvm::errs(), "flashc") << llvm::toString(std::move(error))
                                                        << "\n";
         return 1;

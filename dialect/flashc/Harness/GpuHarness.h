@@ -82,10 +82,12 @@ struct BackwardProblem {
   std::vector<std::optional<flashrt::DeviceBuffer>> tensorGrads;
 };
 
-/// A seeded dO for `problem` uploaded in its layout, and the gradients
-/// allocated (aux tensors the backward adds into get one).
+/// A seeded dO for `problem` uploaded in its layout, the gradients (aux
+/// tensors the backward adds into get one) and `workspaceBytes` of
+/// workspace (BackwardKernel::workspaceBytes) allocated.
 BackwardProblem uploadBackward(flashrt::Context &context, flash::BackwardKernelOp kernel,
-                               const DeviceProblem &problem, uint64_t seed);
+                               const DeviceProblem &problem, uint64_t seed,
+                               size_t workspaceBytes);
 
 void launchBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
                     const DeviceProblem &problem, const BackwardProblem &backward);
@@ -106,6 +108,11 @@ std::optional<BackwardValidation>
 validateBackward(flashrt::Context &context, const flashrun::BackwardKernel &kernel,
                  flashrt::Stream &stream, DeviceProblem &problem, flash::KernelOp forward,
                  flash::BackwardKernelOp backward, uint64_t seed, std::string &error);
+
+/// Runs the backward `runs` times and returns how many of the runs after
+/// the first left dQ (raw bits) different from the first's.
+int differingQueryGradRuns(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                           const DeviceProblem &problem, BackwardProblem &backward, int runs);
 
 /// Median milliseconds of the backward's three launches.
 double timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,

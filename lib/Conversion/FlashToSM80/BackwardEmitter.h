@@ -83,7 +83,8 @@ class BackwardEmitter : public lowering::EmitterCore {
 public:
   BackwardEmitter(flash::BackwardKernelOp kernel,
                   const lowering::KernelConfig &config,
-                  mlir::gpu::GPUModuleOp gpuModule, llvm::StringRef pass);
+                  mlir::gpu::GPUModuleOp gpuModule, llvm::StringRef pass,
+                  bool deterministic = false);
 
   llvm::StringRef passName() const override { return pass; }
   /// Emits the llvm.func of `stage` (errors are reported on the kernel).
@@ -106,11 +107,18 @@ public:
 private:
   flash::BackwardKernelOp kernel;
   std::string pass;
+  /// dQ adds in key-block order: the CTA of key block kt adds into query
+  /// tile (b, h, qt) once the tile's semaphore reads kt, then sets it to
+  /// kt + 1 (FlashAttention-3's deterministic backward). CTAs of one
+  /// (kv_head, b) start in key-block order, so every wait is for a CTA
+  /// that started before.
+  bool deterministic = false;
   BackwardStage stage = BackwardStage::Main;
 
   // The ABI (BackwardKernels.cpp).
   mlir::Value qPtr, kPtr, vPtr, oPtr, outputGradPtr, lsePtr, deltaPtr,
-      queryGradAccumPtr, queryGradPtr, keyGradPtr, valueGradPtr;
+      queryGradAccumPtr, queryGradLockPtr, queryGradPtr, keyGradPtr,
+      valueGradPtr;
   // Strides (i64) of q, k, v, o, dO, dQ, dK, dV.
   enum StrideSet { QS, KS, VS, OS, DOS, DQS, DKS, DVS, kStrideSets };
   mlir::Value strides[kStrideSets][3];
@@ -191,6 +199,13 @@ private:
   lowerAccumulateTransposed(flash::AccumulateTransposedOp op);
   mlir::LogicalResult lowerQueryGradAdd(flash::QueryGradAddOp op);
   mlir::LogicalResult lowerStoreKeyGrads(flash::StoreKeyGradsOp op);
+  /// Deterministic mode: the semaphore of query tile (b, h, qt); thread 0
+  /// waits until it reads this CTA's key block; thread 0 sets it to the
+  /// next key block (release; the caller has fenced and synchronized).
+  mlir::Value lockAddress(mlir::Value batch, mlir::Value head,
+                          mlir::Value queryTile);
+  void waitForTurn(mlir::Value address);
+  void passTurn(mlir::Value address);
   /// red.global.add.f32 [address], value where `predicate` (i1) holds.
   void atomicAdd(mlir::Value address, mlir::Value value, mlir::Value predicate);
 };

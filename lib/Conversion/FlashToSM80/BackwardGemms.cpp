@@ -171,6 +171,11 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
           b, loc, packHalves(pair[0], pair[1]),
           gepBytes(storeBase, i32(half * 8 * scoreRowBytes + nt * 16)), 4);
     }
+  // Deterministic: this CTA's turn at the tile first (the barrier below
+  // tells every thread).
+  Value lock = deterministic ? lockAddress(batch, head, queryTile) : Value();
+  if (lock)
+    waitForTurn(lock);
   NVVM::Barrier0Op::create(b, loc);
   sharedReadSinceCopy = true;
 
@@ -226,7 +231,56 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
         }
     }
   }
+  if (lock) {
+    // Every add of this CTA is visible before the next key block's CTA may
+    // start its own.
+    LLVM::InlineAsmOp::create(
+        b, loc, TypeRange{}, ValueRange{}, "fence.acq_rel.gpu;", "",
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+        ArrayAttr());
+    NVVM::Barrier0Op::create(b, loc);
+    passTurn(lock);
+  }
   return success();
+}
+
+Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile) {
+  Value tiles = arith::CeilDivUIOp::create(b, loc, queryLen, i32(config.br));
+  Value index = add(mul(toI64(add(mul(batch, headCount), head)), toI64(tiles)),
+                    toI64(queryTile));
+  return gepElements(queryGradLockPtr, index, b.getI32Type());
+}
+
+void BackwardEmitter::waitForTurn(Value address) {
+  OpBuilder::InsertionGuard guard(b);
+  auto first =
+      scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
+                        /*withElseRegion=*/false);
+  b.setInsertionPoint(first.thenBlock()->getTerminator());
+  Value keyTile = lookupScalar(kernel.getKeyTile());
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, ValueRange{address, keyTile},
+      "{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
+      "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
+      "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
+      "l,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+      ArrayAttr());
+}
+
+void BackwardEmitter::passTurn(Value address) {
+  OpBuilder::InsertionGuard guard(b);
+  auto first =
+      scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
+                        /*withElseRegion=*/false);
+  b.setInsertionPoint(first.thenBlock()->getTerminator());
+  Value next = add(lookupScalar(kernel.getKeyTile()), i32(1));
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{address, next},
+                            "st.global.release.gpu.b32 [$0], $1;", "l,r",
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
 }
 
 LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {

@@ -31,9 +31,10 @@ static constexpr int64_t kSmallKernelThreads = 128;
 
 BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
                                  const KernelConfig &config,
-                                 gpu::GPUModuleOp gpuModule, StringRef pass)
-    : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {
-}
+                                 gpu::GPUModuleOp gpuModule, StringRef pass,
+                                 bool deterministic)
+    : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
+      deterministic(deterministic) {}
 
 std::string BackwardEmitter::functionName(flash::BackwardKernelOp kernel,
                                           BackwardStage stage) {
@@ -81,9 +82,9 @@ void BackwardEmitter::emitFunction(StringRef name) {
   MLIRContext *ctx = kernel.getContext();
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
-  // q k v o dO lse Δ dq_accum dq dk dv; strides of q k v o dO dq dk dv; B H
-  // HKV N M; params; aux tensors; one f32 gradient per aux tensor.
-  SmallVector<Type> argTypes(11, globalPtr);
+  // q k v o dO lse Δ dq_accum dq_lock dq dk dv; strides of q k v o dO dq dk dv;
+  // B H HKV N M; params; aux tensors; one f32 gradient per aux tensor.
+  SmallVector<Type> argTypes(12, globalPtr);
   argTypes.append(3 * kStrideSets, i64Type);
   argTypes.append(5, i32Type);
   for (Attribute attr : kernel.getParams())
@@ -107,9 +108,9 @@ void BackwardEmitter::emitFunction(StringRef name) {
   Block &entry = *func.addEntryBlock(b);
   b.setInsertionPointToStart(&entry);
   unsigned arg = 0;
-  for (Value *pointer :
-       {&qPtr, &kPtr, &vPtr, &oPtr, &outputGradPtr, &lsePtr, &deltaPtr,
-        &queryGradAccumPtr, &queryGradPtr, &keyGradPtr, &valueGradPtr})
+  for (Value *pointer : {&qPtr, &kPtr, &vPtr, &oPtr, &outputGradPtr, &lsePtr,
+                         &deltaPtr, &queryGradAccumPtr, &queryGradLockPtr,
+                         &queryGradPtr, &keyGradPtr, &valueGradPtr})
     *pointer = entry.getArgument(arg++);
   for (auto &set : strides)
     for (Value &stride : set)
@@ -283,6 +284,16 @@ LogicalResult BackwardEmitter::emitPreprocess() {
                           gepElements(accumRow, i64(chunk * 4), b.getF32Type()),
                           16);
   b.setInsertionPointAfter(inside);
+  // The query tile's semaphore (deterministic dQ) starts at key block 0.
+  {
+    OpBuilder::InsertionGuard guard(b);
+    auto first =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
+                          /*withElseRegion=*/false);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    LLVM::StoreOp::create(b, loc, i32(0), lockAddress(batch, head, queryTile),
+                          4);
+  }
   zeroTensorGrads();
   return success();
 }
@@ -598,6 +609,20 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
       visible =
           scf::IfOp::create(b, loc, types, anyVisible, /*withElseRegion=*/true);
       b.setInsertionPointToStart(visible.elseBlock());
+      // A skipped tile still passes the dQ turn on to the next key block.
+      if (deterministic)
+        for (auto add : loop.getBody()->getOps<flash::QueryGradAddOp>()) {
+          Value batch = lookupScalar(add.getBatch()),
+                head = lookupScalar(add.getHead()),
+                queryTile = lookupScalar(add.getQueryTile());
+          if (!batch || !head || !queryTile)
+            return error(
+                add, "deterministic mode: (b, h, qt) must be known before the "
+                     "tile's body");
+          Value address = lockAddress(batch, head, queryTile);
+          waitForTurn(address);
+          passTurn(address);
+        }
       scf::YieldOp::create(b, loc, newLoop.getRegionIterArgs());
       b.setInsertionPointToStart(visible.thenBlock());
     }
@@ -998,7 +1023,8 @@ static FailureOr<KernelConfig> backwardConfig(flash::BackwardKernelOp kernel,
   return config;
 }
 
-LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass) {
+LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass,
+                                         bool deterministic) {
   SmallVector<flash::BackwardKernelOp> kernels(
       module.getOps<flash::BackwardKernelOp>());
   if (kernels.empty())
@@ -1015,7 +1041,7 @@ LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass) {
     }
     for (BackwardStage stage : {BackwardStage::Preprocess, BackwardStage::Main,
                                 BackwardStage::Convert}) {
-      BackwardEmitter emitter(kernel, *config, gpuModule, pass);
+      BackwardEmitter emitter(kernel, *config, gpuModule, pass, deterministic);
       flash::LaunchAttr launch;
       if (succeeded(emitter.emit(stage)))
         launch = emitter.launchAttr(stage);

@@ -137,7 +137,7 @@ struct ConvertFlashToSM90Pass
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
     // The backward has no wgmma kernel yet: it runs the mma.sync one.
-    if (failed(sm80::lowerBackwardKernels(getOperation(), "flash-to-sm90")) ||
+    if (failed(sm80::lowerBackwardKernels(getOperation(), "flash-to-sm90", deterministic)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

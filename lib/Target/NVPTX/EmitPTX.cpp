@@ -82,12 +82,14 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.warpSpecialize = options.warpSpecialize;
     sm90.pingPong = options.pingPong;
     sm90.persistent = options.persistent;
+    sm90.deterministic = options.deterministic;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;
     sm80.numWarps = options.numWarps;
     sm80.rowsPerWarp = options.rowsPerWarp;
     sm80.qInRegisters = options.qInRegisters;
+    sm80.deterministic = options.deterministic;
     pm.addPass(createConvertFlashToSM80(sm80));
   }
   pm.addPass(createCanonicalizerPass());

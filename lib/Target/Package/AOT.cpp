@@ -21,12 +21,13 @@ std::string cType(const std::string &type) { return type == "i32" ? "int32_t" : 
 
 std::string upper(llvm::StringRef text) { return text.upper(); }
 
-/// The launch function's parameter list (C), shared by header and source.
-std::string launchParameters(const flashrt::KernelPackage &package) {
-  std::string text = "void *stream, flashc_tensor q, flashc_tensor k, flashc_tensor v, "
-                     "flashc_tensor o, uint64_t lse,\n"
-                     "    int64_t batch, int64_t heads, int64_t kv_heads, int64_t query_len, "
-                     "int64_t key_len";
+/// The sizes and the run-time arguments every launch takes (C).
+std::string sizeParameters() {
+  return "int64_t batch, int64_t heads, int64_t kv_heads, int64_t query_len, int64_t key_len";
+}
+
+std::string argumentParameters(const flashrt::KernelPackage &package) {
+  std::string text;
   for (const flashrt::PackageParam &param : package.params)
     text += ", " + cType(param.type) + " " + param.name;
   for (const flashrt::PackageTensor &tensor : package.tensors)
@@ -34,10 +35,55 @@ std::string launchParameters(const flashrt::KernelPackage &package) {
   return text;
 }
 
+/// The launch function's parameter list (C), shared by header and source.
+std::string launchParameters(const flashrt::KernelPackage &package) {
+  return "void *stream, flashc_tensor q, flashc_tensor k, flashc_tensor v, "
+         "flashc_tensor o, uint64_t lse,\n    " +
+         sizeParameters() + argumentParameters(package);
+}
+
+/// The backward function's parameter list: the forward's tensors, O, LSE
+/// and dO in, dQ, dK, dV and one f32 gradient per aux tensor out.
+std::string backwardParameters(const flashrt::KernelPackage &package) {
+  std::string text = "void *stream, flashc_tensor q, flashc_tensor k, flashc_tensor v, "
+                     "flashc_tensor o, uint64_t lse, flashc_tensor d_o,\n"
+                     "    flashc_tensor dq, flashc_tensor dk, flashc_tensor dv, uint64_t "
+                     "workspace,\n    " +
+                     sizeParameters() + argumentParameters(package);
+  for (const flashrt::PackageTensor &tensor : package.tensors)
+    text += ", uint64_t d_" + tensor.name;
+  return text;
+}
+
+/// Statements filling `params` and `tensors` from the C arguments.
+std::string collectArguments(const flashrt::KernelPackage &package) {
+  std::string text = "    std::map<std::string, double> params;\n";
+  for (const flashrt::PackageParam &param : package.params)
+    text += "    params[\"" + param.name + "\"] = " + param.name + ";\n";
+  text += "    std::vector<uint64_t> tensors;\n";
+  for (const flashrt::PackageTensor &tensor : package.tensors)
+    text += "    tensors.push_back(" + tensor.name + ");\n";
+  return text;
+}
+
+/// The catch clauses every entry point ends with.
+constexpr llvm::StringLiteral kCatchErrors = R"(  } catch (const flashrt::Error &error) {
+    lastError = error.what();
+    return error.kind() == flashrt::ErrorKind::InvalidArgument
+               ? 2
+               : flashrt::exitCodeFor(error.kind());
+  } catch (const std::exception &error) {
+    lastError = error.what();
+    return 5;
+  }
+}
+)";
+
 } // namespace
 
 AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
-                                      llvm::StringRef inputName) {
+                                      llvm::StringRef inputName,
+                                      const flashrt::KernelPackage *backward) {
   const std::string &name = package.kernelName;
   std::string guard = "FLASHC_AOT_" + upper(name) + "_H";
   std::string description = llvm::formatv(
@@ -69,7 +115,19 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << " * Returns 0, or 2 for arguments the kernel does not take, 3 without a GPU\n"
     << " * or driver, 4 when the PTX does not JIT, 5 for other driver errors;\n"
     << " * flashc_" << name << "_error() then says why. */\n"
-    << "int flashc_" << name << "_launch(" << launchParameters(package) << ");\n\n"
+    << "int flashc_" << name << "_launch(" << launchParameters(package) << ");\n\n";
+  if (backward)
+    h << "/* The backward pass from the forward's O and lse and the output gradient\n"
+      << " * d_o (like o): writes dq (like q), dk and dv (like k, v) and adds into\n"
+      << " * d_<tensor>, one f32 gradient per aux tensor in its shape (0: none\n"
+      << " * wanted; overwritten, not accumulated). workspace: device scratch of\n"
+      << " * flashc_" << name << "_backward_workspace(...) bytes, 16-byte aligned.\n"
+      << " * Backward tile " << backward->blockRows << "x" << backward->blockCols << ", "
+      << backward->threadsPerBlock << " threads. Same return codes and stream rules. */\n"
+      << "int flashc_" << name << "_backward(" << backwardParameters(*backward) << ");\n"
+      << "uint64_t flashc_" << name << "_backward_workspace(" << sizeParameters()
+      << ");\n\n";
+  h
     << "/* The message of the last failed call on this thread (\"\" when none). */\n"
     << "const char *flashc_" << name << "_error(void);\n\n"
     << "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
@@ -83,11 +141,18 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << "namespace {\n\n"
     << "// The kernel package: launch metadata and PTX.\n"
     << "const char kPackage[] = R\"" << kDelimiter << "(" << package.serialize() << ")"
-    << kDelimiter << "\";\n\n"
-    << "struct Loaded {\n"
+    << kDelimiter << "\";\n\n";
+  if (backward)
+    c << "// The backward package: its three kernels and their launch metadata.\n"
+      << "const char kBackwardPackage[] = R\"" << kDelimiter << "(" << backward->serialize()
+      << ")" << kDelimiter << "\";\n\n";
+  c << "struct Loaded {\n"
     << "  flashrt::Context context;\n"
-    << "  flashrun::AttentionKernel kernel{context, flashrt::KernelPackage::parse(kPackage)};\n"
-    << "};\n\n"
+    << "  flashrun::AttentionKernel kernel{context, flashrt::KernelPackage::parse(kPackage)};\n";
+  if (backward)
+    c << "  flashrun::BackwardKernel backward{context, "
+         "flashrt::KernelPackage::parse(kBackwardPackage)};\n";
+  c << "};\n\n"
     << "thread_local std::string lastError;\n\n"
     << "// Loaded (and the PTX JIT-compiled) on first use; a failed load is retried.\n"
     << "Loaded &loaded() {\n"
@@ -104,26 +169,43 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << "    state.context.makeCurrent();\n"
     << "    flashrt::Stream launchStream =\n"
     << "        flashrt::Stream::borrow(state.context, static_cast<CUstream_st *>(stream));\n"
-    << "    std::map<std::string, double> params;\n";
-  for (const flashrt::PackageParam &param : package.params)
-    c << "    params[\"" << param.name << "\"] = " << param.name << ";\n";
-  c << "    std::vector<uint64_t> tensors;\n";
-  for (const flashrt::PackageTensor &tensor : package.tensors)
-    c << "    tensors.push_back(" << tensor.name << ");\n";
-  c << "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+    << collectArguments(package)
+    << "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
     << "                        {batch, heads, kv_heads, query_len, key_len}, params, tensors);\n"
     << "    lastError.clear();\n"
     << "    return 0;\n"
-    << "  } catch (const flashrt::Error &error) {\n"
-    << "    lastError = error.what();\n"
-    << "    return error.kind() == flashrt::ErrorKind::InvalidArgument\n"
-    << "               ? 2\n"
-    << "               : flashrt::exitCodeFor(error.kind());\n"
-    << "  } catch (const std::exception &error) {\n"
-    << "    lastError = error.what();\n"
-    << "    return 5;\n"
-    << "  }\n}\n\n"
-    << "extern \"C\" const char *flashc_" << name << "_error(void) { return lastError.c_str(); }\n";
+    << kCatchErrors << "\n";
+  if (backward) {
+    c << "extern \"C\" int flashc_" << name << "_backward(" << backwardParameters(*backward)
+      << ") {\n"
+      << "  try {\n"
+      << "    Loaded &state = loaded();\n"
+      << "    state.context.makeCurrent();\n"
+      << "    flashrt::Stream launchStream =\n"
+      << "        flashrt::Stream::borrow(state.context, static_cast<CUstream_st *>(stream));\n"
+      << collectArguments(*backward)
+      << "    flashrun::BackwardTensors t;\n"
+      << "    t.q = ref(q);\n    t.k = ref(k);\n    t.v = ref(v);\n    t.out = ref(o);\n"
+      << "    t.lse = lse;\n    t.outputGrad = ref(d_o);\n    t.queryGrad = ref(dq);\n"
+      << "    t.keyGrad = ref(dk);\n    t.valueGrad = ref(dv);\n    t.workspace = workspace;\n";
+    for (const flashrt::PackageTensor &tensor : backward->tensors)
+      c << "    t.tensorGrads.push_back(d_" << tensor.name << ");\n";
+    c << "    state.backward.launch(launchStream, t, {batch, heads, kv_heads, query_len, "
+         "key_len},\n"
+      << "                          params, tensors);\n"
+      << "    lastError.clear();\n"
+      << "    return 0;\n"
+      << kCatchErrors << "\n"
+      << "extern \"C\" uint64_t flashc_" << name << "_backward_workspace(" << sizeParameters()
+      << ") {\n"
+      << "  // The workspace depends on the package's tile only: no GPU needed.\n"
+      << "  static const flashrt::KernelPackage package =\n"
+      << "      flashrt::KernelPackage::parse(kBackwardPackage);\n"
+      << "  return flashrun::BackwardKernel::workspaceBytes(\n"
+      << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
+      << "}\n\n";
+  }
+  c << "extern \"C\" const char *flashc_" << name << "_error(void) { return lastError.c_str(); }\n";
   return out;
 }
 
@@ -144,7 +226,8 @@ static llvm::Error writeFile(llvm::StringRef path, llvm::StringRef text) {
 }
 
 llvm::Error flashc::writeAOT(const flashrt::KernelPackage &package, llvm::StringRef inputName,
-                             llvm::StringRef directory, llvm::StringRef ptxas) {
+                             llvm::StringRef directory, llvm::StringRef ptxas,
+                             const flashrt::KernelPackage *backward) {
   if (std::error_code error = llvm::sys::fs::create_directories(directory))
     return llvm::createStringError(error, "cannot create '" + directory + "': " +
                                               error.message());
@@ -153,7 +236,7 @@ llvm::Error flashc::writeAOT(const flashrt::KernelPackage &package, llvm::String
     llvm::sys::path::append(result, package.kernelName + extension);
     return std::string(result);
   };
-  AOTSources sources = generateAOTSources(package, inputName);
+  AOTSources sources = generateAOTSources(package, inputName, backward);
   if (llvm::Error error = writeFile(path(".h"), sources.header))
     return error;
   if (llvm::Error error = writeFile(path(".cpp"), sources.source))

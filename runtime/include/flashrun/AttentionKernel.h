@@ -53,7 +53,8 @@ struct BackwardTensors {
   TensorRef outputGrad; // dO, shaped like O
   TensorRef queryGrad, keyGrad, valueGrad; // dQ (like q), dK and dV (like k, v): written
   /// Scratch of BackwardKernel::workspaceBytes(sizes) bytes, 16-byte aligned
-  /// (Δ and the f32 dQ accumulator); its contents need no initialization.
+  /// (Δ, the f32 dQ accumulator, the dQ semaphores of the deterministic
+  /// mode); its contents need no initialization.
   uint64_t workspace = 0;
   /// One f32 gradient per aux tensor, dense in the tensor's shape (0 for a
   /// tensor that gets none: integer tensors, or where it is not wanted).
@@ -71,7 +72,9 @@ public:
 
   const flashrt::KernelPackage &package() const { return kernelPackage; }
   /// Bytes of BackwardTensors::workspace for `sizes`.
-  static size_t workspaceBytes(const Sizes &sizes, int64_t headDim);
+  size_t workspaceBytes(const Sizes &sizes) const { return workspaceBytes(kernelPackage, sizes); }
+  /// The same from the package alone (no GPU needed).
+  static size_t workspaceBytes(const flashrt::KernelPackage &package, const Sizes &sizes);
 
   /// Throws InvalidArgument saying what is wrong with the launch.
   void validate(const Sizes &sizes, const BackwardTensors &tensors,

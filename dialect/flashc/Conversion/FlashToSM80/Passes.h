@@ -23,7 +23,9 @@ namespace sm80 {
 /// kernels (<name>_bwd_preprocess, <name>_bwd, <name>_bwd_convert) in
 /// gpu.module @flashc_kernels, with their #flash.launch; errors name `pass`.
 /// flash-to-sm90 calls it too: the backward has no wgmma kernel yet.
-mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, llvm::StringRef pass);
+/// `deterministic`: dQ adds in key-block order (see BackwardEmitter.h).
+mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, llvm::StringRef pass,
+                                         bool deterministic = false);
 } // namespace sm80
 
 } // namespace flashc

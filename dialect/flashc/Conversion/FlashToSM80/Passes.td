@@ -64,6 +64,9 @@ def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
     Option<"qInRegisters", "q-in-registers", "std::string", /*default=*/"\"auto\"",
            "Keep the Q fragments in registers for the whole kernel: auto "
            "(when R/16 * D <= 128), always or never">,
+    Option<"deterministic", "deterministic", "bool", /*default=*/"false",
+           "Backward kernels: dQ adds in key-block order (a semaphore per "
+           "query tile), so dQ is bitwise the same from run to run">,
   ];
 }
 

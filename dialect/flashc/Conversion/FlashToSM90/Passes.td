@@ -91,6 +91,9 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "query tiles and the producer loads the next tile's Q (TMA) and "
            "K/V while the consumers finish the last (the tools decide it "
            "from N: nvptx::persistentGridPays)">,
+    Option<"deterministic", "deterministic", "bool", /*default=*/"false",
+           "Backward kernels: dQ adds in key-block order (a semaphore per "
+           "query tile), so dQ is bitwise the same from run to run">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

@@ -44,15 +44,16 @@
 // M >= 1. Rows >= N of O and LSE are not written.
 //
 // Backward ABI (the three kernels of a flash.backward_kernel share it):
-//   0-10   q, k, v, o, dO (element type), lse (f32 [B, H, N], the forward's),
+//   0-11   q, k, v, o, dO (element type), lse (f32 [B, H, N], the forward's),
 //          delta (f32 [B, H, N] scratch), dq_accum (f32 [B, H, N, D] scratch),
-//          dq, dk, dv (element type, written)
-//   11-34  i64 strides (batch, head, row) of q, k, v, o, dO, dq, dk, dv
-//   35-39  i32 sizes B, H, HKV, N, M
+//          dq_lock (i32 [B, H, ceil(N / block_rows)] scratch: the semaphores
+//          of the deterministic mode), dq, dk, dv (element type, written)
+//   12-35  i64 strides (batch, head, row) of q, k, v, o, dO, dq, dk, dv
+//   36-40  i32 sizes B, H, HKV, N, M
 //   then   params, one pointer per aux tensor, then one f32 gradient pointer
 //          per aux tensor (dense in its shape; null: no gradient wanted)
 // Launch, in order on one stream: <name>_bwd_preprocess over (ceil(N /
-// block_rows), H, B) (Δ; zeroes dq_accum and every aux gradient the main
+// block_rows), H, B) (Δ; zeroes dq_accum, dq_lock and every aux gradient the main
 // kernel adds into), <name>_bwd over (ceil(M / block_cols), HKV, B) (dK and
 // dV; adds into dq_accum and the aux gradients), <name>_bwd_convert over
 // (ceil(N / block_rows), H, B) (dq from dq_accum). Threads and dynamic shared
@@ -106,6 +107,8 @@ struct TargetOptions {
   int64_t numWarps = 0;
   int64_t rowsPerWarp = 0;
   std::string qInRegisters = "auto";
+  /// Backward kernels: dQ added in key-block order (bitwise reproducible).
+  bool deterministic = false;
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the

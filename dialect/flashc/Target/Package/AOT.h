@@ -30,12 +30,16 @@ struct AOTSources {
 
 /// The C header and C++ source for `package`; `inputName` (the .flash file)
 /// is recorded in their comments.
-AOTSources generateAOTSources(const flashrt::KernelPackage &package, llvm::StringRef inputName);
+/// With `backward` (the variant's backward package), the header also
+/// declares flashc_<name>_backward and flashc_<name>_backward_workspace.
+AOTSources generateAOTSources(const flashrt::KernelPackage &package, llvm::StringRef inputName,
+                              const flashrt::KernelPackage *backward = nullptr);
 
 /// Writes the files of `package` into `directory` (created if missing). With
 /// a non-empty `ptxas`, also assembles <kernel>.cubin for package.arch.
 llvm::Error writeAOT(const flashrt::KernelPackage &package, llvm::StringRef inputName,
-                     llvm::StringRef directory, llvm::StringRef ptxas);
+                     llvm::StringRef directory, llvm::StringRef ptxas,
+                     const flashrt::KernelPackage *backward = nullptr);
 
 } // namespace flashc
 
