@@ -11,7 +11,9 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 using namespace flashc;
@@ -359,6 +361,57 @@ LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
   for (OpResult cloned : clone->getResults())
     cloned.setType(lowerScalarType(cloned.getType()));
   return success();
+}
+
+FailureOr<SmallVector<Operation *>> EmitterCore::factSlice(ArrayRef<Value> facts,
+                                                            scf::ForOp loop) {
+  Block *body = loop.getBody();
+  llvm::SetVector<Operation *> slice;
+  SmallVector<Value> worklist(facts);
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (value == loop.getInductionVar())
+      continue;
+    if (loop.isDefinedOutsideOfLoop(value)) {
+      if (!lookupScalar(value))
+        return failure();
+      continue;
+    }
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
+        def->getNumResults() != 1 || isa<ShapedType>(def->getResult(0).getType()) ||
+        !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(def->getDialect()) ||
+        !isPure(def))
+      return failure();
+    if (slice.insert(def))
+      worklist.append(def->operand_begin(), def->operand_end());
+  }
+  SmallVector<Operation *> ordered(slice.begin(), slice.end());
+  llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  return ordered;
+}
+
+LogicalResult EmitterCore::lowerSlice(ArrayRef<Operation *> slice) {
+  Location outer = loc;
+  for (Operation *op : slice) {
+    loc = op->getLoc();
+    if (failed(lowerScalarOp(op)))
+      return failure();
+  }
+  loc = outer;
+  return success();
+}
+
+void EmitterCore::signatureNames(SmallVectorImpl<Attribute> &paramNames,
+                                 SmallVectorImpl<Attribute> &paramTypes,
+                                 SmallVectorImpl<Attribute> &tensorNames) {
+  for (Attribute attr : signature.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    paramNames.push_back(param.getName());
+    paramTypes.push_back(TypeAttr::get(param.getType()));
+  }
+  for (Attribute attr : signature.getTensors())
+    tensorNames.push_back(cast<flash::AuxTensorAttr>(attr).getName());
 }
 
 Value EmitterCore::sizeOf(flash::DimRole role) {

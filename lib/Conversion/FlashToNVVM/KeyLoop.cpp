@@ -246,45 +246,6 @@ LogicalResult KernelEmitter::lowerFor(scf::ForOp loop) {
   return finishDeferredAccumulate(loop, newLoop.getResults().drop_front(flashInits));
 }
 
-FailureOr<SmallVector<Operation *>> KernelEmitter::factSlice(ArrayRef<Value> facts,
-                                                            scf::ForOp loop) {
-  Block *body = loop.getBody();
-  llvm::SetVector<Operation *> slice;
-  SmallVector<Value> worklist(facts);
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    if (value == loop.getInductionVar())
-      continue;
-    if (loop.isDefinedOutsideOfLoop(value)) {
-      if (!lookupScalar(value))
-        return failure();
-      continue;
-    }
-    Operation *def = value.getDefiningOp();
-    if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
-        def->getNumResults() != 1 || isa<ShapedType>(def->getResult(0).getType()) ||
-        !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(def->getDialect()) ||
-        !isPure(def))
-      return failure();
-    if (slice.insert(def))
-      worklist.append(def->operand_begin(), def->operand_end());
-  }
-  SmallVector<Operation *> ordered(slice.begin(), slice.end());
-  llvm::sort(ordered, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
-  return ordered;
-}
-
-LogicalResult KernelEmitter::lowerSlice(ArrayRef<Operation *> slice) {
-  Location outer = loc;
-  for (Operation *op : slice) {
-    loc = op->getLoc();
-    if (failed(lowerScalarOp(op)))
-      return failure();
-  }
-  loc = outer;
-  return success();
-}
-
 Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
   FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
   if (failed(slice) || failed(lowerSlice(*slice)))

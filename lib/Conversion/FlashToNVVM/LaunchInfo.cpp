@@ -39,13 +39,7 @@ FailureOr<KernelConfig> lowering::baseConfig(flash::KernelOp kernel, StringRef p
 
 flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {
   SmallVector<Attribute> paramNames, paramTypes, tensorNames;
-  for (Attribute attr : kernel.getParams()) {
-    auto param = cast<flash::ParamAttr>(attr);
-    paramNames.push_back(param.getName());
-    paramTypes.push_back(TypeAttr::get(param.getType()));
-  }
-  for (Attribute attr : kernel.getTensors())
-    tensorNames.push_back(cast<flash::AuxTensorAttr>(attr).getName());
+  signatureNames(paramNames, paramTypes, tensorNames);
   flash::GridKind grid = persistentGrid() ? flash::GridKind::Persistent : flash::GridKind::PerTile;
   auto emitError = [&] {
     return kernel.emitOpError() << passName() << ": internal error: invalid launch facts: ";

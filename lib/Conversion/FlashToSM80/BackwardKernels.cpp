@@ -161,13 +161,7 @@ LogicalResult BackwardEmitter::emit(BackwardStage which) {
 
 flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
   SmallVector<Attribute> paramNames, paramTypes, tensorNames;
-  for (Attribute attr : kernel.getParams()) {
-    auto param = cast<flash::ParamAttr>(attr);
-    paramNames.push_back(param.getName());
-    paramTypes.push_back(TypeAttr::get(param.getType()));
-  }
-  for (Attribute attr : kernel.getTensors())
-    tensorNames.push_back(cast<flash::AuxTensorAttr>(attr).getName());
+  signatureNames(paramNames, paramTypes, tensorNames);
   flash::GridKind grid = which == BackwardStage::Main
                              ? flash::GridKind::PerKeyTile
                              : flash::GridKind::PerRowTile;
@@ -543,38 +537,10 @@ LogicalResult BackwardEmitter::mapFlattened(Operation *user,
 }
 
 Value BackwardEmitter::hoistFact(Value fact, scf::ForOp loop) {
-  Block *body = loop.getBody();
-  llvm::SetVector<Operation *> slice;
-  SmallVector<Value> worklist{fact};
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    if (value == loop.getInductionVar())
-      continue;
-    if (loop.isDefinedOutsideOfLoop(value)) {
-      if (!lookupScalar(value))
-        return {};
-      continue;
-    }
-    Operation *def = value.getDefiningOp();
-    if (!def || def->getBlock() != body || def->getNumRegions() != 0 ||
-        def->getNumResults() != 1 ||
-        isa<ShapedType>(def->getResult(0).getType()) ||
-        !isa<arith::ArithDialect, math::MathDialect, flash::FlashDialect>(
-            def->getDialect()) ||
-        !isPure(def))
-      return {};
-    if (slice.insert(def))
-      worklist.append(def->operand_begin(), def->operand_end());
-  }
-  SmallVector<Operation *> ordered(slice.begin(), slice.end());
-  llvm::sort(ordered,
-             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
-  for (Operation *op : ordered) {
-    loc = op->getLoc();
-    if (failed(lowerScalarOp(op)))
-      return {};
-  }
-  loweredAhead.insert(ordered.begin(), ordered.end());
+  FailureOr<SmallVector<Operation *>> slice = factSlice({fact}, loop);
+  if (failed(slice) || failed(lowerSlice(*slice)))
+    return {};
+  loweredAhead.insert(slice->begin(), slice->end());
   return lookupScalar(fact);
 }
 

@@ -15,6 +15,7 @@
 #include "flashc/Dialect/Flash/IR/FlashDialect.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -152,6 +153,18 @@ public:
   /// Dense row-major aux tensor read; indices outside the tensor read 0.
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
+  /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
+  /// row bands) depend on, in order, or failure when they depend on more
+  /// than the induction variable and values defined before the loop.
+  mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
+  factSlice(llvm::ArrayRef<mlir::Value> facts, mlir::scf::ForOp loop);
+  /// Lowers `slice` at the insertion point.
+  mlir::LogicalResult lowerSlice(llvm::ArrayRef<mlir::Operation *> slice);
+  /// The names and types of the signature's parameters and the names of its
+  /// aux tensors, in ABI order (the #flash.launch arrays).
+  void signatureNames(llvm::SmallVectorImpl<mlir::Attribute> &paramNames,
+                      llvm::SmallVectorImpl<mlir::Attribute> &paramTypes,
+                      llvm::SmallVectorImpl<mlir::Attribute> &tensorNames);
   /// The run-time size of `role` (i32).
   mlir::Value sizeOf(flash::DimRole role);
 };

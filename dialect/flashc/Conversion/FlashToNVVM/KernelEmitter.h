@@ -274,13 +274,6 @@ public:
   /// depends on at the current insertion point and returns it (null when
   /// it does not depend on the induction variable and outer values only).
   mlir::Value hoistAnyVisible(flash::MaskOp mask, mlir::scf::ForOp loop);
-  /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
-  /// row bands) depend on, in order, or failure when they depend on more
-  /// than the induction variable and values defined before the loop.
-  mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
-  factSlice(llvm::ArrayRef<mlir::Value> facts, mlir::scf::ForOp loop);
-  /// Lowers `slice` at the insertion point.
-  mlir::LogicalResult lowerSlice(llvm::ArrayRef<mlir::Operation *> slice);
   /// For a classified mask: replaces the key-block range [lower, upper) by
   /// [first, last + 1) of the blocks any_visible admits (a scan of every
   /// block before the loop), so blocks before the first and after the last visible one cost
