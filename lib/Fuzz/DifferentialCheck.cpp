@@ -76,10 +76,11 @@ struct ParsedCase {
   }
 };
 
-/// PTX for `chip` at the default tile, assembled by `ptxas` when given.
+/// PTX for `chip` at the default tile (of the backward kernels with
+/// `backward`), assembled by `ptxas` when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
-                     llvm::StringRef chip, const std::string &ptxas) {
-  std::string stage = "ptx " + chip.str();
+                     llvm::StringRef chip, const std::string &ptxas, bool backward = false) {
+  std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str();
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = 64;
@@ -93,8 +94,14 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
       llvm::raw_string_ostream(diagnostics) << diag.str() << "\n";
     return success();
   });
-  OwningOpRef<ModuleOp> module = frontend::emitFlashIR(context, *parsed.ast,
-                                                       resolved->kernelOptions(64), parsed.sourceMgr);
+  OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
+      context, *parsed.ast,
+      backward ? resolved->backwardKernelOptions(64) : resolved->kernelOptions(64),
+      parsed.sourceMgr);
+  // The backward check has judged the backward's IRGen (a derivative too
+  // large to form is a located error, not a lowering bug).
+  if (!module && backward)
+    return skip("no backward kernel at D = 64", parsed.diagnostics);
   if (!module) {
     // At D = 64 a constant over D may be NaN where the case's D was not.
     if (rejectsNonFiniteConstant(parsed.diagnostics))
@@ -371,6 +378,11 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
     for (llvm::StringRef chip : {"sm_90a", "sm_80"}) {
       CheckResult result = checkPTX(c, parsed, context, chip, options.ptxas);
       if (result.outcome != Outcome::Pass)
+        return result;
+      if (!options.backward)
+        continue;
+      result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/true);
+      if (result.outcome == Outcome::Fail)
         return result;
     }
   return {};

@@ -345,6 +345,13 @@ module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = pe
 
 // -----
 
+// A per-key-tile kernel (the backward's main loop) has a warp per 16 keys.
+// expected-error @+1 {{num_warps = 4 does not cover block_cols = 128 at 16 rows per warp}}
+module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_key_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 128, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
+}
+
+// -----
+
 // expected-error @+1 {{num_warps = 8 does not cover block_rows = 64 at 16 rows per warp}}
 module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 8, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
 }
