@@ -98,8 +98,7 @@ BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
     return error(op, "expects a Br-row tile (Q, dO)");
   acquireCopies();
   sharedReadSinceCopy = true;
-  int64_t rowBytes = BackwardLayout(config).rowBytes(),
-          accTiles = config.headDim / 8;
+  int64_t rowBytes = BackwardLayout(config).rowBytes();
   SmallVector<Value> regs = (*acc)->regs;
   const SmallVector<Value> &x = (*lhs)->regs;
   Value bBase = opaquePointer(gepBytes((*rows)->smem, queryRowsTransB));
@@ -122,7 +121,6 @@ BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
       }
     }
   }
-  (void)accTiles;
   BackwardValue result;
   result.kind = BackwardValue::Kind::KeyAcc;
   result.regs = std::move(regs);
