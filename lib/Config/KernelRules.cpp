@@ -121,10 +121,19 @@ bool config::keepsQueryInRegisters(int64_t rowBlocks, int64_t headDim) {
   return rowBlocks * headDim <= 128;
 }
 
-TileChoice config::defaultBackwardTile(int64_t headDim) {
-  // Per thread: dK and dV take D/2 f32 registers each, Sᵀ, P, dPᵀ and dS
-  // Br/2 each; at D >= 96 only Br = 32 stays within 255 registers without
-  // spills (ptxas -v).
+TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind) {
+  // wgmma (a warpgroup per 64 keys): dK and dV take D/2 f32 registers each,
+  // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 32 keeps every example
+  // (relative_bias, softcap, documents) within 255 registers without spills
+  // (ptxas -v); Br = 64 spills up to 220 bytes at D = 128.
+  if (gemmKind == "wgmma" && headDim >= 96)
+    return {32, 128, "the wgmma backward's tile at D >= 96 (2 warpgroups of 64 keys, 32 queries "
+                     "per step)"};
+  if (gemmKind == "wgmma")
+    return {64, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 64 queries "
+                     "per step)"};
+  // mma.sync: the same per thread; at D >= 96 only Br = 32 stays within 255
+  // registers without spills.
   if (headDim >= 96)
     return {32, 128, "the backward's tile at D >= 96 (8 warps of 16 keys, 32 queries per step)"};
   return {64, 128, "the backward's tile at D <= 64 (8 warps of 16 keys, 64 queries per step)"};

@@ -50,10 +50,10 @@ llvm::Expected<std::string> selectGemm(llvm::StringRef chip, llvm::StringRef req
 bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
                               llvm::StringRef warpSpecialize);
 
-/// The backward kernel's tile: Br query rows per step of its inner loop,
-/// Bc keys per CTA (a warp per 16 keys, dK and dV of its keys in
-/// registers). bench/results/bwd-sm80-first.
-TileChoice defaultBackwardTile(int64_t headDim);
+/// The backward kernel's tile for `gemmKind` ("wgmma" or "mma.sync"): Br
+/// query rows per step of its inner loop, Bc keys per CTA (dK and dV of the
+/// keys in registers: a warp per 16 keys, a warpgroup per 64 with wgmma).
+TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind);
 
 /// The tile a variant gets at head dim `headDim` when none is asked for.
 /// `queryLength` is N when the tool knows it.

@@ -115,6 +115,27 @@ Value EmitterCore::opaquePointer(Value pointer) {
   return LLVM::IntToPtrOp::create(b, loc, pointer.getType(), moved);
 }
 
+Value EmitterCore::opaqueValue(Value value) {
+  Type type = value.getType();
+  if (isa<LLVM::LLVMPointerType>(type))
+    return opaquePointer(value);
+  StringRef text, constraints;
+  if (type.isInteger(64))
+    text = "mov.b64 $0, $1;", constraints = "=l,l";
+  else if (type.isInteger(32))
+    text = "mov.b32 $0, $1;", constraints = "=r,r";
+  else if (type.isF32())
+    text = "mov.b32 $0, $1;", constraints = "=f,f";
+  else
+    return value;
+  return LLVM::InlineAsmOp::create(b, loc, type, ValueRange{value}, text, constraints,
+                                   /*has_side_effects=*/true,
+                                   /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None,
+                                   LLVM::AsmDialectAttr(), ArrayAttr())
+      .getResult(0);
+}
+
 Value EmitterCore::gepBytes(Value base, Value offset) {
   return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                              ArrayRef<LLVM::GEPArg>{offset});

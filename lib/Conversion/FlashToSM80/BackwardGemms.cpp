@@ -11,13 +11,29 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "BackwardEmitter.h"
 #include "SM80Emitter.h"
+
+#include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
 
 using namespace mlir;
 using namespace flashc;
 using namespace flashc::lowering;
 using namespace flashc::sm80;
+
+void BackwardEmitter::assignSharedBuffers() {
+  BackwardLayout layout(config);
+  Value base = sharedMemoryBase(/*alignment=*/16);
+  smemK = gepBytes(base, i32(layout.keyOffset()));
+  smemV = gepBytes(base, i32(layout.valueOffset()));
+  smemQ = gepBytes(base, i32(layout.queryOffset()));
+  smemDO = gepBytes(base, i32(layout.outputGradOffset()));
+  smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
+  computeLaneOffsets();
+}
+
+int64_t BackwardEmitter::mainSharedBytes() const {
+  return BackwardLayout(config).sharedBytes();
+}
 
 void BackwardEmitter::computeLaneOffsets() {
   BackwardLayout layout(config);
@@ -58,11 +74,23 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
     return error(op, "expects a Br-row tile (Q, dO) and a key block (K, V)");
   acquireCopies();
   sharedReadSinceCopy = true;
+  BackwardValue result;
+  result.kind = BackwardValue::Kind::Scores;
+  result.regs = transposedProduct((*keys)->smem, (*rows)->smem);
+  if (scale != 1.0f)
+    for (Value &element : result.regs)
+      element = fmul(element, f32(scale));
+  values[op->getResult(0)] = std::move(result);
+  return success();
+}
+
+SmallVector<Value> BackwardEmitter::transposedProduct(Value keyRows,
+                                                      Value queryRows) {
   int64_t rowBytes = BackwardLayout(config).rowBytes(), nTiles = config.br / 8;
   Value zero = f32(0.0);
   SmallVector<std::array<Value, 4>> acc(nTiles, {zero, zero, zero, zero});
-  Value aBase = opaquePointer(gepBytes((*keys)->smem, keyRowsA));
-  Value bBase = opaquePointer(gepBytes((*rows)->smem, queryRowsB));
+  Value aBase = opaquePointer(gepBytes(keyRows, keyRowsA));
+  Value bBase = opaquePointer(gepBytes(queryRows, queryRowsB));
   for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
     std::array<Value, 4> a =
         ldmatrixX4(*this, gepBytes(aBase, i32(kStep * 32)), false);
@@ -74,14 +102,10 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
       acc[2 * pair + 1] = mmaSync(*this, a, {y[2], y[3]}, acc[2 * pair + 1]);
     }
   }
-  BackwardValue result;
-  result.kind = BackwardValue::Kind::Scores;
-  Value factor = scale != 1.0f ? f32(scale) : Value();
+  SmallVector<Value> regs;
   for (auto &fragment : acc)
-    for (Value element : fragment)
-      result.regs.push_back(factor ? fmul(element, factor) : element);
-  values[op->getResult(0)] = std::move(result);
-  return success();
+    regs.append(fragment.begin(), fragment.end());
+  return regs;
 }
 
 LogicalResult
@@ -98,10 +122,19 @@ BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
     return error(op, "expects a Br-row tile (Q, dO)");
   acquireCopies();
   sharedReadSinceCopy = true;
+  BackwardValue result;
+  result.kind = BackwardValue::Kind::KeyAcc;
+  result.regs = accumulateProduct((*acc)->regs, (*lhs)->regs, (*rows)->smem);
+  values[op.getResult()] = std::move(result);
+  return success();
+}
+
+SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
+                                                      ArrayRef<Value> x,
+                                                      Value queryRows) {
   int64_t rowBytes = BackwardLayout(config).rowBytes();
-  SmallVector<Value> regs = (*acc)->regs;
-  const SmallVector<Value> &x = (*lhs)->regs;
-  Value bBase = opaquePointer(gepBytes((*rows)->smem, queryRowsTransB));
+  SmallVector<Value> regs(acc);
+  Value bBase = opaquePointer(gepBytes(queryRows, queryRowsTransB));
   for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
     // The C fragments of n-tiles 2k and 2k+1, rounded and packed, are the A
     // fragment of k-step k.
@@ -121,11 +154,7 @@ BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
       }
     }
   }
-  BackwardValue result;
-  result.kind = BackwardValue::Kind::KeyAcc;
-  result.regs = std::move(regs);
-  values[op.getResult()] = std::move(result);
-  return success();
+  return regs;
 }
 
 void BackwardEmitter::atomicAdd(Value address, Value value, Value predicate) {
@@ -153,12 +182,37 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   if (!batch || !head || !queryTile)
     return error(op, "unknown (b, h, qt) operands");
   acquireCopies();
-  BackwardLayout layout(config);
-  int64_t rowBytes = layout.rowBytes(), scoreRowBytes = layout.scoreRowBytes();
+  storeScoreGrads((*ds)->regs);
+  fenceSharedWrites();
+  // Deterministic: this CTA's turn at the tile first (the barrier below
+  // tells every thread).
+  Value lock = deterministic ? lockAddress(batch, head, queryTile) : Value();
+  if (lock)
+    waitForTurn(lock);
+  NVVM::Barrier0Op::create(b, loc);
+  sharedReadSinceCopy = true;
+  Value accumHead = mul(toI64(add(mul(batch, headCount), head)),
+                        mul(toI64(queryLen), i64(config.headDim)));
+  addQueryGrads((*key)->smem, queryTile, accumHead,
+                f32(op.getScale().convertToFloat()));
+  if (lock) {
+    // Every add of this CTA is visible before the next key block's CTA may
+    // start its own.
+    LLVM::InlineAsmOp::create(
+        b, loc, TypeRange{}, ValueRange{}, "fence.acq_rel.gpu;", "",
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+        ArrayAttr());
+    NVVM::Barrier0Op::create(b, loc);
+    passTurn(lock);
+  }
+  return success();
+}
 
-  // dSᵀ (element type) to shared memory: key row 16w + g (+8), query
-  // columns 8·nt + 2t and +1 in one 4-byte word.
-  const SmallVector<Value> &regs = (*ds)->regs;
+void BackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
+  // dSᵀ (element type): key row 16w + g (+8), query columns 8·nt + 2t and
+  // +1 in one 4-byte word.
+  int64_t scoreRowBytes = BackwardLayout(config).scoreRowBytes();
   Value ownRow = add(mul(warp, i32(16)), groupId);
   Value storeBase = gepBytes(
       smemDS, add(mul(ownRow, i32(scoreRowBytes)), mul(threadInGroup, i32(4))));
@@ -169,22 +223,17 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
           b, loc, packHalves(pair[0], pair[1]),
           gepBytes(storeBase, i32(half * 8 * scoreRowBytes + nt * 16)), 4);
     }
-  // Deterministic: this CTA's turn at the tile first (the barrier below
-  // tells every thread).
-  Value lock = deterministic ? lockAddress(batch, head, queryTile) : Value();
-  if (lock)
-    waitForTurn(lock);
-  NVVM::Barrier0Op::create(b, loc);
-  sharedReadSinceCopy = true;
+}
 
+void BackwardEmitter::addQueryGrads(Value keys, Value queryTile,
+                                    Value accumHead, Value scale) {
+  BackwardLayout layout(config);
+  int64_t rowBytes = layout.rowBytes(), scoreRowBytes = layout.scoreRowBytes();
   // dQ (Br x D) in m16 x n16 units, unit u = slot·warps + w.
   int64_t pairs = config.headDim / 16, units = config.br / 16 * pairs;
   int64_t slots = (units + config.numWarps - 1) / config.numWarps;
-  Value scale = f32(op.getScale().convertToFloat());
   Value zero = f32(0.0);
   Value firstQuery = mul(queryTile, i32(config.br));
-  Value accumHead = mul(toI64(add(mul(batch, headCount), head)),
-                        mul(toI64(queryLen), i64(config.headDim)));
   for (int64_t slot = 0; slot < slots; ++slot) {
     OpBuilder::InsertionGuard guard(b);
     Value unit = add(warp, i32(slot * config.numWarps));
@@ -198,8 +247,7 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
     Value pair = arith::RemUIOp::create(b, loc, unit, i32(pairs));
     Value aBase =
         gepBytes(smemDS, add(scoreGradTransA, mul(rowBlock, i32(32))));
-    Value bBase =
-        gepBytes((*key)->smem, add(keyRowsTransB, mul(pair, i32(32))));
+    Value bBase = gepBytes(keys, add(keyRowsTransB, mul(pair, i32(32))));
     std::array<Value, 4> acc[2] = {{zero, zero, zero, zero},
                                    {zero, zero, zero, zero}};
     for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
@@ -229,18 +277,6 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
         }
     }
   }
-  if (lock) {
-    // Every add of this CTA is visible before the next key block's CTA may
-    // start its own.
-    LLVM::InlineAsmOp::create(
-        b, loc, TypeRange{}, ValueRange{}, "fence.acq_rel.gpu;", "",
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-        ArrayAttr());
-    NVVM::Barrier0Op::create(b, loc);
-    passTurn(lock);
-  }
-  return success();
 }
 
 Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile) {

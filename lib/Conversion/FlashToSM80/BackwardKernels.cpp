@@ -1,15 +1,13 @@
-//===- BackwardKernels.cpp - The backward's kernels, ABI and walk
-//----------===//
+//===- BackwardKernels.cpp - The backward's kernels, ABI and walk ---------===//
 //
 // The ABI the three kernels share, the preprocess and convert kernels, and
 // the walk over the main region: loops, copies, row statistics and the
 // element-wise ops on transposed tiles (layout in BackwardEmitter.h). The
-// GEMMs are in BackwardGemms.cpp.
+// mma.sync GEMMs are in BackwardGemms.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "BackwardEmitter.h"
-
+#include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 #include "flashc/Conversion/FlashToNVVM/KernelModule.h"
 #include "flashc/Conversion/FlashToSM80/Passes.h"
@@ -62,7 +60,7 @@ int64_t BackwardEmitter::threadsOf(BackwardStage s) const {
 }
 
 int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
-  return s == BackwardStage::Main ? BackwardLayout(config).sharedBytes() : 0;
+  return s == BackwardStage::Main ? mainSharedBytes() : 0;
 }
 
 Value BackwardEmitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
@@ -171,7 +169,7 @@ flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
   };
   int64_t threads = threadsOf(which);
   return flash::LaunchAttr::getChecked(
-      emitError, kernel.getContext(), flash::GemmKind::MmaSync, grid, threads,
+      emitError, kernel.getContext(), gemmKind(), grid, threads,
       sharedBytesOf(which), config.br, config.bc, config.headDim, threads / 32,
       /*rows_per_warp=*/int64_t{16}, config.elementType,
       /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
@@ -391,14 +389,7 @@ LogicalResult BackwardEmitter::emitConvert() {
 
 LogicalResult BackwardEmitter::emitMain() {
   Type i32Type = b.getI32Type();
-  BackwardLayout layout(config);
-  Value base = sharedMemoryBase(/*alignment=*/16);
-  smemK = gepBytes(base, i32(layout.keyOffset()));
-  smemV = gepBytes(base, i32(layout.valueOffset()));
-  smemQ = gepBytes(base, i32(layout.queryOffset()));
-  smemDO = gepBytes(base, i32(layout.outputGradOffset()));
-  smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
-  computeLaneOffsets();
+  assignSharedBuffers();
   scalars.map(kernel.getKeyTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
   scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
   scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
@@ -596,8 +587,11 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   }
   // Earlier iterations' GEMMs may still read the Q/dO/dSᵀ buffers.
   sharedReadSinceCopy = true;
-  if (failed(lowerBlock(*loop.getBody())))
-    return failure();
+  {
+    OpaqueLoopValues opaque(*this);
+    if (failed(lowerBlock(*loop.getBody())))
+      return failure();
+  }
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   SmallVector<Value> yielded;
   flatten(yield.getOperands(), yielded);
@@ -608,6 +602,31 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   }
   b.setInsertionPointAfter(newLoop);
   return mapFlattened(loop, loop.getResults(), newLoop.getResults());
+}
+
+BackwardEmitter::OpaqueLoopValues::OpaqueLoopValues(BackwardEmitter &emitter)
+    : emitter(emitter) {
+  members = {&emitter.tid,          &emitter.lane,          &emitter.warp,
+             &emitter.groupId,      &emitter.threadInGroup, &emitter.batchSize,
+             &emitter.headCount,    &emitter.kvHeadCount,   &emitter.queryLen,
+             &emitter.keyLen,       &emitter.qPtr,          &emitter.kPtr,
+             &emitter.vPtr,         &emitter.oPtr,          &emitter.outputGradPtr,
+             &emitter.lsePtr,       &emitter.deltaPtr,      &emitter.queryGradAccumPtr,
+             &emitter.queryGradLockPtr, &emitter.queryGradPtr, &emitter.keyGradPtr,
+             &emitter.valueGradPtr};
+  for (llvm::StringMap<Value> *map :
+       {&emitter.params, &emitter.auxPointers, &emitter.auxGradPointers})
+    for (auto &entry : *map)
+      members.push_back(&entry.second);
+  for (Value *member : members) {
+    saved.push_back(*member);
+    *member = emitter.opaqueValue(*member);
+  }
+}
+
+BackwardEmitter::OpaqueLoopValues::~OpaqueLoopValues() {
+  for (auto [member, value] : llvm::zip(members, saved))
+    *member = value;
 }
 
 //===----------------------------------------------------------------------===//
@@ -644,34 +663,42 @@ void BackwardEmitter::acquireCopies() {
   if (!copiesPending)
     return;
   NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  fenceSharedWrites();
   NVVM::Barrier0Op::create(b, loc);
   copiesPending = false;
 }
 
 LogicalResult BackwardEmitter::lowerRowStat(flash::LoadRowStatOp op) {
+  if (!lookupScalar(op.getBatch()) || !lookupScalar(op.getHead()) ||
+      !lookupScalar(op.getQueryTile()))
+    return error(op, "unknown row coordinates");
+  // Loaded where each column is used (columnValue): held for the whole
+  // query tile, LSE and Δ would take Br/4 registers beside the tiles.
+  BackwardValue value;
+  value.kind = BackwardValue::Kind::Columns;
+  value.rowStat = op;
+  values[op.getResult()] = std::move(value);
+  return success();
+}
+
+Value BackwardEmitter::columnValue(const BackwardValue &columns,
+                                   int64_t column) {
+  if (!columns.regs.empty())
+    return columns.regs[column];
+  flash::LoadRowStatOp op = columns.rowStat;
   Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
         queryTile = lookupScalar(op.getQueryTile());
-  if (!batch || !head || !queryTile)
-    return error(op, "unknown row coordinates");
   bool isLse = op.getStat() == flash::RowStat::Lse;
   Value source = isLse ? lsePtr : deltaPtr;
   // Rows past N: LSE = -inf (the guard zeroes P there), Δ = 0.
   Value outside = f32(isLse ? -std::numeric_limits<double>::infinity() : 0.0);
-  Value firstQuery = mul(queryTile, i32(config.br));
-  BackwardValue value;
-  value.kind = BackwardValue::Kind::Columns;
-  for (int64_t nt = 0; nt < config.br / 8; ++nt)
-    for (int64_t c = 0; c < 2; ++c) {
-      Value row = queryOf(firstQuery, nt * 4 + c);
-      Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
-      Value index = statIndex(*this, batch, head, select(valid, row, i32(0)));
-      Value loaded =
-          LLVM::LoadOp::create(b, loc, b.getF32Type(),
-                               gepElements(source, index, b.getF32Type()), 4);
-      value.regs.push_back(select(valid, loaded, outside));
-    }
-  values[op.getResult()] = std::move(value);
-  return success();
+  Value row = queryOf(mul(queryTile, i32(config.br)),
+                      column / 2 * 4 + column % 2);
+  Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+  Value index = statIndex(*this, batch, head, select(valid, row, i32(0)));
+  Value loaded = LLVM::LoadOp::create(
+      b, loc, b.getF32Type(), gepElements(source, index, b.getF32Type()), 4);
+  return select(valid, loaded, outside);
 }
 
 FailureOr<const BackwardValue *>
@@ -798,14 +825,15 @@ LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
     return failure();
   Value negInf = f32(-std::numeric_limits<double>::infinity()), zero = f32(0.0);
   SmallVector<Value> scaledLse, unseen;
-  for (Value value : (*lse)->regs) {
-    scaledLse.push_back(fmul(value, f32(-kLog2E)));
-    unseen.push_back(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
-                                           value, negInf));
-  }
   BackwardValue result = **scores;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     int64_t column = columnOf(index);
+    if (column == static_cast<int64_t>(scaledLse.size())) {
+      Value value = columnValue(**lse, column);
+      scaledLse.push_back(fmul(value, f32(-kLog2E)));
+      unseen.push_back(arith::CmpFOp::create(
+          b, loc, arith::CmpFPredicate::OEQ, value, negInf));
+    }
     // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e); a row with LSE = -inf
     // (it sees no key) has P = 0, never NaN.
     Value p = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
@@ -826,11 +854,15 @@ LogicalResult BackwardEmitter::lowerSoftmaxGrad(flash::SoftmaxGradOp op) {
     return failure();
   Value zero = f32(0.0);
   BackwardValue result = **probs;
+  SmallVector<Value> deltas;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
+    int64_t column = columnOf(index);
+    if (column == static_cast<int64_t>(deltas.size()))
+      deltas.push_back(columnValue(**delta, column));
     Value p = element;
     Value dp = (*probGrad)->regs[index];
-    Value ds = fmul(
-        p, arith::SubFOp::create(b, loc, dp, (*delta)->regs[columnOf(index)]));
+    Value ds =
+        fmul(p, arith::SubFOp::create(b, loc, dp, deltas[column]));
     // Where P = 0 (masked, unseen) dS is 0 whatever dP - Δ is.
     Value masked =
         arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, p, zero);
@@ -949,10 +981,8 @@ LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
 // The driver
 //===----------------------------------------------------------------------===//
 
-/// The main kernel's shape for `kernel`, checked against what this lowering
-/// supports.
-static FailureOr<KernelConfig> backwardConfig(flash::BackwardKernelOp kernel,
-                                              StringRef pass) {
+FailureOr<KernelConfig> sm80::backwardBaseConfig(flash::BackwardKernelOp kernel,
+                                                 StringRef pass) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
     kernel.emitOpError() << pass << ": " << message;
     return failure();
@@ -974,15 +1004,28 @@ static FailureOr<KernelConfig> backwardConfig(flash::BackwardKernelOp kernel,
     return fail(
         "head dim " + Twine(d) +
         " is not supported by the backward kernel (supported: 64, 96, 128)");
-  if (config.br % 16 || config.br < 16 || config.br > 128)
-    return fail("Br = " + Twine(config.br) +
+  return config;
+}
+
+/// The mma.sync kernel's shape for `kernel`: a warp per 16 keys.
+static FailureOr<KernelConfig> mmaSyncConfig(flash::BackwardKernelOp kernel,
+                                             StringRef pass) {
+  FailureOr<KernelConfig> config = backwardBaseConfig(kernel, pass);
+  if (failed(config))
+    return failure();
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << pass << ": " << message;
+    return failure();
+  };
+  if (config->br % 16 || config->br < 16 || config->br > 128)
+    return fail("Br = " + Twine(config->br) +
                 " must be a multiple of 16 in [16, 128]");
-  if (config.bc % 16 || config.bc < 16 || config.bc > 256)
-    return fail("Bc = " + Twine(config.bc) +
+  if (config->bc % 16 || config->bc < 16 || config->bc > 256)
+    return fail("Bc = " + Twine(config->bc) +
                 " must be a multiple of 16 in [16, 256] (a warp per 16 keys)");
-  config.numWarps = config.bc / 16;
-  config.numThreads = 32 * config.numWarps;
-  int64_t sharedBytes = BackwardLayout(config).sharedBytes();
+  config->numWarps = config->bc / 16;
+  config->numThreads = 32 * config->numWarps;
+  int64_t sharedBytes = BackwardLayout(*config).sharedBytes();
   if (sharedBytes > kMaxSharedBytes)
     return fail("the tiles need " + Twine(sharedBytes) +
                 " bytes of shared memory, more than a block can have");
@@ -991,6 +1034,21 @@ static FailureOr<KernelConfig> backwardConfig(flash::BackwardKernelOp kernel,
 
 LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass,
                                          bool deterministic) {
+  return lowerBackwardKernels(
+      module,
+      [&](flash::BackwardKernelOp kernel) {
+        return mmaSyncConfig(kernel, pass);
+      },
+      [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
+          gpu::GPUModuleOp gpuModule) {
+        return std::make_unique<BackwardEmitter>(kernel, config, gpuModule,
+                                                 pass, deterministic);
+      });
+}
+
+LogicalResult sm80::lowerBackwardKernels(ModuleOp module,
+                                         BackwardConfigFn chooseConfig,
+                                         BackwardEmitterFn makeEmitter) {
   SmallVector<flash::BackwardKernelOp> kernels(
       module.getOps<flash::BackwardKernelOp>());
   if (kernels.empty())
@@ -1000,20 +1058,21 @@ LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass,
   SmallVector<NamedAttribute> launches;
   bool failedAny = false;
   for (flash::BackwardKernelOp kernel : kernels) {
-    FailureOr<KernelConfig> config = backwardConfig(kernel, pass);
+    FailureOr<KernelConfig> config = chooseConfig(kernel);
     if (failed(config)) {
       failedAny = true;
       continue;
     }
     for (BackwardStage stage : {BackwardStage::Preprocess, BackwardStage::Main,
                                 BackwardStage::Convert}) {
-      BackwardEmitter emitter(kernel, *config, gpuModule, pass, deterministic);
+      std::unique_ptr<BackwardEmitter> emitter =
+          makeEmitter(kernel, *config, gpuModule);
       flash::LaunchAttr launch;
-      if (succeeded(emitter.emit(stage)))
-        launch = emitter.launchAttr(stage);
+      if (succeeded(emitter->emit(stage)))
+        launch = emitter->launchAttr(stage);
       if (!launch) {
-        if (emitter.getFunc())
-          emitter.getFunc().erase();
+        if (emitter->getFunc())
+          emitter->getFunc().erase();
         failedAny = true;
         break;
       }

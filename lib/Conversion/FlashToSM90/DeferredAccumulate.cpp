@@ -31,6 +31,7 @@
 
 #include "InlineAsm.h"
 #include "SM90Emitter.h"
+#include "Wgmma.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
@@ -140,14 +141,14 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
     SmallVector<Value> probs(pendingProbs);
     SmallVector<Value> accumulating = issuePV(acc.regs, probs, value.address);
     passGemmTurn(iteration);
-    SmallVector<Value> results = waitGroup(1, scores);
+    SmallVector<Value> results = wgmma::wait(*this, 1, scores);
     results.append(accumulating);
     results.append(probs);
     scf::YieldOp::create(b, loc, results);
 
     b.setInsertionPointToStart(branch.elseBlock());
     passGemmTurn(iteration);
-    results = waitGroup(0, scores);
+    results = wgmma::wait(*this, 0, scores);
     results.append(acc.regs.begin(), acc.regs.end());
     results.append(pendingProbs.begin(), pendingProbs.end());
     scf::YieldOp::create(b, loc, results);
@@ -177,7 +178,7 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
   // P·V(j-1) done: its accumulators and A operands are free again.
   SmallVector<Value> tied(accIt->second.regs);
   tied.append(pendingProbs);
-  tied = waitGroup(0, tied);
+  tied = wgmma::wait(*this, 0, tied);
   accIt->second.regs.assign(tied.begin(), tied.begin() + accIt->second.regs.size());
   Value iteration = pipeline->inductionVar;
   if (hopper.warpSpecialized) {
@@ -240,7 +241,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     SmallVector<Value> probs(pendingProbs);
     SmallVector<Value> tied = issuePV(acc.regs, probs, value.address);
     tied.append(probs);
-    tied = waitGroup(0, tied);
+    tied = wgmma::wait(*this, 0, tied);
     tied.resize(acc.regs.size());
     // The last V slot goes back too: a persistent producer refills it for
     // the next tile.

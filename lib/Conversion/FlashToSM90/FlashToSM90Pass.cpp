@@ -5,7 +5,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "flashc/Conversion/FlashToSM80/Passes.h"
 #include "flashc/Conversion/FlashToSM90/Passes.h"
 
 #include "SM90Emitter.h"
@@ -136,8 +135,7 @@ struct ConvertFlashToSM90Pass
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
-    // The backward has no wgmma kernel yet: it runs the mma.sync one.
-    if (failed(sm80::lowerBackwardKernels(getOperation(), "flash-to-sm90", deterministic)) ||
+    if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

@@ -280,26 +280,6 @@ private:
   /// step).
   mlir::Value blockOrdinal(mlir::Value keyTile);
 
-  /// A 128-byte-swizzle matrix descriptor for the operand at `address` +
-  /// `offset` bytes with leading/stride byte offsets `lbo`/`sbo`.
-  mlir::Value descriptor(mlir::Value address, int64_t offset, int64_t lbo, int64_t sbo);
-  /// `wgmma.fence`, with `regs` (accumulators, register A operands) passed
-  /// through so that every write to them is ordered before it.
-  llvm::SmallVector<mlir::Value> fence(llvm::ArrayRef<mlir::Value> regs);
-  /// One wgmma.mma_async m64nNk16 (N = 2·|result|) into f32 accumulators:
-  /// `acc` empty starts from zero (scale-d = 0). A from shared memory
-  /// (`aDescriptor`) or from four registers (`aRegs`).
-  llvm::SmallVector<mlir::Value> mmaAsync(int64_t n, llvm::ArrayRef<mlir::Value> acc,
-                                          mlir::Value aDescriptor,
-                                          llvm::ArrayRef<mlir::Value> aRegs,
-                                          mlir::Value bDescriptor, bool transposeB);
-  /// wgmma.commit_group: closes the group of the wgmmas issued since the
-  /// last one; `regs` are returned as they are (still in flight).
-  llvm::SmallVector<mlir::Value> commit(llvm::ArrayRef<mlir::Value> regs);
-  /// wgmma.wait_group `pending`: returns `regs` (accumulators, register A
-  /// operands) tied through the wait, readable or reusable from here on when
-  /// their group is no longer among the `pending` most recent.
-  llvm::SmallVector<mlir::Value> waitGroup(int64_t pending, llvm::ArrayRef<mlir::Value> regs);
   /// S = Q·Kᵀ with the K block at shared address `keyBuffer` (i64), issued
   /// and committed: the scores in flight.
   llvm::SmallVector<mlir::Value> issueQK(mlir::Value keyBuffer);

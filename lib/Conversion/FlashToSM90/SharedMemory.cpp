@@ -16,6 +16,7 @@
 
 #include "InlineAsm.h"
 #include "SM90Emitter.h"
+#include "Wgmma.h"
 
 using namespace mlir;
 using namespace flashc;
@@ -70,18 +71,29 @@ SM90Emitter::RematerializedAddresses::~RematerializedAddresses() {
            emitter.valueEmpty, emitter.queryFull, emitter.queryEmpty) = saved;
 }
 
-Value SM90Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
-  Value panel = arith::ShRUIOp::create(b, loc, chunk, i32(3));
-  Value column = arith::AndIOp::create(b, loc, chunk, i32(7));
-  Value swizzled = arith::XOrIOp::create(b, loc, column, arith::AndIOp::create(b, loc, row, i32(7)));
-  return add(add(mul(panel, i32(rows * 128)), mul(row, i32(128))), mul(swizzled, i32(16)));
+Value wgmma::panelChunkOffset(EmitterCore &e, Value row, Value chunk, int64_t rows) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value panel = arith::ShRUIOp::create(b, loc, chunk, e.i32(3));
+  Value column = arith::AndIOp::create(b, loc, chunk, e.i32(7));
+  Value swizzled =
+      arith::XOrIOp::create(b, loc, column, arith::AndIOp::create(b, loc, row, e.i32(7)));
+  return e.add(e.add(e.mul(panel, e.i32(rows * 128)), e.mul(row, e.i32(128))),
+               e.mul(swizzled, e.i32(16)));
 }
 
-std::optional<int64_t> SM90Emitter::sharedRowStepBytes(int64_t rowStep) {
-  // The swizzle phase (row mod 8) must not change.
+std::optional<int64_t> wgmma::panelRowStepBytes(int64_t rowStep) {
   if (rowStep % 8)
     return std::nullopt;
   return rowStep * 128;
+}
+
+Value SM90Emitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
+  return wgmma::panelChunkOffset(*this, row, chunk, rows);
+}
+
+std::optional<int64_t> SM90Emitter::sharedRowStepBytes(int64_t rowStep) {
+  return wgmma::panelRowStepBytes(rowStep);
 }
 
 void SM90Emitter::waitForCopies(int64_t pendingGroups) {

@@ -6,22 +6,14 @@
 //   A (64 x D)  += Σ_k  wgmma m64nDk16   A: P from registers
 //                                        B: V block (MN-major descriptor,
 //                                           transposed: V rows are k)
-// Descriptors (64 bit): start address >> 4 (bits 0-13), leading byte
-// offset >> 4 (16-29), stride byte offset >> 4 (32-45), layout type 1 =
-// 128-byte swizzle (62-63). K-major: 8-row groups 1024 bytes apart (SBO);
-// the k16 step moves 32 bytes inside a 128-byte row, the next 64 columns are
-// the next panel. MN-major: 8 k-rows of 128 bytes, 8-row groups 1024 bytes
-// apart (SBO), 64-column panels rows·128 bytes apart (LBO).
-//
-// wgmma runs asynchronously to the issuing threads. The accumulators and
-// register operands go through `wgmma.fence` and `wgmma.wait_group` as tied
-// inline-asm operands: LLVM then orders every write to them before the fence
-// and every read after the wait, which is the contract of the instruction.
+// The instructions and their descriptors (the wgmma namespace) are
+// described in Wgmma.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "InlineAsm.h"
 #include "SM90Emitter.h"
+#include "Wgmma.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -31,75 +23,83 @@ using namespace flashc::lowering;
 using namespace flashc::sm90;
 
 
-Value SM90Emitter::descriptor(Value address, int64_t offset, int64_t lbo, int64_t sbo) {
+Value wgmma::descriptor(EmitterCore &e, Value address, int64_t offset, int64_t lbo,
+                       int64_t sbo) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
   // Shared-window addresses are below 2^18, so start >> 4 fits its 14 bits
   // and adding offset >> 4 cannot carry into the next field.
   Value start = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, address, i64(4)), i64(0x3FFF));
+      b, loc, arith::ShRUIOp::create(b, loc, address, e.i64(4)), e.i64(0x3FFF));
   int64_t fields = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (int64_t(1) << 62);
-  return add(start, i64(fields + (offset >> 4)));
+  return e.add(start, e.i64(fields + (offset >> 4)));
 }
 
-SmallVector<Value> SM90Emitter::fence(ArrayRef<Value> regs) {
+SmallVector<Value> wgmma::fence(EmitterCore &e, ArrayRef<Value> regs) {
   AsmCall call;
   call.addTied(regs);
-  return call.emit(b, loc, "wgmma.fence.sync.aligned;");
+  return call.emit(e.b, e.loc, "wgmma.fence.sync.aligned;");
 }
 
-SmallVector<Value> SM90Emitter::mmaAsync(int64_t n, ArrayRef<Value> acc, Value aDescriptor,
-                                         ArrayRef<Value> aRegs, Value bDescriptor,
-                                         bool transposeB) {
+SmallVector<Value> wgmma::mma(EmitterCore &e, int64_t n, ArrayRef<Value> acc,
+                              const MmaOperands &operands) {
   int64_t count = n / 2;
   AsmCall call;
   if (acc.empty())
-    call.addOutputs(b.getF32Type(), count);
+    call.addOutputs(e.b.getF32Type(), count);
   else
     call.addTied(acc);
   int64_t next = acc.empty() ? count : 2 * count;
   std::string aText;
-  if (aDescriptor) {
-    call.addInput(aDescriptor);
+  if (operands.aDescriptor) {
+    call.addInput(operands.aDescriptor);
     aText = "$" + std::to_string(next++);
   } else {
-    for (Value reg : aRegs)
+    for (Value reg : operands.aRegs)
       call.addInput(reg);
     aText = operandList(next, 4);
     next += 4;
   }
-  call.addInput(bDescriptor);
+  call.addInput(operands.bDescriptor);
   int64_t bIndex = next++;
-  StringRef type = config.elementType.isBF16() ? "bf16" : "f16";
-  // scale-d = 0 on the first k-step: D = A·B, no zero-filled inputs.
-  std::string flags = aDescriptor ? llvm::formatv("1, 1, 0, {0}", transposeB ? 1 : 0).str()
-                                  : llvm::formatv("1, 1, {0}", transposeB ? 1 : 0).str();
+  StringRef type = e.config.elementType.isBF16() ? "bf16" : "f16";
+  // scale-d = 0 on the first k-step: D = A·B, no zero-filled inputs. A from
+  // registers has no transpose flag.
+  std::string flags =
+      operands.aDescriptor
+          ? llvm::formatv("1, 1, {0}, {1}", operands.transposeA ? 1 : 0,
+                          operands.transposeB ? 1 : 0)
+                .str()
+          : llvm::formatv("1, 1, {0}", operands.transposeB ? 1 : 0).str();
   std::string text = llvm::formatv(
       "{{\n.reg .pred p;\nsetp.ne.b32 p, {0}, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} {3}, {4}, ${5}, p, {6};\n}",
       acc.empty() ? 0 : 1, n, type, operandList(0, count), aText, bIndex, flags);
-  return call.emit(b, loc, text);
+  return call.emit(e.b, e.loc, text);
 }
 
-SmallVector<Value> SM90Emitter::commit(ArrayRef<Value> regs) {
-  AsmCall().emit(b, loc, "wgmma.commit_group.sync.aligned;");
+SmallVector<Value> wgmma::commit(EmitterCore &e, ArrayRef<Value> regs) {
+  AsmCall().emit(e.b, e.loc, "wgmma.commit_group.sync.aligned;");
   return SmallVector<Value>(regs);
 }
 
-SmallVector<Value> SM90Emitter::waitGroup(int64_t pending, ArrayRef<Value> regs) {
+SmallVector<Value> wgmma::wait(EmitterCore &e, int64_t pending, ArrayRef<Value> regs) {
   AsmCall wait;
   wait.addTied(regs);
-  return wait.emit(b, loc, llvm::formatv("wgmma.wait_group.sync.aligned {0};", pending).str());
+  return wait.emit(e.b, e.loc,
+                   llvm::formatv("wgmma.wait_group.sync.aligned {0};", pending).str());
 }
 
 SmallVector<Value> SM90Emitter::issueQK(Value keyBuffer) {
-  fence({});
+  wgmma::fence(*this, {});
   SmallVector<Value> acc;
   for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
     int64_t panel = kStep / 4, column = (kStep % 4) * 32;
-    Value a = descriptor(queryAddress, panel * config.br * 128 + column, 16, 1024);
-    Value k = descriptor(keyBuffer, panel * config.bc * 128 + column, 16, 1024);
-    acc = mmaAsync(config.bc, acc, a, {}, k, /*transposeB=*/false);
+    Value a = wgmma::descriptor(*this, queryAddress, panel * config.br * 128 + column, 16, 1024);
+    Value k = wgmma::descriptor(*this, keyBuffer, panel * config.bc * 128 + column, 16, 1024);
+    acc = wgmma::mma(*this, config.bc, acc, {a, {}, k});
   }
-  return commit(acc);
+  return wgmma::commit(*this, acc);
 }
 
 SmallVector<Value> SM90Emitter::packProbabilities(Value probs) {
@@ -119,16 +119,17 @@ SmallVector<Value> SM90Emitter::issuePV(ArrayRef<Value> acc,
                                         SmallVectorImpl<Value> &packedProbs, Value valueBuffer) {
   SmallVector<Value> operands(acc);
   operands.append(packedProbs.begin(), packedProbs.end());
-  operands = fence(operands);
+  operands = wgmma::fence(*this, operands);
   SmallVector<Value> regs(operands.begin(), operands.begin() + acc.size());
   ArrayRef<Value> probs = ArrayRef<Value>(operands).drop_front(acc.size());
   for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
-    Value v = descriptor(valueBuffer, kStep * 16 * 128, config.bc * 128, 1024);
-    regs = mmaAsync(config.headDim, regs, Value(), probs.slice(4 * kStep, 4), v,
-                    /*transposeB=*/true);
+    Value v = wgmma::descriptor(*this, valueBuffer, kStep * 16 * 128, config.bc * 128, 1024);
+    regs = wgmma::mma(*this, config.headDim, regs,
+                      {Value(), probs.slice(4 * kStep, 4), v, /*transposeA=*/false,
+                       /*transposeB=*/true});
   }
   packedProbs.assign(probs.begin(), probs.end());
-  return commit(regs);
+  return wgmma::commit(*this, regs);
 }
 
 LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
@@ -140,7 +141,7 @@ LogicalResult SM90Emitter::lowerQKDot(flash::QKDotOp op) {
   if (deferredOp)
     waitForGemmTurn();
   SmallVector<Value> scores = issueQK(keyBuffer);
-  scores = deferredOp ? issuePendingPV(scores) : waitGroup(0, scores);
+  scores = deferredOp ? issuePendingPV(scores) : wgmma::wait(*this, 0, scores);
   defineAccumTile(op.getResult(), scores, config.bc, op.getScale().convertToFloat());
   return success();
 }
@@ -155,7 +156,7 @@ LogicalResult SM90Emitter::lowerAccumulate(Operation *op, Value acc, Value alpha
   SmallVector<Value> packed = packProbabilities(probs);
   SmallVector<Value> regs = issuePV(*scaled, packed, valueAddress);
   regs.append(packed);
-  regs = waitGroup(0, regs);
+  regs = wgmma::wait(*this, 0, regs);
   regs.resize(scaled->size());
   defineAccumTile(op->getResult(0), regs, config.headDim);
   return success();

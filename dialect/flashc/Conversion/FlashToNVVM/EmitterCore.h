@@ -99,6 +99,9 @@ public:
   /// offsets instead of one 64-bit register per fragment held across the
   /// loop.
   mlir::Value opaquePointer(mlir::Value pointer);
+  /// `value` (i32, i64, f32 or a pointer) through an opaque move, for the
+  /// same reason.
+  mlir::Value opaqueValue(mlir::Value value);
   /// Byte offset `offset` past a pointer of any address space.
   mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
   /// `offset` elements of `elementType` past a global pointer.

@@ -22,7 +22,6 @@ namespace sm80 {
 /// Lowers every flash.backward_kernel of `module` to its three mma.sync
 /// kernels (<name>_bwd_preprocess, <name>_bwd, <name>_bwd_convert) in
 /// gpu.module @flashc_kernels, with their #flash.launch; errors name `pass`.
-/// flash-to-sm90 calls it too: the backward has no wgmma kernel yet.
 /// `deterministic`: dQ adds in key-block order (see BackwardEmitter.h).
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, llvm::StringRef pass,
                                          bool deterministic = false);

@@ -20,6 +20,13 @@ namespace flashc {
 #define GEN_PASS_REGISTRATION
 #include "flashc/Conversion/FlashToSM90/Passes.h.inc"
 
+namespace sm90 {
+/// Lowers every flash.backward_kernel of `module` to its three kernels, the
+/// main one on wgmma (lib/Conversion/FlashToSM90/BackwardWgmma.cpp), with
+/// their #flash.launch. `deterministic`: dQ adds in key-block order.
+mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false);
+} // namespace sm90
+
 } // namespace flashc
 
 #endif // FLASHC_CONVERSION_FLASHTOSM90_PASSES_H

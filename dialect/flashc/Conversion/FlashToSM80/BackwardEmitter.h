@@ -1,4 +1,4 @@
-//===- BackwardEmitter.h - flash.backward_kernel on mma.sync ----*- C++ -*-===//
+//===- BackwardEmitter.h - flash.backward_kernel on the GPU -----*- C++ -*-===//
 //
 // A flash.backward_kernel becomes three kernels sharing one ABI (documented
 // in flashc/Target/NVPTX/EmitPTX.h):
@@ -26,14 +26,22 @@
 // ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans), adding it into the f32
 // accumulator with red.global.add.f32.
 //
+// That is the mma.sync kernel. flash-to-sm90 derives its wgmma kernel from
+// this class (FlashToSM90/BackwardWgmma.cpp): a warpgroup's m64nN
+// accumulator is, per warp, the same m16n8 layout repeated over N, so the
+// walk, the copies, the element-wise ops and the stores are shared; only the
+// shared-memory layout and the GEMMs (the target hooks below) differ.
+//
 //===----------------------------------------------------------------------===//
-#ifndef FLASHC_LIB_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
-#define FLASHC_LIB_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
+#ifndef FLASHC_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
+#define FLASHC_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
 
 #include "flashc/Conversion/FlashToNVVM/EmitterCore.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/DenseSet.h"
+
+#include <memory>
 
 namespace flashc::sm80 {
 
@@ -77,6 +85,8 @@ struct BackwardValue {
   llvm::SmallVector<mlir::Value> regs;
   mlir::Value smem;     // Shared: its base
   bool keyRows = false; // Shared: K or V (else Q or dO)
+  /// Columns without registers: loaded column by column where used.
+  flash::LoadRowStatOp rowStat;
 };
 
 class BackwardEmitter : public lowering::EmitterCore {
@@ -104,7 +114,33 @@ public:
   std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) override;
   mlir::LogicalResult lowerRegionEffect(mlir::Operation *op) override;
 
-private:
+protected:
+  // Target hooks: mma.sync here (BackwardGemms.cpp), wgmma in flash-to-sm90.
+  /// Main kernel: sets smemK, smemV, smemQ, smemDO and smemDS (and what the
+  /// GEMMs precompute from them).
+  virtual void assignSharedBuffers();
+  virtual int64_t mainSharedBytes() const;
+  virtual flash::GemmKind gemmKind() const { return flash::GemmKind::MmaSync; }
+  /// Issued by every thread after its shared-memory writes (copies landed,
+  /// dSᵀ stored), before the CTA barrier that publishes them to the GEMMs.
+  virtual void fenceSharedWrites() {}
+  /// Sᵀ or dPᵀ (unscaled, Scores layout) = X·Yᵀ with X the Bc-row tile at
+  /// `keyRows` (K, V) and Y the Br-row tile at `queryRows` (Q, dO).
+  virtual llvm::SmallVector<mlir::Value>
+  transposedProduct(mlir::Value keyRows, mlir::Value queryRows);
+  /// `acc` (KeyAcc layout) + Xᵀ·Y with X the Scores registers `scores`
+  /// (Pᵀ, dSᵀ) and Y the Br-row tile at `queryRows` (dO, Q).
+  virtual llvm::SmallVector<mlir::Value>
+  accumulateProduct(llvm::ArrayRef<mlir::Value> acc,
+                    llvm::ArrayRef<mlir::Value> scores, mlir::Value queryRows);
+  /// Writes the Scores registers `scoreGrads` (dSᵀ) to smemDS.
+  virtual void storeScoreGrads(llvm::ArrayRef<mlir::Value> scoreGrads);
+  /// After the barrier that publishes dSᵀ: adds `scale`·dS·K (the key block
+  /// at `keys`) into the f32 accumulator of query tile `queryTile`, which
+  /// starts at element `accumHead` of dq_accum.
+  virtual void addQueryGrads(mlir::Value keys, mlir::Value queryTile,
+                             mlir::Value accumHead, mlir::Value scale);
+
   flash::BackwardKernelOp kernel;
   std::string pass;
   /// dQ adds in key-block order: the CTA of key block kt adds into query
@@ -148,6 +184,21 @@ private:
   mlir::LogicalResult lowerBlock(mlir::Block &block);
   mlir::LogicalResult lowerOp(mlir::Operation *op);
   mlir::LogicalResult lowerFor(mlir::scf::ForOp loop);
+  /// For its lifetime (one loop body), the thread coordinates, sizes and
+  /// pointers are opaque copies made at the insertion point: what the body
+  /// computes from them per element (indices, addresses) then depends on
+  /// the loop, and LLVM cannot hoist dozens of such partial sums out of it
+  /// and hold them, each in a register, across every iteration.
+  class OpaqueLoopValues {
+  public:
+    explicit OpaqueLoopValues(BackwardEmitter &emitter);
+    ~OpaqueLoopValues();
+
+  private:
+    BackwardEmitter &emitter;
+    llvm::SmallVector<mlir::Value *> members;
+    llvm::SmallVector<mlir::Value> saved;
+  };
   /// Lowers the scalar slice of `fact` (in `loop`'s body) ahead of the body;
   /// null when it depends on more than the induction variable and values
   /// from outside.
@@ -165,6 +216,9 @@ private:
                                     mlir::Value head, mlir::Value tile,
                                     bool keyRows, mlir::Value smem);
   mlir::LogicalResult lowerRowStat(flash::LoadRowStatOp op);
+  /// Column `column` of a Columns value (register 2·nt + c: query
+  /// 8·nt + 2t + c), loaded here when it has no registers.
+  mlir::Value columnValue(const BackwardValue &columns, int64_t column);
   /// Waits for the pending copies (cp.async.wait_group 0 + bar.sync).
   void acquireCopies();
   mlir::FailureOr<const BackwardValue *>
@@ -210,6 +264,26 @@ private:
   void atomicAdd(mlir::Value address, mlir::Value value, mlir::Value predicate);
 };
 
+/// The checks every backward kernel shares (element type, head dim), with
+/// Br, Bc and D from the kernel's tile; the target sets the rest.
+mlir::FailureOr<lowering::KernelConfig>
+backwardBaseConfig(flash::BackwardKernelOp kernel, llvm::StringRef pass);
+
+/// The kernel's shape on the target (null with an error when unsupported).
+using BackwardConfigFn =
+    llvm::function_ref<mlir::FailureOr<lowering::KernelConfig>(
+        flash::BackwardKernelOp)>;
+/// A fresh emitter for one of the kernel's three stages.
+using BackwardEmitterFn =
+    llvm::function_ref<std::unique_ptr<BackwardEmitter>(
+        flash::BackwardKernelOp, const lowering::KernelConfig &,
+        mlir::gpu::GPUModuleOp)>;
+/// Lowers every flash.backward_kernel of `module` to its three kernels
+/// (erasing it) and records their #flash.launch facts.
+mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module,
+                                         BackwardConfigFn chooseConfig,
+                                         BackwardEmitterFn makeEmitter);
+
 } // namespace flashc::sm80
 
-#endif // FLASHC_LIB_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H
+#endif // FLASHC_CONVERSION_FLASHTOSM80_BACKWARDEMITTER_H

@@ -1,0 +1,277 @@
+//===- BackwardWgmma.cpp - flash.backward_kernel on wgmma ------------------===//
+//
+// The Hopper backward: sm80::BackwardEmitter's walk, copies, element-wise
+// ops and stores, with the five GEMMs on wgmma.mma_async. Warpgroup g
+// (warps 4g..4g+3) owns key rows 64g..64g+63 of the CTA's key block, so
+// the m64nN accumulators are exactly the mma.sync kernel's transposed tiles
+// (BackwardEmitter.h). Per warpgroup:
+//
+//   Sᵀ  = K·Qᵀ,  dPᵀ = V·dOᵀ   m64nBr   A: K/V rows (K-major)
+//                                       B: Q/dO rows (K-major)
+//   dV += Pᵀ·dO, dK += dSᵀ·Q   m64nD    A: Pᵀ/dSᵀ packed from registers
+//                                       B: dO/Q rows as k (MN-major)
+//
+// and over the CTA, dQᵀ = Kᵀ·dSᵀ (m64nBr per 64 columns of D, the
+// warpgroups taking turns): A = K rows as k (MN-major, transposed A), B =
+// dS (Br rows of Bc keys, K-major, written by stmatrix.trans) from shared
+// memory, added into the f32 accumulator with red.global.add.f32.
+// Computing dQ transposed keeps the m64 shape for any Br (dQ = dS·K would
+// need 64 query rows per warpgroup), so Br = 32 halves Sᵀ and dPᵀ.
+//
+// Shared memory (from a 1024-byte-aligned base): K, V (Bc rows), Q, dO (Br
+// rows) as 64-column panels of 128-byte swizzled rows (SharedMemory.cpp),
+// then dS (Br rows x Bc keys, the same layout). Every GEMM is waited
+// for before the next one (wait_group 0): the CTA barrier before the next
+// query tile's copies then also guarantees no wgmma still reads Q, dO or
+// dSᵀ. What the threads write (cp.async copies, dSᵀ stores) goes through
+// the generic proxy and wgmma reads through the async proxy:
+// `fence.proxy.async.shared::cta` before the barrier that publishes it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InlineAsm.h"
+#include "Wgmma.h"
+
+#include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
+#include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
+#include "flashc/Conversion/FlashToSM90/Passes.h"
+
+using namespace mlir;
+using namespace flashc;
+using namespace flashc::lowering;
+using namespace flashc::sm90;
+
+namespace {
+
+/// Byte offsets of the wgmma backward's shared memory (see the file
+/// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
+struct WgmmaBackwardLayout {
+  explicit WgmmaBackwardLayout(const KernelConfig &config) : config(config) {}
+  int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
+  int64_t keyOffset() const { return 0; }
+  int64_t valueOffset() const { return config.bc * tileRowBytes(); }
+  int64_t queryOffset() const { return 2 * config.bc * tileRowBytes(); }
+  int64_t outputGradOffset() const { return queryOffset() + config.br * tileRowBytes(); }
+  int64_t scoreGradOffset() const { return outputGradOffset() + config.br * tileRowBytes(); }
+  int64_t sharedBytes() const { return scoreGradOffset() + config.bc * config.br * 2 + 1024; }
+
+  const KernelConfig &config;
+};
+
+class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
+public:
+  using BackwardEmitter::BackwardEmitter;
+
+  Value sharedChunkOffset(Value row, Value chunk, int64_t rows) override {
+    return wgmma::panelChunkOffset(*this, row, chunk, rows);
+  }
+  std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) override {
+    return wgmma::panelRowStepBytes(rowStep);
+  }
+
+protected:
+  void assignSharedBuffers() override;
+  int64_t mainSharedBytes() const override {
+    return WgmmaBackwardLayout(config).sharedBytes();
+  }
+  flash::GemmKind gemmKind() const override { return flash::GemmKind::Wgmma; }
+  void fenceSharedWrites() override {
+    AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
+  }
+  SmallVector<Value> transposedProduct(Value keyRows, Value queryRows) override;
+  SmallVector<Value> accumulateProduct(ArrayRef<Value> acc, ArrayRef<Value> scores,
+                                       Value queryRows) override;
+  void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
+  void addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale) override;
+
+private:
+  /// The shared-window address (i64) of a shared-memory pointer, as
+  /// descriptors take it, through an opaque move: LLVM would otherwise hoist
+  /// every descriptor of the loop-invariant buffers out of the query loop
+  /// and hold them all (two registers each) across it.
+  Value addressOf(Value pointer) {
+    return LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), opaquePointer(pointer));
+  }
+  /// This thread's warpgroup (i32).
+  Value warpgroup() { return arith::ShRUIOp::create(b, loc, warp, i32(2)); }
+  int64_t warpgroups() const { return config.numWarps / 4; }
+};
+
+} // namespace
+
+void WgmmaBackwardEmitter::assignSharedBuffers() {
+  WgmmaBackwardLayout layout(config);
+  Value raw = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
+                                       sharedMemoryBase(/*alignment=*/1024));
+  Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
+  Value base = LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext(), 3),
+                                        aligned);
+  smemK = gepBytes(base, i32(layout.keyOffset()));
+  smemV = gepBytes(base, i32(layout.valueOffset()));
+  smemQ = gepBytes(base, i32(layout.queryOffset()));
+  smemDO = gepBytes(base, i32(layout.outputGradOffset()));
+  smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
+}
+
+SmallVector<Value> WgmmaBackwardEmitter::transposedProduct(Value keyRows, Value queryRows) {
+  // This warpgroup's 64 keys start 64 rows into every panel of the block.
+  Value keys = add(addressOf(keyRows), toI64(mul(warpgroup(), i32(64 * 128))));
+  Value queries = addressOf(queryRows);
+  wgmma::fence(*this, {});
+  SmallVector<Value> acc;
+  for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
+    int64_t panel = kStep / 4, column = (kStep % 4) * 32;
+    Value a = wgmma::descriptor(*this, keys, panel * config.bc * 128 + column, 16, 1024);
+    Value y = wgmma::descriptor(*this, queries, panel * config.br * 128 + column, 16, 1024);
+    acc = wgmma::mma(*this, config.br, acc, {a, {}, y});
+  }
+  return wgmma::wait(*this, 0, wgmma::commit(*this, acc));
+}
+
+SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
+                                                           ArrayRef<Value> x,
+                                                           Value queryRows) {
+  // The Sᵀ-layout accumulators of n-tiles 2k and 2k+1, packed in pairs, are
+  // the A fragment of k-step k (as P is in the forward's P·V).
+  SmallVector<Value> operands(acc);
+  for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
+    const Value *lo = &x[8 * kStep], *hi = lo + 4;
+    for (auto [first, second] :
+         {std::pair{lo[0], lo[1]}, {lo[2], lo[3]}, {hi[0], hi[1]}, {hi[2], hi[3]}})
+      operands.push_back(packHalves(first, second));
+  }
+  operands = wgmma::fence(*this, operands);
+  SmallVector<Value> regs(operands.begin(), operands.begin() + acc.size());
+  ArrayRef<Value> packed = ArrayRef<Value>(operands).drop_front(acc.size());
+  Value rows = addressOf(queryRows);
+  for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
+    Value y = wgmma::descriptor(*this, rows, kStep * 16 * 128, config.br * 128, 1024);
+    regs = wgmma::mma(*this, config.headDim, regs,
+                      {Value(), packed.slice(4 * kStep, 4), y, /*transposeA=*/false,
+                       /*transposeB=*/true});
+  }
+  // The packed operands stay tied until the wait: the wgmmas read them.
+  regs.append(packed.begin(), packed.end());
+  regs = wgmma::wait(*this, 0, wgmma::commit(*this, regs));
+  regs.resize(acc.size());
+  return regs;
+}
+
+void WgmmaBackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
+  // dS goes to shared memory untransposed, Br rows of Bc keys (the K-major
+  // B operand of dQᵀ), by stmatrix.trans: registers nt·4 + 2·half + {0, 1}
+  // are the 8 x 8 block (keys 16w + 8·half + g, queries 8·nt + 2t + {0, 1})
+  // of dSᵀ, stored transposed as rows 8·nt.. of dS at keys 16w + 8·half...,
+  // one 16-byte chunk per row. Lane l gives the row address of block l / 8
+  // of each x4 group (blocks (nt, 0), (nt, 1), (nt + 1, 0), (nt + 1, 1)).
+  Value base = addressOf(smemDS);
+  Value block = arith::ShRUIOp::create(b, loc, lane, i32(3));
+  Value row = arith::AndIOp::create(b, loc, lane, i32(7));
+  Value half = arith::AndIOp::create(b, loc, block, i32(1));
+  Value keyChunk = add(mul(warp, i32(2)), half); // the keys' 16-byte chunk
+  Value panel = arith::ShRUIOp::create(b, loc, keyChunk, i32(3));
+  Value swizzled =
+      arith::XOrIOp::create(b, loc, arith::AndIOp::create(b, loc, keyChunk, i32(7)), row);
+  Value query = add(mul(arith::ShRUIOp::create(b, loc, block, i32(1)), i32(8)), row);
+  Value laneAddress = add(base, toI64(add(add(mul(panel, i32(config.br * 128)),
+                                              mul(query, i32(128))),
+                                          mul(swizzled, i32(16)))));
+  for (int64_t nt = 0; nt < config.br / 8; nt += 2) {
+    AsmCall store;
+    store.addInput(add(laneAddress, i64(nt * 8 * 128)));
+    for (int64_t block = 0; block < 4; ++block) {
+      const Value *pair = &regs[(nt + block / 2) * 4 + 2 * (block % 2)];
+      store.addInput(packHalves(pair[0], pair[1]));
+    }
+    store.emit(b, loc, "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [$0], {$1, $2, $3, $4};");
+  }
+}
+
+void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead,
+                                         Value scale) {
+  // dQᵀ in units of 64 columns of D (one panel of K each), unit u computed
+  // by warpgroup u mod warpgroups().
+  int64_t units = (config.headDim + 63) / 64;
+  int64_t slots = (units + warpgroups() - 1) / warpgroups();
+  Value firstQuery = mul(queryTile, i32(config.br));
+  Value keyBase = addressOf(keys), scoreGrads = addressOf(smemDS);
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    OpBuilder::InsertionGuard guard(b);
+    Value unit = add(warpgroup(), i32(slot * warpgroups()));
+    // Uniform over each warpgroup, as the .aligned wgmma needs.
+    if ((slot + 1) * warpgroups() > units) {
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, unit, i32(units)),
+                                      /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    }
+    Value panel = add(keyBase, toI64(mul(unit, i32(config.bc * 128))));
+    wgmma::fence(*this, {});
+    SmallVector<Value> acc;
+    for (int64_t kStep = 0; kStep < config.bc / 16; ++kStep) {
+      Value a = wgmma::descriptor(*this, panel, kStep * 16 * 128, config.bc * 128, 1024);
+      Value y = wgmma::descriptor(*this, scoreGrads,
+                                  kStep / 4 * config.br * 128 + kStep % 4 * 32, 16, 1024);
+      acc = wgmma::mma(*this, config.br, acc,
+                       {a, {}, y, /*transposeA=*/true, /*transposeB=*/false});
+    }
+    acc = wgmma::wait(*this, 0, wgmma::commit(*this, acc));
+    // Register nt·4 + e: column d = 64u + 16(w mod 4) + g + 8·(e >= 2) of D,
+    // query 8·nt + 2t + e mod 2 of the tile.
+    Value warpInGroup = arith::AndIOp::create(b, loc, warp, i32(3));
+    Value firstColumn =
+        add(add(mul(unit, i32(64)), mul(warpInGroup, i32(16))), groupId);
+    Value queryBase = add(firstQuery, mul(threadInGroup, i32(2)));
+    for (int64_t e = 0; e < 4; ++e) {
+      Value column = e >= 2 ? add(firstColumn, i32(8)) : firstColumn;
+      // D = 96: the second unit's last 32 columns are past D.
+      Value columnInside = config.headDim % 64
+                               ? cmpI(arith::CmpIPredicate::slt, column, i32(config.headDim))
+                               : Value();
+      for (int64_t nt = 0; nt < config.br / 8; ++nt) {
+        Value query = add(queryBase, i32(8 * nt + (e & 1)));
+        Value valid = cmpI(arith::CmpIPredicate::slt, query, queryLen);
+        if (columnInside)
+          valid = arith::AndIOp::create(b, loc, valid, columnInside);
+        Value index = add(accumHead, add(mul(toI64(query), i64(config.headDim)), toI64(column)));
+        atomicAdd(gepElements(queryGradAccumPtr, index, b.getF32Type()),
+                  fmul(acc[nt * 4 + e], scale), valid);
+      }
+    }
+  }
+}
+
+/// The wgmma kernel's shape for `kernel`: a warpgroup per 64 keys, Br the
+/// N of the transposed GEMMs (Sᵀ, dPᵀ, dQᵀ).
+static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kernel) {
+  StringRef pass = "flash-to-sm90";
+  FailureOr<KernelConfig> config = sm80::backwardBaseConfig(kernel, pass);
+  if (failed(config))
+    return failure();
+  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
+    kernel.emitOpError() << pass << ": " << message;
+    return failure();
+  };
+  if (config->br != 32 && config->br != 64 && config->br != 128)
+    return fail("Br = " + Twine(config->br) +
+                " must be 32, 64 or 128 for the wgmma backward (use --gemm=mma.sync for others)");
+  if (config->bc % 64 || config->bc < 64 || config->bc > 256)
+    return fail("Bc = " + Twine(config->bc) +
+                " must be 64, 128, 192 or 256 for the wgmma backward (a warpgroup per 64 keys)");
+  config->numWarps = config->bc / 16;
+  config->numThreads = 32 * config->numWarps;
+  int64_t sharedBytes = WgmmaBackwardLayout(*config).sharedBytes();
+  if (sharedBytes > kMaxSharedBytes)
+    return fail("the tiles need " + Twine(sharedBytes) +
+                " bytes of shared memory, more than a block can have");
+  return config;
+}
+
+LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic) {
+  return sm80::lowerBackwardKernels(
+      module, wgmmaBackwardConfig,
+      [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
+          gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
+        return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule,
+                                                      "flash-to-sm90", deterministic);
+      });
+}
