@@ -4,7 +4,9 @@
 # compute-sanitizer (memcheck, racecheck, synccheck) over the three
 # backward kernels at a small shape, and bench/backward.sh (flashc beside
 # the peers). Logs and tables go to $OUT; a summary is printed last.
-#   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out scripts/device-backward.sh
+#   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] scripts/device-backward.sh
+# SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_BENCH=1
+# leave a part out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}
@@ -27,11 +29,46 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     done
   done
 fi
+if [ "${SKIP_DETERMINISTIC:-0}" != 1 ]; then
+  FLAGS=--deterministic FLASH_RUN=$tools/flash-run scripts/gpu-backward-check.sh \
+    > "$OUT/gpu-backward-check-deterministic.log" 2>&1
+fi
+# SASS of the main kernels from the PTX flashc emitted on the build host
+# ($PTX_DIR/*.ptx): HGMMA per kernel, local-memory spills (STL/LDL).
+if [ -d "${PTX_DIR:-}" ]; then
+  echo "| ptx | HGMMA | STL | LDL |" > "$OUT/sass.md"; echo "|---|---|---|---|" >> "$OUT/sass.md"
+  for p in "$PTX_DIR"/*.ptx; do
+    n=$(basename "$p" .ptx); /usr/local/cuda/bin/ptxas -arch=sm_90a "$p" -o "$OUT/$n.cubin" || continue
+    main=$(grep -o '\.entry [a-z_0-9]*_bwd(' "$p" | head -1 | sed 's/.entry //; s/(//')
+    /usr/local/cuda/bin/cuobjdump --dump-sass --function "$main" "$OUT/$n.cubin" > "$OUT/$n.sass" 2>&1
+    echo "| $n ($main) | $(grep -c HGMMA "$OUT/$n.sass") | $(grep -c 'STL' "$OUT/$n.sass") | $(grep -c 'LDL' "$OUT/$n.sass") |" >> "$OUT/sass.md"
+    rm -f "$OUT/$n.cubin" "$OUT/$n.sass"
+  done
+fi
+# What the kernel choices buy: the wgmma default, wgmma at Br = 64 and the
+# mma.sync kernel, same shapes, same run.
+if [ "${SKIP_CHOICES:-0}" != 1 ]; then
+  echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,choice" > "$OUT/choices.csv"
+  for D in 64 128; do
+    H=$((2048 / D))
+    for f in examples/full.flash examples/causal.flash; do
+      for choice in "default" "--tile Br=64,Bc=128" "--tile Br=128,Bc=128" "--gemm=mma.sync"; do
+        [ "$D" = 128 ] && [ "$choice" = "--tile Br=128,Bc=128" ] && continue
+        args=; [ "$choice" != default ] && args=$choice
+        line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=$H,N=4096,D=$D" $args --iters 20 2>>"$OUT/choices.log" | tail -1)
+        echo "$line,$choice" >> "$OUT/choices.csv"
+      done
+    done
+  done
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   FLASH_RUN=$tools/flash-run bench/backward.sh "$OUT/bench" > "$OUT/bench.log" 2>&1
 fi
 echo "== $(cat "$OUT/gpu.txt")"
 [ -f "$OUT/gpu-backward-check.log" ] && { grep -E "^FAIL" -A8 "$OUT/gpu-backward-check.log" | head -60; tail -1 "$OUT/gpu-backward-check.log"; }
+[ -f "$OUT/gpu-backward-check-deterministic.log" ] && { grep -E "^FAIL" -A8 "$OUT/gpu-backward-check-deterministic.log" | head -30; echo "deterministic: $(tail -1 "$OUT/gpu-backward-check-deterministic.log")"; }
+[ -f "$OUT/sass.md" ] && cat "$OUT/sass.md"
+[ -f "$OUT/choices.csv" ] && cut -d, -f1,8,11,12,13,16 "$OUT/choices.csv"
 [ -f "$OUT/sanitizer.log" ] && grep -E "^==|ERROR SUMMARY|exit|Error" "$OUT/sanitizer.log" | head -40
 [ -f "$OUT/bench/table.md" ] && cat "$OUT/bench/table.md"
 true

@@ -38,5 +38,12 @@ run examples/full.flash --shape B=1,H=2,N=1,D=64                     # one row
 run examples/causal.flash --shape B=1,H=1,N=17,D=128                 # one partial tile
 run examples/causal.flash --shape B=1,H=2,N=700,D=64 --gemm=mma.sync --tile Br=32,Bc=64
 run examples/alibi.flash --shape B=1,H=2,N=700,D=128 --tile Br=64,Bc=128
+# The wgmma kernel's other tiles (sm_90a): one warpgroup, Br = 128, three
+# warpgroups, and the mma.sync kernel it replaced.
+run examples/causal.flash --shape B=1,H=2,N=700,D=64 --tile Br=64,Bc=64
+run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --tile Br=128,Bc=128
+run examples/full.flash --shape B=1,H=2,N=700,M=650,D=64 --tile Br=64,Bc=192
+run examples/relative_bias.flash --shape B=1,H=2,N=300,D=96 --tile Br=64,Bc=128
+run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --gemm=mma.sync
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

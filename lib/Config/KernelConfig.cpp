@@ -59,7 +59,7 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
 
 TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
                                          int64_t headDim) const {
-  TileChoice rule = defaultBackwardTile(headDim, gemmKind);
+  TileChoice rule = defaultBackwardTile(headDim, gemmKind, traitsOf(variant));
   bool asked = sourceText == "command line";
   if (asked && blockRows)
     rule.blockRows = *blockRows;

@@ -121,17 +121,20 @@ bool config::keepsQueryInRegisters(int64_t rowBlocks, int64_t headDim) {
   return rowBlocks * headDim <= 128;
 }
 
-TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind) {
+TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
+                                       const VariantTraits &variant) {
   // wgmma (a warpgroup per 64 keys): dK and dV take D/2 f32 registers each,
-  // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 32 keeps every example
-  // (relative_bias, softcap, documents) within 255 registers without spills
-  // (ptxas -v); Br = 64 spills up to 220 bytes at D = 128.
-  if (gemmKind == "wgmma" && headDim >= 96)
-    return {32, 128, "the wgmma backward's tile at D >= 96 (2 warpgroups of 64 keys, 32 queries "
-                     "per step)"};
+  // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 64 fits 255 registers
+  // without spills (ptxas -v) only without a score mod or tensor reads
+  // (the index math and the unmodified score of their derivatives); Br =
+  // 32 fits every example. Br = 64 is 19% faster at D = 128 and Br = 128 at
+  // D = 64 23% faster despite its spills (H200,
+  // bench/results/2026-12-01-h200-backward-wgmma).
+  if (gemmKind == "wgmma" && headDim >= 96 && (variant.scored || variant.readsTensors))
+    return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod or tensor reads "
+                     "(2 warpgroups of 64 keys, 32 queries per step)"};
   if (gemmKind == "wgmma")
-    return {64, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 64 queries "
-                     "per step)"};
+    return {64, 128, "the wgmma backward's tile (2 warpgroups of 64 keys, 64 queries per step)"};
   // mma.sync: the same per thread; at D >= 96 only Br = 32 stays within 255
   // registers without spills.
   if (headDim >= 96)

@@ -53,7 +53,8 @@ bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
 /// The backward kernel's tile for `gemmKind` ("wgmma" or "mma.sync"): Br
 /// query rows per step of its inner loop, Bc keys per CTA (dK and dV of the
 /// keys in registers: a warp per 16 keys, a warpgroup per 64 with wgmma).
-TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind);
+TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
+                               const VariantTraits &variant);
 
 /// The tile a variant gets at head dim `headDim` when none is asked for.
 /// `queryLength` is N when the tool knows it.
