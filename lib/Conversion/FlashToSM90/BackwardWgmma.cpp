@@ -117,15 +117,9 @@ SmallVector<Value> WgmmaBackwardEmitter::transposedProduct(Value keyRows, Value 
   // This warpgroup's 64 keys start 64 rows into every panel of the block.
   Value keys = add(addressOf(keyRows), toI64(mul(warpgroup(), i32(64 * 128))));
   Value queries = addressOf(queryRows);
-  wgmma::fence(*this, {});
-  SmallVector<Value> acc;
-  for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
-    int64_t panel = kStep / 4, column = (kStep % 4) * 32;
-    Value a = wgmma::descriptor(*this, keys, panel * config.bc * 128 + column, 16, 1024);
-    Value y = wgmma::descriptor(*this, queries, panel * config.br * 128 + column, 16, 1024);
-    acc = wgmma::mma(*this, config.br, acc, {a, {}, y});
-  }
-  return wgmma::wait(*this, 0, wgmma::commit(*this, acc));
+  return wgmma::wait(*this, 0,
+                     wgmma::productOverHeadDim(*this, keys, config.bc, queries, config.br,
+                                               config.br));
 }
 
 SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,

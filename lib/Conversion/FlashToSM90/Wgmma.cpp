@@ -90,16 +90,22 @@ SmallVector<Value> wgmma::wait(EmitterCore &e, int64_t pending, ArrayRef<Value> 
                    llvm::formatv("wgmma.wait_group.sync.aligned {0};", pending).str());
 }
 
-SmallVector<Value> SM90Emitter::issueQK(Value keyBuffer) {
-  wgmma::fence(*this, {});
+SmallVector<Value> wgmma::productOverHeadDim(EmitterCore &e, Value a, int64_t aRows, Value b,
+                                             int64_t bRows, int64_t n) {
+  wgmma::fence(e, {});
   SmallVector<Value> acc;
-  for (int64_t kStep = 0; kStep < config.headDim / 16; ++kStep) {
+  for (int64_t kStep = 0; kStep < e.config.headDim / 16; ++kStep) {
     int64_t panel = kStep / 4, column = (kStep % 4) * 32;
-    Value a = wgmma::descriptor(*this, queryAddress, panel * config.br * 128 + column, 16, 1024);
-    Value k = wgmma::descriptor(*this, keyBuffer, panel * config.bc * 128 + column, 16, 1024);
-    acc = wgmma::mma(*this, config.bc, acc, {a, {}, k});
+    Value x = wgmma::descriptor(e, a, panel * aRows * 128 + column, 16, 1024);
+    Value y = wgmma::descriptor(e, b, panel * bRows * 128 + column, 16, 1024);
+    acc = wgmma::mma(e, n, acc, {x, {}, y});
   }
-  return wgmma::commit(*this, acc);
+  return wgmma::commit(e, acc);
+}
+
+SmallVector<Value> SM90Emitter::issueQK(Value keyBuffer) {
+  return wgmma::productOverHeadDim(*this, queryAddress, config.br, keyBuffer, config.bc,
+                                   config.bc);
 }
 
 SmallVector<Value> SM90Emitter::packProbabilities(Value probs) {
