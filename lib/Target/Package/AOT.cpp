@@ -241,19 +241,30 @@ llvm::Error flashc::writeAOT(const flashrt::KernelPackage &package, llvm::String
     return error;
   if (llvm::Error error = writeFile(path(".cpp"), sources.source))
     return error;
-  std::string ptxPath = path(".ptx");
-  if (llvm::Error error = writeFile(ptxPath, package.ptx))
-    return error;
-  if (ptxas.empty())
+  // Each package's PTX beside the sources and, with ptxas, its cubin: the
+  // build fails here, not at the first launch, when ptxas rejects it.
+  auto writeKernel = [&](const flashrt::KernelPackage &kernel,
+                         llvm::StringRef stem) -> llvm::Error {
+    std::string ptxPath = path(stem.str() + ".ptx");
+    if (llvm::Error error = writeFile(ptxPath, kernel.ptx))
+      return error;
+    if (ptxas.empty())
+      return llvm::Error::success();
+    std::string cubinPath = path(stem.str() + ".cubin"), message;
+    std::string archFlag = "-arch=" + kernel.arch;
+    llvm::StringRef args[] = {ptxas, archFlag, ptxPath, "-o", cubinPath};
+    int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &message);
+    if (status != 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     ptxas + " failed on " + ptxPath +
+                                         (message.empty() ? "" : ": " + message) +
+                                         " (exit " + std::to_string(status) + ")");
     return llvm::Error::success();
-  std::string cubinPath = path(".cubin"), message;
-  std::string archFlag = "-arch=" + package.arch;
-  llvm::StringRef args[] = {ptxas, archFlag, ptxPath, "-o", cubinPath};
-  int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &message);
-  if (status != 0)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   ptxas + " failed on " + ptxPath +
-                                       (message.empty() ? "" : ": " + message) +
-                                       " (exit " + std::to_string(status) + ")");
+  };
+  if (llvm::Error error = writeKernel(package, ""))
+    return error;
+  if (backward)
+    if (llvm::Error error = writeKernel(*backward, "_backward"))
+      return error;
   return llvm::Error::success();
 }

@@ -35,8 +35,9 @@ struct AOTSources {
 AOTSources generateAOTSources(const flashrt::KernelPackage &package, llvm::StringRef inputName,
                               const flashrt::KernelPackage *backward = nullptr);
 
-/// Writes the files of `package` into `directory` (created if missing). With
-/// a non-empty `ptxas`, also assembles <kernel>.cubin for package.arch.
+/// Writes the files of `package` into `directory` (created if missing): the
+/// sources, <kernel>.ptx and, with `backward`, <kernel>_backward.ptx. With a
+/// non-empty `ptxas`, also assembles each PTX into a .cubin for its arch.
 llvm::Error writeAOT(const flashrt::KernelPackage &package, llvm::StringRef inputName,
                      llvm::StringRef directory, llvm::StringRef ptxas,
                      const flashrt::KernelPackage *backward = nullptr);
