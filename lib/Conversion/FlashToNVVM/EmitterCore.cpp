@@ -136,6 +136,21 @@ Value EmitterCore::opaqueValue(Value value) {
       .getResult(0);
 }
 
+void EmitterCore::emitAsm(StringRef text, StringRef constraints, ValueRange operands) {
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, text, constraints,
+                            /*has_side_effects=*/true, /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                            ArrayAttr());
+}
+
+void EmitterCore::onFirstThread(llvm::function_ref<void()> body) {
+  OpBuilder::InsertionGuard guard(b);
+  auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
+                                 /*withElseRegion=*/false);
+  b.setInsertionPoint(first.thenBlock()->getTerminator());
+  body();
+}
+
 Value EmitterCore::gepBytes(Value base, Value offset) {
   return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                              ArrayRef<LLVM::GEPArg>{offset});

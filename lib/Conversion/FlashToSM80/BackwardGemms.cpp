@@ -159,13 +159,9 @@ SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
 
 void BackwardEmitter::atomicAdd(Value address, Value value, Value predicate) {
   Value flag = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, ValueRange{address, value, flag},
-      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.global.add.f32 "
-      "[$0], $1;\n\t}",
-      "l,f,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-      ArrayAttr());
+  emitAsm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $2, 0;\n\t@p red.global.add.f32 "
+          "[$0], $1;\n\t}",
+          "l,f,r", {address, value, flag});
 }
 
 LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
@@ -198,11 +194,7 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   if (lock) {
     // Every add of this CTA is visible before the next key block's CTA may
     // start its own.
-    LLVM::InlineAsmOp::create(
-        b, loc, TypeRange{}, ValueRange{}, "fence.acq_rel.gpu;", "",
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-        ArrayAttr());
+    emitAsm("fence.acq_rel.gpu;");
     NVVM::Barrier0Op::create(b, loc);
     passTurn(lock);
   }
@@ -287,34 +279,19 @@ Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile) {
 }
 
 void BackwardEmitter::waitForTurn(Value address) {
-  OpBuilder::InsertionGuard guard(b);
-  auto first =
-      scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
-                        /*withElseRegion=*/false);
-  b.setInsertionPoint(first.thenBlock()->getTerminator());
-  Value keyTile = lookupScalar(kernel.getKeyTile());
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, ValueRange{address, keyTile},
-      "{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
-      "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
-      "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
-      "l,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-      ArrayAttr());
+  onFirstThread([&] {
+    emitAsm("{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
+            "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
+            "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
+            "l,r", {address, lookupScalar(kernel.getKeyTile())});
+  });
 }
 
 void BackwardEmitter::passTurn(Value address) {
-  OpBuilder::InsertionGuard guard(b);
-  auto first =
-      scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
-                        /*withElseRegion=*/false);
-  b.setInsertionPoint(first.thenBlock()->getTerminator());
-  Value next = add(lookupScalar(kernel.getKeyTile()), i32(1));
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{address, next},
-                            "st.global.release.gpu.b32 [$0], $1;", "l,r",
-                            /*has_side_effects=*/true, /*is_align_stack=*/false,
-                            LLVM::tailcallkind::TailCallKind::None,
-                            LLVM::AsmDialectAttr(), ArrayAttr());
+  onFirstThread([&] {
+    Value next = add(lookupScalar(kernel.getKeyTile()), i32(1));
+    emitAsm("st.global.release.gpu.b32 [$0], $1;", "l,r", {address, next});
+  });
 }
 
 LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {

@@ -277,15 +277,10 @@ LogicalResult BackwardEmitter::emitPreprocess() {
                           16);
   b.setInsertionPointAfter(inside);
   // The query tile's semaphore (deterministic dQ) starts at key block 0.
-  {
-    OpBuilder::InsertionGuard guard(b);
-    auto first =
-        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
-                          /*withElseRegion=*/false);
-    b.setInsertionPoint(first.thenBlock()->getTerminator());
+  onFirstThread([&] {
     LLVM::StoreOp::create(b, loc, i32(0), lockAddress(batch, head, queryTile),
                           4);
-  }
+  });
   zeroTensorGrads();
   return success();
 }

@@ -102,6 +102,12 @@ public:
   /// `value` (i32, i64, f32 or a pointer) through an opaque move, for the
   /// same reason.
   mlir::Value opaqueValue(mlir::Value value);
+  /// Inline PTX without results that LLVM must keep where it is (atomics,
+  /// fences, spins): `operands` bound to $0... by `constraints`.
+  void emitAsm(llvm::StringRef text, llvm::StringRef constraints = "",
+               mlir::ValueRange operands = {});
+  /// Emits `body` inside `if (tid == 0)`.
+  void onFirstThread(llvm::function_ref<void()> body);
   /// Byte offset `offset` past a pointer of any address space.
   mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
   /// `offset` elements of `elementType` past a global pointer.
