@@ -976,11 +976,17 @@ LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
 // The driver
 //===----------------------------------------------------------------------===//
 
+FailureOr<KernelConfig> sm80::rejectBackwardConfig(flash::BackwardKernelOp kernel,
+                                                   StringRef pass,
+                                                   const Twine &message) {
+  kernel.emitOpError() << pass << ": " << message;
+  return failure();
+}
+
 FailureOr<KernelConfig> sm80::backwardBaseConfig(flash::BackwardKernelOp kernel,
                                                  StringRef pass) {
-  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
-    kernel.emitOpError() << pass << ": " << message;
-    return failure();
+  auto fail = [&](const Twine &message) {
+    return rejectBackwardConfig(kernel, pass, message);
   };
   KernelConfig config;
   flash::TileConfigAttr tile = kernel.getConfig();
@@ -1008,22 +1014,17 @@ static FailureOr<KernelConfig> mmaSyncConfig(flash::BackwardKernelOp kernel,
   FailureOr<KernelConfig> config = backwardBaseConfig(kernel, pass);
   if (failed(config))
     return failure();
-  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
-    kernel.emitOpError() << pass << ": " << message;
-    return failure();
-  };
   if (config->br % 16 || config->br < 16 || config->br > 128)
-    return fail("Br = " + Twine(config->br) +
-                " must be a multiple of 16 in [16, 128]");
+    return rejectBackwardConfig(kernel, pass,
+                                "Br = " + Twine(config->br) +
+                                    " must be a multiple of 16 in [16, 128]");
   if (config->bc % 16 || config->bc < 16 || config->bc > 256)
-    return fail("Bc = " + Twine(config->bc) +
-                " must be a multiple of 16 in [16, 256] (a warp per 16 keys)");
+    return rejectBackwardConfig(
+        kernel, pass,
+        "Bc = " + Twine(config->bc) +
+            " must be a multiple of 16 in [16, 256] (a warp per 16 keys)");
   config->numWarps = config->bc / 16;
   config->numThreads = 32 * config->numWarps;
-  int64_t sharedBytes = BackwardLayout(*config).sharedBytes();
-  if (sharedBytes > kMaxSharedBytes)
-    return fail("the tiles need " + Twine(sharedBytes) +
-                " bytes of shared memory, more than a block can have");
   return config;
 }
 
@@ -1055,6 +1056,19 @@ LogicalResult sm80::lowerBackwardKernels(ModuleOp module,
   for (flash::BackwardKernelOp kernel : kernels) {
     FailureOr<KernelConfig> config = chooseConfig(kernel);
     if (failed(config)) {
+      failedAny = true;
+      continue;
+    }
+    // The main kernel's layout is the target's: its size is checked here,
+    // for every target alike.
+    std::unique_ptr<BackwardEmitter> main =
+        makeEmitter(kernel, *config, gpuModule);
+    int64_t sharedBytes = main->sharedBytesOf(BackwardStage::Main);
+    if (sharedBytes > kMaxSharedBytes) {
+      kernel.emitOpError() << main->passName() << ": the tiles need "
+                           << sharedBytes
+                           << " bytes of shared memory, more than a block can "
+                              "have";
       failedAny = true;
       continue;
     }

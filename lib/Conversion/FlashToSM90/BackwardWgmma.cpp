@@ -241,22 +241,18 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
   FailureOr<KernelConfig> config = sm80::backwardBaseConfig(kernel, pass);
   if (failed(config))
     return failure();
-  auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
-    kernel.emitOpError() << pass << ": " << message;
-    return failure();
-  };
   if (config->br != 32 && config->br != 64 && config->br != 128)
-    return fail("Br = " + Twine(config->br) +
-                " must be 32, 64 or 128 for the wgmma backward (use --gemm=mma.sync for others)");
+    return sm80::rejectBackwardConfig(
+        kernel, pass,
+        "Br = " + Twine(config->br) +
+            " must be 32, 64 or 128 for the wgmma backward (use --gemm=mma.sync for others)");
   if (config->bc % 64 || config->bc < 64 || config->bc > 256)
-    return fail("Bc = " + Twine(config->bc) +
-                " must be 64, 128, 192 or 256 for the wgmma backward (a warpgroup per 64 keys)");
+    return sm80::rejectBackwardConfig(
+        kernel, pass,
+        "Bc = " + Twine(config->bc) +
+            " must be 64, 128, 192 or 256 for the wgmma backward (a warpgroup per 64 keys)");
   config->numWarps = config->bc / 16;
   config->numThreads = 32 * config->numWarps;
-  int64_t sharedBytes = WgmmaBackwardLayout(*config).sharedBytes();
-  if (sharedBytes > kMaxSharedBytes)
-    return fail("the tiles need " + Twine(sharedBytes) +
-                " bytes of shared memory, more than a block can have");
   return config;
 }
 

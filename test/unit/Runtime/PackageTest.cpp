@@ -42,6 +42,15 @@ TEST(Package, RoundTrips) {
   EXPECT_EQ(back.ptx, package.ptx);
 }
 
+/// `text` with the first `from` replaced by `to` (which must be there).
+std::string replacedOnce(std::string text, const std::string &from, const std::string &to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos)
+    text.replace(at, from.size(), to);
+  return text;
+}
+
 void expectParseError(const std::string &text, const std::string &needle) {
   try {
     flashrt::KernelPackage::parse(text);
@@ -58,12 +67,8 @@ TEST(Package, RejectsMalformedInput) {
   expectParseError("flashc-package 7\n", "package format 7 is not supported");
   std::string good = samplePackage().serialize();
   expectParseError(good.substr(0, good.size() - 10), "truncated");
-  std::string badKey = good;
-  badKey.replace(badKey.find("arch"), 4, "arhc");
-  expectParseError(badKey, "line 4: unknown key 'arhc'");
-  std::string badNumber = good;
-  badNumber.replace(badNumber.find("head-dim 128"), 12, "head-dim 12x");
-  expectParseError(badNumber, "'12x' is not an integer");
+  expectParseError(replacedOnce(good, "arch", "arhc"), "line 4: unknown key 'arhc'");
+  expectParseError(replacedOnce(good, "head-dim 128", "head-dim 12x"), "'12x' is not an integer");
   std::string noPtx = good.substr(0, good.find("ptx "));
   expectParseError(noPtx, "no 'ptx' section");
 }
@@ -75,9 +80,7 @@ TEST(Package, RecordsTensorMapParameters) {
   EXPECT_NE(text.find("\nkv-tensor-maps\nptx "), std::string::npos) << text;
   EXPECT_TRUE(flashrt::KernelPackage::parse(text).kvTensorMaps);
   EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).kvTensorMaps);
-  std::string withArgument = text;
-  withArgument.replace(withArgument.find("kv-tensor-maps"), 14, "kv-tensor-maps 2");
-  expectParseError(withArgument, "kv-tensor-maps");
+  expectParseError(replacedOnce(text, "kv-tensor-maps", "kv-tensor-maps 2"), "kv-tensor-maps");
 }
 
 TEST(Package, RecordsThePersistentGrid) {
@@ -89,12 +92,9 @@ TEST(Package, RecordsThePersistentGrid) {
   EXPECT_TRUE(flashrt::KernelPackage::parse(text).persistent);
   EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).persistent);
   // Its Q comes by TMA: a persistent package without tensor maps is wrong.
-  std::string noMaps = text;
-  noMaps.erase(noMaps.find("kv-tensor-maps\n"), 15);
-  expectParseError(noMaps, "a persistent grid needs kv-tensor-maps");
-  std::string unknown = text;
-  unknown.replace(unknown.find("grid persistent"), 15, "grid dynamic");
-  expectParseError(unknown, "unknown grid rule");
+  expectParseError(replacedOnce(text, "kv-tensor-maps\n", ""),
+                   "a persistent grid needs kv-tensor-maps");
+  expectParseError(replacedOnce(text, "grid persistent", "grid dynamic"), "unknown grid rule");
 }
 
 flashrt::KernelPackage sampleBackwardPackage() {
@@ -130,21 +130,16 @@ TEST(Package, BackwardPackagesRoundTripTheirEntries) {
 
 TEST(Package, RejectsInconsistentBackwardPackages) {
   std::string text = sampleBackwardPackage().serialize();
-  auto without = [&](const std::string &line) {
-    std::string copy = text;
-    copy.erase(copy.find(line), line.size());
-    return copy;
-  };
-  expectParseError(without("entry convert sliding_window_bwd_convert 128 0\n"),
+  expectParseError(replacedOnce(text, "entry convert sliding_window_bwd_convert 128 0\n", ""),
                    "preprocess and convert entries");
-  expectParseError(without("grid ceil(M/block-cols) HKV B\n"), "grid ceil(M/block-cols)");
-  expectParseError(without("kind backward\n"), "only a backward package has entries");
-  std::string badRole = text;
-  badRole.replace(badRole.find("entry convert"), 13, "entry combine");
-  expectParseError(badRole, "entry role must be preprocess or convert");
-  std::string badKind = text;
-  badKind.replace(badKind.find("kind backward"), 13, "kind sideways");
-  expectParseError(badKind, "kind must be forward or backward");
+  expectParseError(replacedOnce(text, "grid ceil(M/block-cols) HKV B\n", ""),
+                   "grid ceil(M/block-cols)");
+  expectParseError(replacedOnce(text, "kind backward\n", ""),
+                   "only a backward package has entries");
+  expectParseError(replacedOnce(text, "entry convert", "entry combine"),
+                   "entry role must be preprocess or convert");
+  expectParseError(replacedOnce(text, "kind backward", "kind sideways"),
+                   "kind must be forward or backward");
 }
 
 TEST(Package, LoadNamesAMissingFile) {

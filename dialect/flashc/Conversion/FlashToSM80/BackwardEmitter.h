@@ -269,7 +269,13 @@ protected:
 mlir::FailureOr<lowering::KernelConfig>
 backwardBaseConfig(flash::BackwardKernelOp kernel, llvm::StringRef pass);
 
-/// The kernel's shape on the target (null with an error when unsupported).
+/// Reports `message` on `kernel`, prefixed by `pass`, and fails.
+mlir::FailureOr<lowering::KernelConfig>
+rejectBackwardConfig(flash::BackwardKernelOp kernel, llvm::StringRef pass,
+                     const llvm::Twine &message);
+
+/// The kernel's shape on the target (null with an error when unsupported;
+/// the shared-memory size is checked by lowerBackwardKernels).
 using BackwardConfigFn =
     llvm::function_ref<mlir::FailureOr<lowering::KernelConfig>(
         flash::BackwardKernelOp)>;
