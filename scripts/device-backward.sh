@@ -5,8 +5,8 @@
 # backward kernels at a small shape, and bench/backward.sh (flashc beside
 # the peers). Logs and tables go to $OUT; a summary is printed last.
 #   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] scripts/device-backward.sh
-# SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_BENCH=1
-# leave a part out.
+# SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_COST,
+# SKIP_TUNE, SKIP_BENCH=1 leave a part out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}
@@ -21,9 +21,10 @@ fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
-    for f in examples/causal.flash examples/relative_bias.flash; do
-      echo "== $tool $f" >> "$OUT/sanitizer.log"
-      timeout 300 "$sanitizer" --tool $tool "$tools/flash-run" "$f" --bwd \
+    for run in "examples/causal.flash" "examples/relative_bias.flash" \
+               "examples/relative_bias.flash --deterministic" "examples/alibi.flash --deterministic"; do
+      echo "== $tool $run" >> "$OUT/sanitizer.log"
+      timeout 300 "$sanitizer" --tool $tool "$tools/flash-run" $run --bwd \
         --shape B=1,H=2,N=200,D=64 --iters 0 >> "$OUT/sanitizer.log" 2>&1
       echo "exit $?" >> "$OUT/sanitizer.log"
     done
@@ -61,6 +62,31 @@ if [ "${SKIP_CHOICES:-0}" != 1 ]; then
     done
   done
 fi
+# What the deterministic mode costs (semaphore-ordered dQ, fixed-point aux
+# gradients), same shapes, same run; flash-run checks bitwise equality.
+if [ "${SKIP_COST:-0}" != 1 ]; then
+  echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,mode" > "$OUT/deterministic.csv"
+  for D in 64 128; do
+    H=$((2048 / D))
+    for f in examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash; do
+      for mode in default --deterministic; do
+        args=; [ "$mode" != default ] && args=$mode
+        line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=$H,N=4096,D=$D" $args --iters 20 2>>"$OUT/deterministic.log" | tail -1)
+        echo "$line,$mode" >> "$OUT/deterministic.csv"
+      done
+    done
+  done
+fi
+# flashc-tune --bwd: every backward tile of the default space, validated and
+# timed, the winner recorded in a scratch cache.
+if [ "${SKIP_TUNE:-0}" != 1 ]; then
+  for spec in "examples/causal.flash B=4,H=16,N=4096,D=128" "examples/full.flash B=4,H=32,N=4096,D=64" \
+              "examples/alibi.flash B=4,H=16,N=4096,D=128"; do
+    set -- $spec
+    "$tools/flashc-tune" "$1" --bwd --shape "$2" --budget 100s --iters 10 \
+      --tuning-cache "$OUT/tuning.json" > "$OUT/tune-$(basename "$1" .flash)-$2.txt" 2>>"$OUT/tune.log"
+  done
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   FLASH_RUN=$tools/flash-run bench/backward.sh "$OUT/bench" > "$OUT/bench.log" 2>&1
 fi
@@ -69,6 +95,8 @@ echo "== $(cat "$OUT/gpu.txt")"
 [ -f "$OUT/gpu-backward-check-deterministic.log" ] && { grep -E "^FAIL" -A8 "$OUT/gpu-backward-check-deterministic.log" | head -30; echo "deterministic: $(tail -1 "$OUT/gpu-backward-check-deterministic.log")"; }
 [ -f "$OUT/sass.md" ] && cat "$OUT/sass.md"
 [ -f "$OUT/choices.csv" ] && cut -d, -f1,8,11,12,13,16 "$OUT/choices.csv"
+[ -f "$OUT/deterministic.csv" ] && cut -d, -f1,8,11,12,16 "$OUT/deterministic.csv"
+for t in "$OUT"/tune-*.txt; do [ -f "$t" ] && cat "$t"; done
 [ -f "$OUT/sanitizer.log" ] && grep -E "^==|ERROR SUMMARY|exit|Error" "$OUT/sanitizer.log" | head -40
 [ -f "$OUT/bench/table.md" ] && cat "$OUT/bench/table.md"
 true

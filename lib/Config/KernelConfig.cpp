@@ -61,6 +61,8 @@ TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
                                          int64_t headDim) const {
   TileChoice rule = defaultBackwardTile(headDim, gemmKind, traitsOf(variant));
   bool asked = sourceText == "command line";
+  if (!asked && tunedBackward)
+    return *tunedBackward;
   if (asked && blockRows)
     rule.blockRows = *blockRows;
   if (asked && blockCols)
@@ -112,13 +114,12 @@ tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,
   return config;
 }
 
-/// A tuned winner for the one variant of the compilation, or why there is
-/// none (`source`).
-static std::optional<ConfigRequest> lookUpTuned(const TuningSource &tuning,
-                                                const frontend::Module &ast,
-                                                const frontend::Variant &variant,
-                                                const KnownSizes &sizes, llvm::StringRef chip,
-                                                std::string &source, std::string &warnings) {
+/// The tuned winner of `variant`'s forward (or backward) kernel, or why
+/// there is none (`source`).
+static std::optional<tuning::TuningEntry>
+lookUpTuned(const TuningSource &tuning, const frontend::Module &ast,
+            const frontend::Variant &variant, const KnownSizes &sizes, bool backward,
+            std::string &source, std::string &warnings) {
   frontend::KernelOptions options;
   options.headDim = sizes.headDim;
   std::optional<int64_t> headDim = frontend::resolveHeadDim(variant, options);
@@ -127,23 +128,19 @@ static std::optional<ConfigRequest> lookUpTuned(const TuningSource &tuning,
   std::optional<tuning::TuningKey> key =
       tuning::makeKey(*tuning.context, ast, *tuning.sourceMgr, variant.name, *headDim,
                       tuning.queryLength, tuning.keyLength, tuning.gpu,
-                      tuning.computeCapability);
+                      tuning.computeCapability, backward);
   if (!key)
     return std::nullopt; // the variant does not build: its compilation says why
   tuning::TuningCache cache(tuning.cachePath);
   std::optional<tuning::TuningEntry> entry = cache.lookup(*key, warnings);
   if (!entry) {
-    source = "default tile (no tuning cache entry for " + tuning.gpu + ", " +
-             key->shapeBucket + ", variant " + key->variant + ")";
-    return std::nullopt;
-  }
-  if (!selectGemm(chip, entry->config.gemm)) {
-    source = "default tile (the tuning cache's winner for " + tuning.gpu + " is a " +
-             entry->config.gemm + " kernel, which " + chip.str() + " cannot run)";
+    source = "default tile (no " + std::string(backward ? "backward " : "") +
+             "tuning cache entry for " + tuning.gpu + ", " + key->shapeBucket + ", variant " +
+             key->variant + ")";
     return std::nullopt;
   }
   source = "tuned for " + tuning.gpu + " (" + cache.path() + "): " + entry->config.str();
-  return entry->config.request();
+  return entry;
 }
 
 llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &options,
@@ -152,6 +149,9 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   KernelConfig result;
   ConfigRequest request = options.request;
   bool tuned = false;
+  // The variant whose tuned winners apply (the backward's is looked up
+  // once the GEMM is known).
+  const frontend::Variant *tunedVariant = nullptr;
   if (!request.empty()) {
     result.sourceText = "command line";
   } else if (!options.tuning) {
@@ -166,12 +166,21 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
     if (!variant) {
       result.sourceText =
           "default tile (the tuning cache applies to one variant: use --variant)";
-    } else if (std::optional<ConfigRequest> winner =
-                   lookUpTuned(*options.tuning, ast, *variant, options.sizes, options.chip,
-                               result.sourceText, result.warningText)) {
-      request = *winner;
-      tuned = true;
+    } else if (std::optional<tuning::TuningEntry> winner =
+                   lookUpTuned(*options.tuning, ast, *variant, options.sizes,
+                               /*backward=*/false, result.sourceText, result.warningText)) {
+      llvm::Expected<std::string> runnable = selectGemm(options.chip, winner->config.gemm);
+      if (!runnable) {
+        llvm::consumeError(runnable.takeError());
+        result.sourceText = "default tile (the tuning cache's winner for " +
+                            options.tuning->gpu + " is a " + winner->config.gemm +
+                            " kernel, which " + options.chip + " cannot run)";
+      } else {
+        request = winner->config.request();
+        tuned = true;
+      }
     }
+    tunedVariant = variant;
   }
 
   nvptx::TargetOptions &target = result.targetOptions;
@@ -195,6 +204,24 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
     result.blockRows = request.blockRows;
   if (request.blockCols && *request.blockCols > 0)
     result.blockCols = request.blockCols;
+  result.backwardSourceText = result.sourceText == "command line"
+                                  ? std::string("command line")
+                                  : std::string("default tile");
+  if (tunedVariant) {
+    std::string source;
+    if (std::optional<tuning::TuningEntry> winner =
+            lookUpTuned(*options.tuning, ast, *tunedVariant, options.sizes, /*backward=*/true,
+                        source, result.warningText)) {
+      if (winner->config.gemm != result.gemmKind) {
+        source = "default tile (the tuned backward winner is a " + winner->config.gemm +
+                 " kernel; this compilation uses " + result.gemmKind + ")";
+      } else {
+        result.tunedBackward = TileChoice{winner->config.blockRows, winner->config.blockCols,
+                                          source};
+      }
+    }
+    result.backwardSourceText = source;
+  }
 
   // The target-level decisions, for --verbose.
   std::string asked = tuned ? "tuned" : "asked for";

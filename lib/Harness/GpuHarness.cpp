@@ -359,18 +359,30 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
   return v;
 }
 
-int harness::differingQueryGradRuns(const flashrun::BackwardKernel &kernel,
-                                   flashrt::Stream &stream, const DeviceProblem &problem,
-                                   BackwardProblem &backward, int runs) {
-  size_t bytes = problem.inputs.q.size() * 2;
-  std::vector<uint8_t> first(bytes), again(bytes);
+int harness::differingGradRuns(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                               const DeviceProblem &problem, BackwardProblem &backward,
+                               int runs) {
+  // dQ and every aux gradient, raw bits, poisoned before each run.
+  std::vector<std::pair<flashrt::DeviceBuffer *, size_t>> outputs = {
+      {&*backward.dq, problem.inputs.q.size() * 2}};
+  for (std::optional<flashrt::DeviceBuffer> &grad : backward.tensorGrads)
+    if (grad)
+      outputs.push_back({&*grad, grad->size()});
+  std::vector<std::vector<uint8_t>> first(outputs.size()), again(outputs.size());
   int differing = 0;
   for (int run = 0; run < runs; ++run) {
-    backward.dq->fill(0xFF);
+    for (auto &[buffer, bytes] : outputs)
+      buffer->fill(0xFF);
     launchBackward(kernel, stream, problem, backward);
     stream.synchronize();
-    backward.dq->copyToHost(run == 0 ? first.data() : again.data(), bytes);
-    if (run > 0 && first != again)
+    bool same = true;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::vector<uint8_t> &host = run == 0 ? first[i] : again[i];
+      host.resize(outputs[i].second);
+      outputs[i].first->copyToHost(host.data(), host.size());
+      same &= run == 0 || first[i] == again[i];
+    }
+    if (!same)
       ++differing;
   }
   return differing;

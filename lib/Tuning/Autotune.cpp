@@ -44,8 +44,15 @@ llvm::Expected<std::vector<Candidate>> tuning::makeCandidates(const SearchSpace 
   if (!resolved)
     return resolved.takeError();
   TileConfig defaultConfig = resolved->asTileConfig(*variant, problem.shape.headDim());
+  if (problem.backward) {
+    config::TileChoice tile = resolved->backwardTileFor(*variant, problem.shape.headDim());
+    defaultConfig = TileConfig{tile.blockRows, tile.blockCols, resolved->gemm().str(),
+                               "cp.async", 0, /*overlapSoftmax=*/false};
+    defaultConfig.backward = true;
+  }
   std::vector<Candidate> candidates;
-  for (const TileConfig &config : space.enumerate())
+  for (const TileConfig &config :
+       problem.backward ? space.enumerateBackward() : space.enumerate())
     candidates.push_back({config});
   auto isDefault = [&](const Candidate &c) { return c.config == defaultConfig; };
   if (std::none_of(candidates.begin(), candidates.end(), isDefault))
@@ -83,11 +90,20 @@ std::string tuning::assembleWithPtxas(const std::string &ptxas, Candidate &c) {
   llvm::sys::fs::remove(log);
   if (status != 0)
     return "ptxas failed: " + llvm::StringRef(report).trim().str();
+  // Registers are the main kernel's (a backward package also holds its
+  // preprocess and convert kernels); a spill in any kernel prunes.
+  llvm::StringRef rest = report;
+  std::string entry = "entry function '" + c.package->kernelName + "'";
+  size_t section = rest.find(entry);
   llvm::SmallVector<llvm::StringRef> match;
-  if (llvm::Regex("Used ([0-9]+) registers").match(report, &match))
+  if (section != llvm::StringRef::npos &&
+      llvm::Regex("Used ([0-9]+) registers").match(rest.substr(section), &match))
     match[1].getAsInteger(10, c.registers);
-  if (llvm::Regex("([0-9]+) bytes spill stores").match(report, &match) && match[1] != "0")
-    return "spills " + match[1].str() + " bytes (ptxas)";
+  while (llvm::Regex("([0-9]+) bytes spill stores").match(rest, &match)) {
+    if (match[1] != "0")
+      return "spills " + match[1].str() + " bytes (ptxas)";
+    rest = rest.substr(rest.find(match[0]) + match[0].size());
+  }
   return "";
 }
 
@@ -112,9 +128,11 @@ static std::string compileCandidate(Candidate &c, const TuningProblem &problem,
         llvm::raw_string_ostream(*static_cast<std::string *>(out)) << diag.getMessage();
       },
       &diagnostics);
+  std::optional<int64_t> headDim = problem.shape.headDim();
   c.module = frontend::emitFlashIR(*problem.context, *problem.ast,
-                                   resolved->kernelOptions(problem.shape.headDim()), sourceMgr,
-                                   problem.variant);
+                                   problem.backward ? resolved->backwardKernelOptions(headDim)
+                                                    : resolved->kernelOptions(headDim),
+                                   sourceMgr, problem.variant);
   sourceMgr.setDiagHandler(nullptr);
   if (c.module) {
     PassManager pm(problem.context);
@@ -159,6 +177,67 @@ void tuning::compileCandidates(std::vector<Candidate> &candidates, const TuningP
   }
 }
 
+/// The forward kernel of `keyModule` (the key tile, the resolver's target
+/// options) loaded on `gpu`, or why it cannot be.
+static std::string compileForward(const TuningProblem &problem, ModuleOp keyModule,
+                                  std::optional<flashrun::AttentionKernel> &forward,
+                                  flashrt::Context &gpu) {
+  llvm::Expected<config::KernelConfig> resolved =
+      config::resolveKernelConfig(resolveOptions(problem, {}), *problem.ast, problem.variant);
+  if (!resolved)
+    return "the forward for O and LSE: " + llvm::toString(resolved.takeError());
+  std::string diagnostics;
+  ScopedDiagnosticHandler capture(problem.context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream(diagnostics) << diag.str();
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = keyModule.clone();
+  PassManager pm(problem.context);
+  flash::buildFlashPipeline(pm);
+  if (failed(pm.run(*module)))
+    return "the forward for O and LSE does not compile: " + diagnostics;
+  FailureOr<std::vector<flashrt::KernelPackage>> packages =
+      buildKernelPackages(*module, resolved->target());
+  if (failed(packages))
+    return "the forward for O and LSE does not compile: " + diagnostics;
+  forward.emplace(gpu, (*packages)[0]);
+  return "";
+}
+
+/// Validates a backward candidate against the interpreter at the check
+/// shape, then times its three launches at the timed shape.
+static void timeBackwardCandidate(Candidate &c, flashrt::Context &gpu, flashrt::Stream &stream,
+                                  harness::DeviceProblem &check, harness::DeviceProblem &timed,
+                                  flash::KernelOp keyKernel, const TuningProblem &problem,
+                                  const TimingOptions &timing, Progress progress, size_t done,
+                                  size_t total) {
+  flash::BackwardKernelOp backwardOp = *c.module->getOps<flash::BackwardKernelOp>().begin();
+  progress(c, "validate", done, total);
+  flashrun::BackwardKernel kernel(gpu, *c.package);
+  std::string error;
+  std::optional<harness::BackwardValidation> validation = harness::validateBackward(
+      gpu, kernel, stream, check, keyKernel, backwardOp, timing.seed, error);
+  if (!validation) {
+    c.reason = "interpreter: " + error;
+    return;
+  }
+  if (!validation->passed()) {
+    c.reason = "validation failed: dQ rel " +
+               llvm::formatv("{0:e2}", validation->dq.relative).str() + ", dK rel " +
+               llvm::formatv("{0:e2}", validation->dk.relative).str() + ", dV rel " +
+               llvm::formatv("{0:e2}", validation->dv.relative).str();
+    return;
+  }
+  c.outError = std::max({validation->dq.relative, validation->dk.relative,
+                         validation->dv.relative});
+  progress(c, "time", done, total);
+  harness::BackwardProblem backward = harness::uploadBackward(
+      gpu, backwardOp, timed, timing.seed, kernel.workspaceBytes(timed.sizes()));
+  c.ms = harness::timeBackward(kernel, stream, timed, backward, timing.warmup,
+                               timing.iterations);
+  c.tflops = 2.5 * harness::tflops(problem.shape, c.ms, timing.causalFlops);
+}
+
 void tuning::timeCandidates(std::vector<Candidate> &candidates, flashrt::Context &gpu,
                             const TuningProblem &problem, ModuleOp keyModule,
                             const TimingOptions &timing,
@@ -175,12 +254,35 @@ void tuning::timeCandidates(std::vector<Candidate> &candidates, flashrt::Context
                                                  timing.seed, harness::Layout::BHSD);
   harness::DeviceProblem timed = harness::upload(gpu, keyKernel, problem.shape, noParams,
                                                  timing.seed, harness::Layout::BHSD);
+  // The backward runs from a forward's O and LSE at the timed shape: one
+  // GPU forward of the key-tile kernel writes them.
+  if (problem.backward) {
+    std::optional<flashrun::AttentionKernel> forward;
+    std::string why = compileForward(problem, keyModule, forward, gpu);
+    if (!why.empty()) {
+      for (Candidate &c : candidates)
+        if (c.reason.empty())
+          c.reason = why;
+      return;
+    }
+    harness::timeKernel(*forward, stream, timed, /*warmup=*/0, /*iterations=*/1);
+  }
   size_t done = 0;
   for (Candidate &c : candidates) {
     if (!c.reason.empty())
       continue;
     if (std::chrono::steady_clock::now() - started > timing.budget) {
       c.reason = "not run: the " + timing.budgetText + " budget was spent";
+      continue;
+    }
+    if (problem.backward) {
+      try {
+        timeBackwardCandidate(c, gpu, stream, check, timed, keyKernel, problem, timing,
+                              progress, done, total);
+      } catch (const flashrt::Error &error) {
+        c.reason = std::string(flashrt::errorKindName(error.kind())) + ": " + error.what();
+      }
+      ++done;
       continue;
     }
     flash::KernelOp flashKernel = *c.module->getOps<flash::KernelOp>().begin();

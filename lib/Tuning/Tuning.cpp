@@ -28,6 +28,8 @@ namespace json = llvm::json;
 std::string TileConfig::str() const {
   std::string text = "Br=" + std::to_string(blockRows) + " Bc=" + std::to_string(blockCols) +
                      " " + gemm;
+  if (backward)
+    return text;
   if (gemm == "wgmma") {
     text += " " + kvCopy;
     if (kvCopy == "tma" && overlapSoftmax)
@@ -48,13 +50,22 @@ config::ConfigRequest TileConfig::request() const {
   request.rowsPerWarp = rowsPerWarp;
   request.overlapSoftmax = overlapSoftmax;
   request.persistent = persistent;
+  if (backward) {
+    // The forward's knobs stay unset: the forward of the same compilation
+    // keeps its own configuration.
+    request.kvCopy.reset();
+    request.rowsPerWarp.reset();
+    request.overlapSoftmax.reset();
+    request.persistent.reset();
+  }
   return request;
 }
 
 bool TileConfig::operator==(const TileConfig &other) const {
   return blockRows == other.blockRows && blockCols == other.blockCols &&
          gemm == other.gemm && kvCopy == other.kvCopy && rowsPerWarp == other.rowsPerWarp &&
-         overlapSoftmax == other.overlapSoftmax && persistent == other.persistent;
+         overlapSoftmax == other.overlapSoftmax && persistent == other.persistent &&
+         backward == other.backward;
 }
 
 llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items) {
@@ -120,6 +131,45 @@ llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items
   return space;
 }
 
+llvm::Expected<SearchSpace> SearchSpace::parseBackward(llvm::ArrayRef<std::string> items) {
+  for (llvm::StringRef item : items) {
+    llvm::StringRef key = item.split('=').first;
+    if (llvm::is_contained({"kv", "overlap", "persistent", "rpw"}, key))
+      return llvm::createStringError("--space: '" + item + "': '" + key +
+                                     "' is a knob of the forward kernel (the backward's "
+                                     "knobs: Br, Bc, gemm)");
+  }
+  SearchSpace defaults;
+  defaults.blockRows = {32, 64, 128};
+  defaults.blockCols = {64, 128};
+  llvm::Expected<SearchSpace> parsed = parse(items);
+  if (!parsed)
+    return parsed.takeError();
+  // Knobs the items left alone take the backward's defaults.
+  auto given = [&](llvm::StringRef knob) {
+    return llvm::any_of(items, [&](llvm::StringRef item) {
+      return item.split('=').first == knob;
+    });
+  };
+  if (!given("Br"))
+    parsed->blockRows = defaults.blockRows;
+  if (!given("Bc"))
+    parsed->blockCols = defaults.blockCols;
+  return parsed;
+}
+
+std::vector<TileConfig> SearchSpace::enumerateBackward() const {
+  std::vector<TileConfig> configs;
+  for (const std::string &kind : gemm)
+    for (int64_t br : blockRows)
+      for (int64_t bc : blockCols) {
+        TileConfig config{br, bc, kind, "cp.async", 0, /*overlapSoftmax=*/false};
+        config.backward = true;
+        configs.push_back(config);
+      }
+  return configs;
+}
+
 std::vector<TileConfig> SearchSpace::enumerate() const {
   std::vector<TileConfig> configs;
   for (const std::string &kind : gemm)
@@ -160,7 +210,8 @@ std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
                                          const frontend::Module &ast,
                                          llvm::SourceMgr &sourceMgr, llvm::StringRef variant,
                                          int64_t headDim, int64_t queryLen, int64_t keyLen,
-                                         llvm::StringRef gpu, int computeCapability) {
+                                         llvm::StringRef gpu, int computeCapability,
+                                         bool backward) {
   // The syntax tree points into `sourceMgr`'s buffer; only its handler changes.
   llvm::SourceMgr::DiagHandlerTy handler = sourceMgr.getDiagHandler();
   void *handlerContext = sourceMgr.getDiagContext();
@@ -171,18 +222,30 @@ std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
   options.blockRows = kKeyTileRows;
   options.blockCols = kKeyTileCols;
   options.headDim = headDim;
+  options.backward = backward;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       frontend::emitFlashIR(context, ast, options, sourceMgr, variant);
   if (!module)
     return std::nullopt;
   mlir::PassManager pm(&context);
   flash::buildFlashPipeline(pm);
-  if (mlir::failed(pm.run(*module)) || module->getOps<flash::KernelOp>().empty())
+  if (mlir::failed(pm.run(*module)))
     return std::nullopt;
-  flash::KernelOp kernel = *module->getOps<flash::KernelOp>().begin();
   TuningKey key;
-  key.variant = variantHash(kernel);
-  llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
+  if (backward) {
+    if (module->getOps<flash::BackwardKernelOp>().empty())
+      return std::nullopt;
+    flash::BackwardKernelOp kernel = *module->getOps<flash::BackwardKernelOp>().begin();
+    key.pass = "backward";
+    key.variant = variantHash(kernel);
+    llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
+  } else {
+    if (module->getOps<flash::KernelOp>().empty())
+      return std::nullopt;
+    flash::KernelOp kernel = *module->getOps<flash::KernelOp>().begin();
+    key.variant = variantHash(kernel);
+    llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
+  }
   key.headDim = headDim;
   key.shapeBucket = shapeBucket(queryLen, keyLen);
   key.gpu = gpu.str();
@@ -201,6 +264,7 @@ static json::Object toJson(const TuningEntry &entry) {
   const TuningKey &k = entry.key;
   const TileConfig &c = entry.config;
   return json::Object{
+      {"pass", k.pass},
       {"variant", k.variant},
       {"element_type", k.elementType},
       {"head_dim", k.headDim},
@@ -233,8 +297,13 @@ static std::optional<TuningEntry> fromJson(const json::Value &value) {
       !map.map("head_dim", entry.key.headDim) ||
       !map.map("shape_bucket", entry.key.shapeBucket) || !map.map("gpu", entry.key.gpu) ||
       !map.map("compute_capability", entry.key.computeCapability) ||
-      !map.map("flashc_version", entry.key.flashcVersion) || !map.map("tflops", entry.tflops))
+      !map.map("flashc_version", entry.key.flashcVersion) || !map.map("tflops", entry.tflops) ||
+      !map.mapOptional("pass", entry.key.pass))
     return std::nullopt;
+  // Entries written before the backward had winners have no "pass".
+  if (entry.key.pass != "forward" && entry.key.pass != "backward")
+    return std::nullopt;
+  entry.config.backward = entry.key.pass == "backward";
   json::ObjectMapper configMap(*config, root);
   TileConfig &c = entry.config;
   if (!configMap.map("Br", c.blockRows) || !configMap.map("Bc", c.blockCols) ||
@@ -250,7 +319,8 @@ static std::optional<TuningEntry> fromJson(const json::Value &value) {
 }
 
 static bool sameKey(const TuningKey &a, const TuningKey &b, bool withVersion) {
-  return a.variant == b.variant && a.elementType == b.elementType && a.headDim == b.headDim &&
+  return a.pass == b.pass && a.variant == b.variant && a.elementType == b.elementType &&
+         a.headDim == b.headDim &&
          a.shapeBucket == b.shapeBucket && a.gpu == b.gpu &&
          a.computeCapability == b.computeCapability &&
          (!withVersion || a.flashcVersion == b.flashcVersion);

@@ -207,10 +207,29 @@ namespace {
 
 size_t roundUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/// Elements of aux tensor `tensor` at `sizes`.
+size_t tensorElements(const flashrt::KernelPackage &pkg, const flashrt::PackageTensor &tensor,
+                      const Sizes &sizes) {
+  size_t count = 1;
+  for (const std::string &extent : tensor.extents) {
+    int64_t size = extent == "batch"      ? sizes.batch
+                   : extent == "heads"     ? sizes.heads
+                   : extent == "kv_heads"  ? sizes.kvHeads
+                   : extent == "query_len" ? sizes.queryLen
+                   : extent == "key_len"   ? sizes.keyLen
+                   : extent == "head_dim"  ? pkg.headDim
+                                           : std::stoll(extent);
+    count *= static_cast<size_t>(size);
+  }
+  return count;
+}
+
 /// The workspace: Δ, then the dQ accumulator, then one semaphore per query
-/// tile, each 256-byte aligned.
+/// tile, then (deterministic packages) per float aux tensor an i64
+/// fixed-point accumulator of 1 + elements; each 256-byte aligned.
 struct WorkspaceLayout {
   size_t delta, accum, locks, total;
+  std::vector<size_t> fixedPoint; // per aux tensor; 0: none
   WorkspaceLayout(const Sizes &sizes, const flashrt::KernelPackage &pkg) {
     size_t rows = static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen);
     size_t tiles = static_cast<size_t>(sizes.batch * sizes.heads *
@@ -218,7 +237,15 @@ struct WorkspaceLayout {
     delta = 0;
     accum = roundUp(rows * 4);
     locks = accum + roundUp(rows * static_cast<size_t>(pkg.headDim) * 4);
-    total = locks + tiles * 4;
+    total = locks + roundUp(tiles * 4);
+    for (const flashrt::PackageTensor &tensor : pkg.tensors) {
+      if (!pkg.deterministic || tensor.elementType == "i32") {
+        fixedPoint.push_back(0);
+        continue;
+      }
+      fixedPoint.push_back(total);
+      total += roundUp((1 + tensorElements(pkg, tensor, sizes)) * 8);
+    }
   }
 };
 
@@ -289,6 +316,11 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
   addArguments(args, pkg, params, auxTensors);
   for (uint64_t grad : t.tensorGrads)
     args.add(grad);
+  // The fixed-point accumulators (deterministic packages) of the wanted
+  // gradients.
+  for (size_t i = 0; i < t.tensorGrads.size(); ++i)
+    args.add(t.tensorGrads[i] && layout.fixedPoint[i] ? t.workspace + layout.fixedPoint[i]
+                                                      : uint64_t{0});
 
   auto rows = static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows);
   auto keys = static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols);

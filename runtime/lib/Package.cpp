@@ -84,6 +84,8 @@ std::string KernelPackage::serialize() const {
     os << "kv-tensor-maps\n";
   if (backward)
     os << "kind backward\n";
+  if (deterministic)
+    os << "deterministic\n";
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
@@ -169,6 +171,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
         fail(line, "entry role must be preprocess or convert, got '" + args[0] + "'");
       package.entries.push_back(
           {args[0], args[1], toInt(args[2], line), toInt(args[3], line)});
+    } else if (key == "deterministic") {
+      expect(0);
+      package.deterministic = true;
     } else if (key == "kv-tensor-maps") {
       expect(0);
       package.kvTensorMaps = true;
@@ -195,8 +200,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
        package.blockCols <= 0))
     fail(line, "a backward package needs grid ceil(M/block-cols) HKV B, block-cols and its "
                "preprocess and convert entries");
-  if (!package.backward && (sawKeyGrid || !package.entries.empty()))
-    fail(line, "only a backward package has entries and a per-key-block grid");
+  if (!package.backward && (sawKeyGrid || !package.entries.empty() || package.deterministic))
+    fail(line, "only a backward package has entries, a per-key-block grid and a deterministic "
+               "mode");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

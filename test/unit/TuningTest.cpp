@@ -147,6 +147,54 @@ TEST_F(TuningCacheTest, TheGridOfAWinnerRoundTrips) {
   EXPECT_EQ(warnings, "");
 }
 
+TEST_F(TuningCacheTest, ForwardAndBackwardWinnersAreSeparateEntries) {
+  TuningCache cache(path);
+  std::string warnings;
+  TuningEntry forward = entry("NVIDIA H200", 128);
+  TuningEntry backward = entry("NVIDIA H200", 64);
+  backward.key.pass = "backward";
+  backward.config = {64, 128, "wgmma", "cp.async", 0};
+  backward.config.backward = true;
+  ASSERT_FALSE(bool(cache.record(forward, warnings)));
+  EXPECT_FALSE(cache.lookup(backward.key, warnings));
+  ASSERT_FALSE(bool(cache.record(backward, warnings)));
+  EXPECT_EQ(cache.entries(warnings).size(), 2u);
+  std::optional<TuningEntry> found = cache.lookup(backward.key, warnings);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(found->config.backward);
+  EXPECT_EQ(found->config.str(), "Br=64 Bc=128 wgmma");
+  // As a request, a backward winner sets the tile and GEMM only.
+  EXPECT_FALSE(found->config.request().kvCopy.has_value());
+  EXPECT_FALSE(found->config.request().overlapSoftmax.has_value());
+  EXPECT_EQ(found->config.request().blockCols, std::optional<int64_t>(128));
+  found = cache.lookup(forward.key, warnings);
+  ASSERT_TRUE(found);
+  EXPECT_FALSE(found->config.backward);
+  EXPECT_EQ(found->config.blockRows, 128);
+  EXPECT_EQ(warnings, "");
+}
+
+TEST(SearchSpaceTest, TheBackwardSpaceHasTilesAndGemmOnly) {
+  llvm::Expected<SearchSpace> space = SearchSpace::parseBackward({});
+  ASSERT_TRUE(bool(space));
+  std::vector<TileConfig> configs = space->enumerateBackward();
+  ASSERT_EQ(configs.size(), 6u); // Br 32, 64, 128 x Bc 64, 128, wgmma
+  for (const TileConfig &config : configs) {
+    EXPECT_TRUE(config.backward);
+    EXPECT_EQ(config.gemm, "wgmma");
+  }
+  EXPECT_EQ(configs.front().str(), "Br=32 Bc=64 wgmma");
+  space = SearchSpace::parseBackward({"Bc=256", "gemm=wgmma,mma.sync"});
+  ASSERT_TRUE(bool(space));
+  EXPECT_EQ(space->enumerateBackward().size(), 6u); // 3 Br x 1 Bc x 2 GEMMs
+  for (const char *forwardKnob : {"kv=tma", "overlap=on", "persistent=off", "rpw=32"}) {
+    llvm::Expected<SearchSpace> bad = SearchSpace::parseBackward({forwardKnob});
+    ASSERT_FALSE(bool(bad)) << forwardKnob;
+    EXPECT_NE(llvm::toString(bad.takeError()).find("is a knob of the forward kernel"),
+              std::string::npos);
+  }
+}
+
 TEST_F(TuningCacheTest, StaleEntriesAreReportedNotUsed) {
   TuningCache cache(path);
   std::string warnings;

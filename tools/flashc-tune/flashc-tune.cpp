@@ -4,6 +4,7 @@
 //       [--space Br=64,128 Bc=32,64,128 gemm=wgmma,mma.sync kv=tma,cp.async overlap=on,off
 //                persistent=on,off rpw=16,32]
 //       [--budget 60s]
+//   flashc-tune causal.flash --bwd --shape ... [--space Br=32,64,128 Bc=64,128 gemm=wgmma]
 //
 // Enumerates the configurations of the space (plus the default one),
 // compiles each (the compiler's checks reject what does not fit: tile
@@ -12,7 +13,11 @@
 // against the interpreter on a small shape and times them with CUDA events
 // on the real shape, within the time budget. Prints a ranked table; every
 // candidate that did not run says why. The winner goes to the tuning cache
-// (flash-run uses it when no tile is given). Exit codes: 0 ok, 1 nothing
+// (flash-run uses it when no tile is given). With --bwd the backward
+// kernels are tuned instead: Br, Bc and the GEMM, each validated against the
+// interpreter's backward and timed (three launches, 2.5x the forward's
+// FLOPs) from one GPU forward's O and LSE; the winner is the variant's
+// backward entry in the same cache. Exit codes: 0 ok, 1 nothing
 // ran or bad input, 2 bad command line, 3 no GPU (the compile checks still
 // run and are printed).
 //
@@ -77,6 +82,10 @@ cl::opt<std::string> budgetSpec("budget", cl::desc("Time budget, e.g. 60s or 5m 
                                 cl::init("60s"), cl::cat(category));
 cl::opt<bool> causalFlops("causal", cl::desc("Count FLOPs as causal (halved)"),
                           cl::cat(category));
+cl::opt<bool> backwardPass("bwd",
+                           cl::desc("Tune the backward kernels (knobs Br, Bc, gemm; default "
+                                    "space Br=32,64,128 Bc=64,128 gemm=wgmma)"),
+                           cl::cat(category));
 cl::opt<int> warmup("warmup", cl::desc("Untimed launches per candidate"), cl::init(5),
                     cl::cat(category));
 cl::opt<int> iterations("iters", cl::desc("Timed launches per candidate"), cl::init(20),
@@ -132,7 +141,8 @@ int main(int argc, char **argv) {
                  "' (one input file; KNOB=VALUES items follow --space)");
     items.push_back(positionals[i]);
   }
-  llvm::Expected<tuning::SearchSpace> space = tuning::SearchSpace::parse(items);
+  llvm::Expected<tuning::SearchSpace> space =
+      backwardPass ? tuning::SearchSpace::parseBackward(items) : tuning::SearchSpace::parse(items);
   if (!space)
     die(2, llvm::toString(space.takeError()));
   bool progressBar = llvm::sys::Process::StandardErrIsDisplayed();
@@ -198,9 +208,10 @@ int main(int argc, char **argv) {
                " (the element type comes from the .flash source)");
   std::optional<tuning::TuningKey> key =
       tuning::makeKey(context, *ast, sourceMgr, selected, shape.headDim(), shape.queryLen(),
-                      shape.keyLen(), gpuName, computeCapability);
+                      shape.keyLen(), gpuName, computeCapability, backwardPass);
   if (!key)
-    die(1, "variant '" + selected + "' does not build at the key tile");
+    die(1, "variant '" + selected + "' does not build at the key tile" +
+               (backwardPass ? " (backward)" : ""));
 
   // The candidates: the space, plus the default configuration.
   tuning::TuningProblem problem;
@@ -211,6 +222,7 @@ int main(int argc, char **argv) {
   problem.chip = chip;
   problem.shape = shape;
   problem.checkShape = checkShape;
+  problem.backward = backwardPass;
   llvm::Expected<std::vector<tuning::Candidate>> made = tuning::makeCandidates(*space, problem);
   if (!made)
     die(2, llvm::toString(made.takeError()));
@@ -259,9 +271,10 @@ int main(int argc, char **argv) {
   std::stable_sort(order.begin(), order.end(), [](const tuning::Candidate *a, const tuning::Candidate *b) {
     return a->tflops > b->tflops;
   });
-  llvm::outs() << selected << "  " << shape.str() << "  " << elementName << "  " << gpuName
-               << " (" << chip << ")  " << (causalFlops ? "causal count" : "full count")
-               << "\n";
+  llvm::outs() << selected << (backwardPass ? " (backward)" : "") << "  " << shape.str() << "  "
+               << elementName << "  " << gpuName << " (" << chip << ")  "
+               << (causalFlops ? "causal count" : "full count")
+               << (backwardPass ? ", 2.5x the forward's FLOPs" : "") << "\n";
   llvm::outs() << llvm::format("%4s  %-34s %9s %9s %5s %7s  %s\n", "rank", "config", "TFLOP/s",
                                "ms", "regs", "smem", "notes");
   int rank = 0;

@@ -392,6 +392,21 @@ int main(int argc, char **argv) {
       for (const std::string &line : resolved->why(*variant, tileConfig.getHeadDim()))
         llvm::errs() << "flashc: " << kernel.getSymName() << ":   " << line << "\n";
     }
+  if (verbose && backwardModule)
+    for (flash::BackwardKernelOp kernel : backwardModule->getOps<flash::BackwardKernelOp>()) {
+      flash::TileConfigAttr tileConfig = kernel.getConfig();
+      const frontend::Variant *variant = ast->lookup(kernel.getSymName());
+      config::TileChoice tile =
+          resolved->backwardTileFor(*variant, tileConfig.getHeadDim());
+      llvm::errs() << "flashc: " << kernel.getSymName() << " (backward): Br="
+                   << tileConfig.getBr() << " Bc=" << tileConfig.getBc()
+                   << " D=" << tileConfig.getHeadDim();
+      if (emitKind >= EmitKind::Gpu)
+        llvm::errs() << " " << resolved->gemm() << " on " << target.chip;
+      llvm::errs() << ": " << resolved->backwardSource() << "\n";
+      llvm::errs() << "flashc: " << kernel.getSymName() << " (backward):   tile: " << tile.why
+                   << "\n";
+    }
 
   if (emitKind != EmitKind::FlashRaw) {
     PassManager pm(&context);

@@ -90,8 +90,10 @@ public:
   /// IRGen options that give every variant tileFor's tile.
   frontend::KernelOptions kernelOptions(std::optional<int64_t> headDim) const;
   /// The tile of `variant`'s backward kernel: the asked-for one, else the
-  /// backward rule (tuned winners are forward tiles).
+  /// tuned backward winner, else the backward rule.
   TileChoice backwardTileFor(const frontend::Variant &variant, int64_t headDim) const;
+  /// Where the backward tile came from (as source() for the forward).
+  llvm::StringRef backwardSource() const { return backwardSourceText; }
   /// IRGen options for the backward kernels (options.backward set).
   frontend::KernelOptions backwardKernelOptions(std::optional<int64_t> headDim) const;
   /// Why the kernel of `variant` at `headDim` gets its tile, GEMM and grid:
@@ -112,6 +114,9 @@ private:
   /// The tile asked for or tuned (either side may be unset: the rule fills
   /// it in).
   std::optional<int64_t> blockRows, blockCols;
+  /// The tuning cache's backward winner (for this GEMM kind) and its source.
+  std::optional<TileChoice> tunedBackward;
+  std::string backwardSourceText = "default tile";
   bool warpSpecializedTiles = false;
   std::optional<int64_t> queryLength;
   /// One line per target-level decision (GEMM, grid), for why().

@@ -110,9 +110,10 @@ validateBackward(flashrt::Context &context, const flashrun::BackwardKernel &kern
                  flash::BackwardKernelOp backward, uint64_t seed, std::string &error);
 
 /// Runs the backward `runs` times and returns how many of the runs after
-/// the first left dQ (raw bits) different from the first's.
-int differingQueryGradRuns(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
-                           const DeviceProblem &problem, BackwardProblem &backward, int runs);
+/// the first left dQ or an aux gradient (raw bits) different from the
+/// first's.
+int differingGradRuns(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                      const DeviceProblem &problem, BackwardProblem &backward, int runs);
 
 /// Median milliseconds of the backward's three launches.
 double timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,

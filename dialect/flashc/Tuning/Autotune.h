@@ -51,6 +51,9 @@ struct TuningProblem {
   std::string chip;
   /// The shape timed and the (smaller) shape validated.
   interp::ProblemShape shape, checkShape;
+  /// Tune the backward kernels (validated against the interpreter's
+  /// backward, timed from a GPU forward's O and LSE) instead of the forward.
+  bool backward = false;
 };
 
 struct TimingOptions {
@@ -67,8 +70,9 @@ struct TimingOptions {
 using Progress = llvm::function_ref<void(const Candidate &, llvm::StringRef stage, size_t done,
                                          size_t total)>;
 
-/// Every configuration of `space`, plus the resolver's default for
-/// `problem` when the space lacks it; the default is marked.
+/// Every configuration of `space` (its backward tiles for a backward
+/// problem), plus the resolver's default for `problem` when the space lacks
+/// it; the default is marked.
 llvm::Expected<std::vector<Candidate>> makeCandidates(const SearchSpace &space,
                                                       const TuningProblem &problem);
 
@@ -81,7 +85,8 @@ void compileCandidates(std::vector<Candidate> &candidates, const TuningProblem &
 /// On the GPU of `gpu`: validates every compiled candidate (reason empty)
 /// at problem.checkShape against the interpreter on `keyKernel`'s inputs
 /// and times it at problem.shape, until `timing.budget` (counted from
-/// `started`) is spent. Throws flashrt::Error only when the inputs cannot be
+/// `started`) is spent. Backward candidates are timed from the O and LSE
+/// of one GPU forward (`keyModule`'s kernel) and count 2.5x its FLOPs. Throws flashrt::Error only when the inputs cannot be
 /// uploaded; a candidate's own driver error becomes its reason.
 void timeCandidates(std::vector<Candidate> &candidates, flashrt::Context &gpu,
                     const TuningProblem &problem, mlir::ModuleOp keyModule,

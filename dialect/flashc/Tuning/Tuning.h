@@ -40,10 +40,14 @@ struct TileConfig {
   /// wgmma with TMA, Br >= 128 (warp-specialized): a persistent grid or one
   /// CTA per tile; unset: the rule (config::persistentGridPays).
   std::optional<bool> persistent;
+  /// A backward tile: only Br, Bc and the GEMM are knobs (the backward
+  /// copies with cp.async and has one grid).
+  bool backward = false;
 
   /// "Br=64 Bc=128 wgmma tma" / "Br=64 Bc=64 wgmma tma overlap" /
   /// "Br=128 Bc=128 wgmma tma persistent" / "Br=128 Bc=128 wgmma tma
-  /// per-tile" / "Br=128 Bc=64 mma.sync rpw=32".
+  /// per-tile" / "Br=128 Bc=64 mma.sync rpw=32"; backward: "Br=64 Bc=128
+  /// wgmma".
   std::string str() const;
   /// This configuration as a request to the resolver (flashc/Config): every
   /// knob set but the grid when `persistent` is unset (the rule decides).
@@ -66,11 +70,17 @@ struct SearchSpace {
   /// (any subset, in any order; the rest keeps its default). Errors name
   /// the item.
   static llvm::Expected<SearchSpace> parse(llvm::ArrayRef<std::string> items);
+  /// The backward's space: Br=32,64,128 Bc=64,128 gemm=wgmma unless
+  /// `items` say otherwise; the forward's knobs (kv, overlap, persistent,
+  /// rpw) are errors.
+  static llvm::Expected<SearchSpace> parseBackward(llvm::ArrayRef<std::string> items);
   /// Every combination, without combinations that mean the same kernel
   /// (kv-copy and rows-per-warp apply to one GEMM kind each, overlap to
   /// 64-row tiles with TMA: larger ones are warp-specialized and always
   /// overlap; persistent to those larger ones only).
   std::vector<TileConfig> enumerate() const;
+  /// Backward tiles: Br x Bc x gemm.
+  std::vector<TileConfig> enumerateBackward() const;
 };
 
 /// "N<=4096,M<=4096": both lengths rounded up to a power of two.
@@ -87,16 +97,20 @@ struct TuningKey {
   std::string shapeBucket, gpu;
   int computeCapability = 0;
   std::string flashcVersion;
+  /// "forward" or "backward": each pass has its own winner.
+  std::string pass = "forward";
 };
 
 /// The key of a run of `variant` of `ast` (parsed from `sourceMgr`) at head
 /// dim `headDim` and lengths N = `queryLen`, M = `keyLen` on `gpu`: the
-/// variant is named by the variantHash of its flash IR at the key tile. Null
-/// when the variant does not build (its diagnostics are dropped).
+/// variant is named by the variantHash of its flash IR at the key tile (of
+/// its backward kernel for `backward`). Null when the variant does not
+/// build (its diagnostics are dropped).
 std::optional<TuningKey> makeKey(mlir::MLIRContext &context, const frontend::Module &ast,
                                  llvm::SourceMgr &sourceMgr, llvm::StringRef variant,
                                  int64_t headDim, int64_t queryLen, int64_t keyLen,
-                                 llvm::StringRef gpu, int computeCapability);
+                                 llvm::StringRef gpu, int computeCapability,
+                                 bool backward = false);
 
 struct TuningEntry {
   TuningKey key;

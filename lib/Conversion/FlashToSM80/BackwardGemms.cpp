@@ -164,6 +164,34 @@ void BackwardEmitter::atomicAdd(Value address, Value value, Value predicate) {
           "l,f,r", {address, value, flag});
 }
 
+void BackwardEmitter::addTensorGrad(Value address, Value flag, Value value,
+                                    Value predicate) {
+  if (!deterministic)
+    return atomicAdd(address, value, predicate);
+  Value given = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
+  // q = rni(value · 2^32), saturating; |value · 2^32| > 2^62 (or NaN) and a
+  // signed overflow of the sum (old and q of one sign, old + q of the
+  // other) set the flag: the gradient is then NaN, never wrapped.
+  emitAsm("{\n\t.reg .pred p, bad, wrapped;\n\t.reg .f32 s, a;\n\t"
+          ".reg .s64 q, old, sum, x, y;\n\t"
+          "setp.ne.b32 p, $3, 0;\n\t"
+          "mul.f32 s, $2, 0f4F800000;\n\t"
+          "abs.f32 a, s;\n\t"
+          "setp.gtu.f32 bad, a, 0f5E800000;\n\t"
+          "cvt.rni.s64.f32 q, s;\n\t"
+          "mov.s64 old, 0;\n\t"
+          "@p atom.global.add.u64 old, [$0], q;\n\t"
+          "add.s64 sum, old, q;\n\t"
+          "xor.b64 x, old, sum;\n\t"
+          "xor.b64 y, q, sum;\n\t"
+          "and.b64 x, x, y;\n\t"
+          "setp.lt.s64 wrapped, x, 0;\n\t"
+          "or.pred bad, bad, wrapped;\n\t"
+          "and.pred bad, bad, p;\n\t"
+          "@bad red.global.or.b64 [$1], 1;\n\t}",
+          "l,l,f,r", {address, flag, value, given});
+}
+
 LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   FailureOr<const BackwardValue *> ds =
       lookup(op, op.getScoreGrad(), BackwardValue::Kind::Scores);

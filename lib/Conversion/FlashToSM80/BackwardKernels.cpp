@@ -81,14 +81,15 @@ void BackwardEmitter::emitFunction(StringRef name) {
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
   // q k v o dO lse Δ dq_accum dq_lock dq dk dv; strides of q k v o dO dq dk dv;
-  // B H HKV N M; params; aux tensors; one f32 gradient per aux tensor.
+  // B H HKV N M; params; aux tensors; one f32 gradient per aux tensor; one
+  // i64 fixed-point accumulator per aux tensor (deterministic mode).
   SmallVector<Type> argTypes(12, globalPtr);
   argTypes.append(3 * kStrideSets, i64Type);
   argTypes.append(5, i32Type);
   for (Attribute attr : kernel.getParams())
     argTypes.push_back(cast<flash::ParamAttr>(attr).getType());
   size_t tensorCount = kernel.getTensors().size();
-  argTypes.append(2 * tensorCount, globalPtr);
+  argTypes.append(3 * tensorCount, globalPtr);
 
   b.setInsertionPointToEnd(gpuModule.getBody());
   func = LLVM::LLVMFuncOp::create(
@@ -126,6 +127,9 @@ void BackwardEmitter::emitFunction(StringRef name) {
         entry.getArgument(arg++);
   for (Attribute attr : kernel.getTensors())
     auxGradPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
+        entry.getArgument(arg++);
+  for (Attribute attr : kernel.getTensors())
+    auxGradFixedPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
   bindThreadCoordinates();
 }
@@ -285,9 +289,11 @@ LogicalResult BackwardEmitter::emitPreprocess() {
   return success();
 }
 
-void BackwardEmitter::zeroTensorGrads() {
-  // The tensors the main kernel adds gradients into (scatter-adds start
-  // from 0), zeroed by the whole preprocess grid, thread by thread.
+void BackwardEmitter::forEachTensorGradElement(
+    const llvm::StringMap<Value> &pointers, int64_t extra,
+    llvm::function_ref<void(StringRef name, Value index)> body) {
+  // The tensors the main kernel adds gradients into, spread over the whole
+  // grid of the small kernel, thread by thread.
   llvm::SetVector<StringRef> names;
   kernel.walk([&](flash::AuxGradAddOp add) { names.insert(add.getTensor()); });
   if (names.empty())
@@ -296,7 +302,7 @@ void BackwardEmitter::zeroTensorGrads() {
   Value gridX = NVVM::GridDimXOp::create(b, loc, i32Type);
   Value gridY = NVVM::GridDimYOp::create(b, loc, i32Type);
   Value gridZ = NVVM::GridDimZOp::create(b, loc, i32Type);
-  Value threads = i64(threadsOf(BackwardStage::Preprocess));
+  Value threads = i64(threadsOf(stage));
   Value block =
       add(mul(add(mul(toI64(NVVM::BlockIdZOp::create(b, loc, i32Type)),
                       toI64(gridY)),
@@ -306,29 +312,88 @@ void BackwardEmitter::zeroTensorGrads() {
   Value first = add(mul(block, threads), toI64(tid));
   Value step = mul(mul(mul(toI64(gridX), toI64(gridY)), toI64(gridZ)), threads);
   for (StringRef name : names) {
-    flash::AuxTensorAttr decl = kernel.lookupTensor(name);
-    Value pointer = auxGradPointers.lookup(name);
-    if (!decl || !pointer)
+    Value pointer = pointers.lookup(name);
+    if (!pointer)
       continue;
-    Value count = i64(1);
-    for (int64_t extent : decl.getExtents())
-      count = mul(count,
-                  flash::AuxTensorAttr::isRole(extent)
-                      ? toI64(sizeOf(flash::AuxTensorAttr::decodeRole(extent)))
-                      : i64(extent));
-    // A null gradient pointer: the caller wants none.
-    Value given =
-        LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, pointer,
-                             LLVM::ZeroOp::create(b, loc, pointer.getType()));
-    auto ifGiven = scf::IfOp::create(b, loc, given, /*withElseRegion=*/false);
+    Value count = i64(extra);
+    Value elements = tensorElementCount(name);
+    if (!elements)
+      continue;
+    count = add(count, elements);
+    // A null pointer: the caller wants no gradient of this tensor.
+    auto ifGiven = scf::IfOp::create(b, loc, isNonNull(pointer),
+                                     /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifGiven.thenBlock()->getTerminator());
     auto loop = scf::ForOp::create(b, loc, first, count, step);
     b.setInsertionPointToStart(loop.getBody());
+    body(name, loop.getInductionVar());
+  }
+}
+
+Value BackwardEmitter::tensorElementCount(StringRef name) {
+  flash::AuxTensorAttr decl = kernel.lookupTensor(name);
+  if (!decl)
+    return Value();
+  Value count = i64(1);
+  for (int64_t extent : decl.getExtents())
+    count = mul(count,
+                flash::AuxTensorAttr::isRole(extent)
+                    ? toI64(sizeOf(flash::AuxTensorAttr::decodeRole(extent)))
+                    : i64(extent));
+  return count;
+}
+
+Value BackwardEmitter::isNonNull(Value pointer) {
+  return LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, pointer,
+                              LLVM::ZeroOp::create(b, loc, pointer.getType()));
+}
+
+void BackwardEmitter::zeroTensorGrads() {
+  if (deterministic) {
+    // The fixed-point accumulators: the overflow flag, then the elements.
+    forEachTensorGradElement(auxGradFixedPointers, 1, [&](StringRef name, Value index) {
+      LLVM::StoreOp::create(
+          b, loc, i64(0),
+          gepElements(auxGradFixedPointers.lookup(name), index, b.getI64Type()),
+          8);
+    });
+    return;
+  }
+  forEachTensorGradElement(auxGradPointers, 0, [&](StringRef name, Value index) {
     LLVM::StoreOp::create(
         b, loc, f32(0.0),
-        gepElements(pointer, loop.getInductionVar(), b.getF32Type()), 4);
-  }
+        gepElements(auxGradPointers.lookup(name), index, b.getF32Type()), 4);
+  });
+}
+
+void BackwardEmitter::convertFixedPointGrads() {
+  forEachTensorGradElement(auxGradPointers, 0, [&](StringRef name, Value index) {
+    Value fixed = auxGradFixedPointers.lookup(name);
+    // The runtime passes both pointers or neither; a missing accumulator
+    // leaves the gradient NaN rather than a silent zero.
+    Value nan = f32(std::numeric_limits<float>::quiet_NaN());
+    auto ifFixed = scf::IfOp::create(b, loc, b.getF32Type(), isNonNull(fixed),
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifFixed.thenBlock());
+      Value flag = LLVM::LoadOp::create(b, loc, b.getI64Type(), fixed, 8);
+      Value sum = LLVM::LoadOp::create(
+          b, loc, b.getI64Type(),
+          gepElements(fixed, add(index, i64(1)), b.getI64Type()), 8);
+      Value value = arith::MulFOp::create(
+          b, loc, arith::SIToFPOp::create(b, loc, b.getF32Type(), sum),
+          f32(kFixedPointUnit));
+      Value clean = cmpI(arith::CmpIPredicate::eq, flag, i64(0));
+      scf::YieldOp::create(b, loc, select(clean, value, nan));
+      b.setInsertionPointToStart(ifFixed.elseBlock());
+      scf::YieldOp::create(b, loc, nan);
+    }
+    LLVM::StoreOp::create(
+        b, loc, ifFixed.getResult(0),
+        gepElements(auxGradPointers.lookup(name), index, b.getF32Type()), 4);
+  });
 }
 
 LogicalResult BackwardEmitter::emitConvert() {
@@ -375,6 +440,8 @@ LogicalResult BackwardEmitter::emitConvert() {
         config.elementType);
     LLVM::StoreOp::create(b, loc, out, target, 16);
   }
+  if (deterministic)
+    convertFixedPointGrads();
   return success();
 }
 
@@ -610,7 +677,8 @@ BackwardEmitter::OpaqueLoopValues::OpaqueLoopValues(BackwardEmitter &emitter)
              &emitter.queryGradLockPtr, &emitter.queryGradPtr, &emitter.keyGradPtr,
              &emitter.valueGradPtr};
   for (llvm::StringMap<Value> *map :
-       {&emitter.params, &emitter.auxPointers, &emitter.auxGradPointers})
+       {&emitter.params, &emitter.auxPointers, &emitter.auxGradPointers,
+        &emitter.auxGradFixedPointers})
     for (auto &entry : *map)
       members.push_back(&entry.second);
   for (Value *member : members) {
@@ -907,7 +975,7 @@ LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
         worklist.append(def->operand_begin(), def->operand_end());
     }
     if (uniform)
-      uniformAdds[add] = UniformAdd{zero, Value(), Value()};
+      uniformAdds[add] = UniformAdd{zero, Value(), Value(), Value()};
   });
   BackwardValue result = **grads;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
@@ -930,8 +998,8 @@ LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
     Value total = sum.total;
     for (int64_t mask = 16; mask >= 1; mask /= 2)
       total = fadd(total, shuffleXor(total, mask));
-    atomicAdd(sum.address, total,
-              arith::AndIOp::create(b, loc, sum.valid, firstLane));
+    addTensorGrad(sum.address, sum.flag, total,
+                  arith::AndIOp::create(b, loc, sum.valid, firstLane));
   }
   uniformAdds.clear();
   values[op.getResult()] = std::move(result);
@@ -953,22 +1021,31 @@ LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
   if (failed(auxElementIndex(op, decl, indices, valid, linear)))
     return failure();
   Value value = lookupScalar(add.getValue());
-  Value address =
-      gepElements(pointer, select(valid, linear, i64(0)), b.getF32Type());
-  // A null gradient pointer: the caller wants no gradient of this tensor.
-  Value given =
-      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, pointer,
-                           LLVM::ZeroOp::create(b, loc, pointer.getType()));
+  Value index = select(valid, linear, i64(0));
+  Value address, flag, given;
+  if (deterministic) {
+    // The fixed-point accumulator: the overflow flag, then the elements.
+    Value fixed = auxGradFixedPointers.lookup(add.getTensor());
+    flag = fixed;
+    address = gepElements(fixed, EmitterCore::add(index, i64(1)), b.getI64Type());
+    given = isNonNull(fixed);
+  } else {
+    address = gepElements(pointer, index, b.getF32Type());
+    // A null gradient pointer: the caller wants no gradient of this tensor.
+    given = isNonNull(pointer);
+  }
   valid = arith::AndIOp::create(b, loc, valid, given);
   auto uniform = uniformAdds.find(add);
   if (uniform != uniformAdds.end()) {
     UniformAdd &sum = uniform->second;
     sum.total = fadd(sum.total, select(elementLive, value, f32(0.0)));
     sum.address = address;
+    sum.flag = flag;
     sum.valid = valid;
     return success();
   }
-  atomicAdd(address, value, arith::AndIOp::create(b, loc, valid, elementLive));
+  addTensorGrad(address, flag, value,
+                arith::AndIOp::create(b, loc, valid, elementLive));
   return success();
 }
 

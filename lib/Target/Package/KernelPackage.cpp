@@ -98,6 +98,7 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
     flashrt::KernelPackage package = describeKernel(kernel);
     package.arch = compiled->chip;
     package.ptx = compiled->ptx;
+    package.deterministic = package.backward && options.deterministic;
     for (const nvptx::KernelLaunchInfo &info : compiled->kernels) {
       if (info.name != package.kernelName) {
         // The backward's preprocess and convert kernels.

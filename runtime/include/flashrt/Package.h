@@ -30,6 +30,8 @@
 //   kind backward
 //   entry preprocess causal_bwd_preprocess 64 0   (role, name, threads, shared bytes)
 //   entry convert causal_bwd_convert 128 0
+//   deterministic                  (built with --deterministic: dQ in key-block
+//                                   order, aux gradients in fixed point)
 //
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
@@ -93,6 +95,9 @@ struct KernelPackage {
   /// A backward package: the main kernel over (ceil(M / block-cols), HKV,
   /// B), `entries` holding its preprocess and convert kernels.
   bool backward = false;
+  /// A backward package built with --deterministic: its workspace also
+  /// holds an i64 fixed-point accumulator per aux tensor gradient.
+  bool deterministic = false;
   std::vector<PackageEntry> entries;
   std::string ptx;
 

@@ -53,8 +53,9 @@ struct BackwardTensors {
   TensorRef outputGrad; // dO, shaped like O
   TensorRef queryGrad, keyGrad, valueGrad; // dQ (like q), dK and dV (like k, v): written
   /// Scratch of BackwardKernel::workspaceBytes(sizes) bytes, 16-byte aligned
-  /// (Δ, the f32 dQ accumulator, the dQ semaphores of the deterministic
-  /// mode); its contents need no initialization.
+  /// (Δ, the f32 dQ accumulator, the dQ semaphores and, deterministic
+  /// packages, the aux gradients' fixed-point accumulators); its contents
+  /// need no initialization.
   uint64_t workspace = 0;
   /// One f32 gradient per aux tensor, dense in the tensor's shape (0 for a
   /// tensor that gets none: integer tensors, or where it is not wanted).

@@ -128,6 +128,23 @@ TEST(Package, BackwardPackagesRoundTripTheirEntries) {
   EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).backward);
 }
 
+TEST(Package, BackwardPackagesRecordTheDeterministicMode) {
+  flashrt::KernelPackage package = sampleBackwardPackage();
+  EXPECT_EQ(package.serialize().find("deterministic"), std::string::npos);
+  EXPECT_FALSE(flashrt::KernelPackage::parse(package.serialize()).deterministic);
+  package.deterministic = true;
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\ndeterministic\n"), std::string::npos);
+  EXPECT_TRUE(flashrt::KernelPackage::parse(text).deterministic);
+  expectParseError(replacedOnce(text, "deterministic\n", "deterministic 1\n"),
+                   "takes 0 value(s), got 1");
+  // Only the backward has a deterministic mode.
+  std::string forward = samplePackage().serialize();
+  expectParseError(replacedOnce(forward, "ptx ", "deterministic\nptx "),
+                   "only a backward package has entries, a per-key-block grid and a "
+                   "deterministic mode");
+}
+
 TEST(Package, RejectsInconsistentBackwardPackages) {
   std::string text = sampleBackwardPackage().serialize();
   expectParseError(replacedOnce(text, "entry convert sliding_window_bwd_convert 128 0\n", ""),

@@ -159,14 +159,32 @@ protected:
   enum StrideSet { QS, KS, VS, OS, DOS, DQS, DKS, DVS, kStrideSets };
   mlir::Value strides[kStrideSets][3];
   llvm::StringMap<mlir::Value> auxGradPointers;
+  /// Deterministic mode: per aux tensor, i64 [1 + elements]: a flag (an
+  /// add was not finite or left the range) and the gradient in units of
+  /// kFixedPointUnit. Integer adds are exact, so any order gives the same
+  /// bits; convert turns them into the f32 gradient (NaN where flagged).
+  llvm::StringMap<mlir::Value> auxGradFixedPointers;
+  static constexpr float kFixedPointUnit = 0x1p-32f;
   void emitFunction(llvm::StringRef name);
 
   // The two small kernels.
   mlir::LogicalResult emitPreprocess();
   mlir::LogicalResult emitConvert();
-  /// In the preprocess: zeroes the gradient of every aux tensor the main
-  /// kernel adds into.
+  /// Runs `body(name, index)` over [0, extra + elements) of every aux
+  /// tensor the main kernel adds gradients into whose pointer in `pointers`
+  /// is not null, spread over the whole grid of a small kernel.
+  void forEachTensorGradElement(
+      const llvm::StringMap<mlir::Value> &pointers, int64_t extra,
+      llvm::function_ref<void(llvm::StringRef name, mlir::Value index)> body);
+  /// Elements (i64) of aux tensor `name` at this launch's sizes.
+  mlir::Value tensorElementCount(llvm::StringRef name);
+  mlir::Value isNonNull(mlir::Value pointer);
+  /// In the preprocess: zeroes the gradient (or, deterministic, its
+  /// fixed-point accumulator) of every aux tensor the main kernel adds into.
   void zeroTensorGrads();
+  /// In the convert kernel (deterministic): the f32 gradients from their
+  /// fixed-point accumulators.
+  void convertFixedPointGrads();
 
   // The main kernel: a walk over the main region.
   llvm::DenseMap<mlir::Value, BackwardValue> values;
@@ -239,7 +257,7 @@ protected:
   /// Aux gradient adds of the region being lowered whose element is the same
   /// over the tile: the running sum, the address and whether it is inside.
   struct UniformAdd {
-    mlir::Value total, address, valid;
+    mlir::Value total, address, flag, valid;
   };
   llvm::DenseMap<mlir::Operation *, UniformAdd> uniformAdds;
 
@@ -262,6 +280,12 @@ protected:
   void passTurn(mlir::Value address);
   /// red.global.add.f32 [address], value where `predicate` (i1) holds.
   void atomicAdd(mlir::Value address, mlir::Value value, mlir::Value predicate);
+  /// Adds `value` to an aux gradient where `predicate` holds: red.add.f32 at
+  /// `address`, or (deterministic) an exact i64 add of value / unit at the
+  /// fixed-point element `address`, setting `flag` when the value is not
+  /// finite or the sum overflows.
+  void addTensorGrad(mlir::Value address, mlir::Value flag, mlir::Value value,
+                     mlir::Value predicate);
 };
 
 /// The checks every backward kernel shares (element type, head dim), with

@@ -51,13 +51,17 @@
 //   12-35  i64 strides (batch, head, row) of q, k, v, o, dO, dq, dk, dv
 //   36-40  i32 sizes B, H, HKV, N, M
 //   then   params, one pointer per aux tensor, then one f32 gradient pointer
-//          per aux tensor (dense in its shape; null: no gradient wanted)
+//          per aux tensor (dense in its shape; null: no gradient wanted),
+//          then one i64 scratch pointer per aux tensor (deterministic
+//          kernels: 1 + elements fixed-point accumulators, null where no
+//          gradient is wanted; other kernels ignore it)
 // Launch, in order on one stream: <name>_bwd_preprocess over (ceil(N /
-// block_rows), H, B) (Δ; zeroes dq_accum, dq_lock and every aux gradient the main
-// kernel adds into), <name>_bwd over (ceil(M / block_cols), HKV, B) (dK and
-// dV; adds into dq_accum and the aux gradients), <name>_bwd_convert over
-// (ceil(N / block_rows), H, B) (dq from dq_accum). Threads and dynamic shared
-// memory per kernel come from its #flash.launch.
+// block_rows), H, B) (Δ; zeroes dq_accum, dq_lock and every aux gradient, or
+// its fixed-point accumulator, the main kernel adds into), <name>_bwd over
+// (ceil(M / block_cols), HKV, B) (dK and dV; adds into dq_accum and the aux
+// gradients), <name>_bwd_convert over (ceil(N / block_rows), H, B) (dq from
+
+
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_TARGET_NVPTX_EMITPTX_H

@@ -1,0 +1,59 @@
+//===- WorkspaceTest.cpp - The backward's workspace layout ----------------===//
+//
+// BackwardKernel::workspaceBytes is all a caller (AOT programs included)
+// knows of the scratch; it must grow with the deterministic mode's
+// fixed-point accumulators and only with them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashrun/AttentionKernel.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+flashrt::KernelPackage backwardPackage(bool deterministic) {
+  flashrt::KernelPackage package;
+  package.kernelName = "relative_bias_bwd";
+  package.backward = true;
+  package.deterministic = deterministic;
+  package.headDim = 64;
+  package.blockRows = 32;
+  package.blockCols = 128;
+  package.tensors = {{"doc", "i32", {"batch", "query_len"}},
+                     {"bias", "f32", {"heads", "1023"}}};
+  return package;
+}
+
+size_t roundUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+TEST(BackwardWorkspace, HoldsDeltaTheDqAccumulatorAndTheSemaphores) {
+  flashrun::Sizes sizes{2, 4, 4, 100, 100};
+  size_t rows = 2 * 4 * 100, tiles = 2 * 4 * 4; // ceil(100 / 32) = 4
+  EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(backwardPackage(false), sizes),
+            roundUp(rows * 4) + roundUp(rows * 64 * 4) + roundUp(tiles * 4));
+}
+
+TEST(BackwardWorkspace, DeterministicAddsOneAccumulatorPerFloatTensor) {
+  for (int64_t heads : {1, 4, 16}) {
+    flashrun::Sizes sizes{3, heads, heads, 257, 300};
+    size_t plain = flashrun::BackwardKernel::workspaceBytes(backwardPackage(false), sizes);
+    size_t fixed = flashrun::BackwardKernel::workspaceBytes(backwardPackage(true), sizes);
+    // The flag, then heads x 1023 elements, 8 bytes each; none for the i32
+    // tensor.
+    EXPECT_EQ(fixed - plain, roundUp((1 + static_cast<size_t>(heads) * 1023) * 8)) << heads;
+  }
+}
+
+TEST(BackwardWorkspace, RoleExtentsFollowTheSizes) {
+  flashrt::KernelPackage package = backwardPackage(true);
+  package.tensors = {{"bias", "f32", {"batch", "heads", "query_len", "key_len"}}};
+  flashrun::Sizes sizes{2, 3, 1, 40, 70};
+  flashrt::KernelPackage plain = package;
+  plain.deterministic = false;
+  EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(package, sizes) -
+                flashrun::BackwardKernel::workspaceBytes(plain, sizes),
+            roundUp((1 + 2 * 3 * 40 * 70) * 8));
+}
+
+} // namespace
