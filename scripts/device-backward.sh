@@ -6,7 +6,7 @@
 # the peers). Logs and tables go to $OUT; a summary is printed last.
 #   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] scripts/device-backward.sh
 # SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_COST,
-# SKIP_TUNE, SKIP_BENCH=1 leave a part out.
+# SKIP_TILES, SKIP_TUNE, SKIP_BENCH=1 leave a part out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}
@@ -77,6 +77,17 @@ if [ "${SKIP_COST:-0}" != 1 ]; then
     done
   done
 fi
+# Backward tiles at D = 64 beside the default (the tile rule's evidence).
+if [ "${SKIP_TILES:-0}" != 1 ]; then
+  echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,tile" > "$OUT/tiles.csv"
+  for f in examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash; do
+    for tile in default Br=32,Bc=64 Br=32,Bc=128 Br=64,Bc=64; do
+      args=; [ "$tile" != default ] && args="--tile $tile"
+      line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=32,N=4096,D=64" $args --iters 20 2>>"$OUT/tiles.log" | tail -1)
+      echo "$line,$tile" >> "$OUT/tiles.csv"
+    done
+  done
+fi
 # flashc-tune --bwd: every backward tile of the default space, validated and
 # timed, the winner recorded in a scratch cache.
 if [ "${SKIP_TUNE:-0}" != 1 ]; then
@@ -95,6 +106,7 @@ echo "== $(cat "$OUT/gpu.txt")"
 [ -f "$OUT/gpu-backward-check-deterministic.log" ] && { grep -E "^FAIL" -A8 "$OUT/gpu-backward-check-deterministic.log" | head -30; echo "deterministic: $(tail -1 "$OUT/gpu-backward-check-deterministic.log")"; }
 [ -f "$OUT/sass.md" ] && cat "$OUT/sass.md"
 [ -f "$OUT/choices.csv" ] && cut -d, -f1,8,11,12,13,16 "$OUT/choices.csv"
+[ -f "$OUT/tiles.csv" ] && cut -d, -f1,8,11,12,16 "$OUT/tiles.csv"
 [ -f "$OUT/deterministic.csv" ] && cut -d, -f1,8,11,12,16 "$OUT/deterministic.csv"
 for t in "$OUT"/tune-*.txt; do [ -f "$t" ] && cat "$t"; done
 [ -f "$OUT/sanitizer.log" ] && grep -E "^==|ERROR SUMMARY|exit|Error" "$OUT/sanitizer.log" | head -40

@@ -45,5 +45,11 @@ run examples/sliding_window.flash --shape B=1,H=2,N=700,D=64 --tile Br=128,Bc=12
 run examples/full.flash --shape B=1,H=2,N=700,M=650,D=64 --tile Br=64,Bc=192
 run examples/relative_bias.flash --shape B=1,H=2,N=300,D=96 --tile Br=64,Bc=128
 run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --gemm=mma.sync
+# Aux gradients: a dense bias (no tile's range fits the staging: direct
+# adds; at N = 8 it fits), two staged tables at once.
+run test/GPU/aux-grads.flash --variant dense_bias --shape B=1,H=2,N=300,D=64
+run test/GPU/aux-grads.flash --variant dense_bias --shape B=2,H=2,N=8,D=64
+run test/GPU/aux-grads.flash --variant two_tables --shape B=2,H=4,N=500,D=128
+run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=64 --gemm=mma.sync
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

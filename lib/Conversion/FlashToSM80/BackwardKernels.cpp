@@ -60,7 +60,11 @@ int64_t BackwardEmitter::threadsOf(BackwardStage s) const {
 }
 
 int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
-  return s == BackwardStage::Main ? mainSharedBytes() : 0;
+  return s == BackwardStage::Main ? llvm::alignTo(mainSharedBytes(), 16) + stagingBytes() : 0;
+}
+
+int64_t BackwardEmitter::stagingBytes() const {
+  return hasStagedAdds() ? kStagingSlots * 8 + config.numWarps * kMaxStagedAdds * 16 : 0;
 }
 
 Value BackwardEmitter::sharedChunkOffset(Value row, Value chunk, int64_t rows) {
@@ -452,6 +456,18 @@ LogicalResult BackwardEmitter::emitConvert() {
 LogicalResult BackwardEmitter::emitMain() {
   Type i32Type = b.getI32Type();
   assignSharedBuffers();
+  if (hasStagedAdds()) {
+    // The staging slots start at 0 (each flush leaves them so); the first
+    // barrier of the first tile orders this before any add.
+    stagingBase = gepBytes(sharedMemoryBase(/*alignment=*/16),
+                           i32(llvm::alignTo(mainSharedBytes(), 16)));
+    Value threads = i32(threadsOf(BackwardStage::Main));
+    auto zero = scf::ForOp::create(b, loc, tid, i32(kStagingSlots), threads);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(zero.getBody());
+    LLVM::StoreOp::create(b, loc, i64(0),
+                          gepBytes(stagingBase, mul(zero.getInductionVar(), i32(8))), 8);
+  }
   scalars.map(kernel.getKeyTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
   scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
   scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
@@ -935,6 +951,141 @@ LogicalResult BackwardEmitter::lowerSoftmaxGrad(flash::SoftmaxGradOp op) {
   return success();
 }
 
+bool BackwardEmitter::isUniformAdd(flash::AuxGradAddOp add, Block &body) {
+  SmallVector<Value> worklist(add.getIndices().begin(), add.getIndices().end());
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      // (g, s, b, h, i, j): only b and h are the same over a tile.
+      if (arg.getOwner() == &body && arg.getArgNumber() != 2 && arg.getArgNumber() != 3)
+        return false;
+      continue;
+    }
+    Operation *def = value.getDefiningOp();
+    if (def && def->getBlock() == &body)
+      worklist.append(def->operand_begin(), def->operand_end());
+  }
+  return true;
+}
+
+SmallVector<flash::AuxGradAddOp> BackwardEmitter::stagedAddsOf(flash::ScoreModGradOp op) {
+  SmallVector<flash::AuxGradAddOp> staged;
+  Block &body = op.getBody().front();
+  op.getBody().walk([&](flash::AuxGradAddOp add) {
+    if (!isUniformAdd(add, body) && static_cast<int64_t>(staged.size()) < kMaxStagedAdds)
+      staged.push_back(add);
+  });
+  return staged;
+}
+
+bool BackwardEmitter::hasStagedAdds() const {
+  bool any = false;
+  const_cast<flash::BackwardKernelOp &>(kernel).walk(
+      [&](flash::ScoreModGradOp op) { any |= !stagedAddsOf(op).empty(); });
+  return any;
+}
+
+Value BackwardEmitter::shuffleXor64(Value value, int64_t laneMask) {
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  Value low = arith::TruncIOp::create(b, loc, i32Type, value);
+  Value high = arith::TruncIOp::create(
+      b, loc, i32Type, arith::ShRUIOp::create(b, loc, value, i64(32)));
+  low = arith::ExtUIOp::create(b, loc, i64Type, shuffleXor(low, laneMask));
+  high = arith::ExtUIOp::create(b, loc, i64Type, shuffleXor(high, laneMask));
+  return arith::OrIOp::create(b, loc, low, arith::ShLIOp::create(b, loc, high, i64(32)));
+}
+
+void BackwardEmitter::reduceStagedBounds() {
+  // Over the warp, then over the CTA through the slots after the staging
+  // ones: (lowest, highest) per warp and staged add.
+  Value stats = gepBytes(stagingBase, i32(kStagingSlots * 8));
+  int64_t index = 0;
+  SmallVector<StagedAdd *> order;
+  for (auto &[op, staged] : stagedAdds)
+    order.push_back(&staged);
+  llvm::sort(order, [](StagedAdd *x, StagedAdd *y) { return x->slot < y->slot; });
+  Value firstLane = cmpI(arith::CmpIPredicate::eq, lane, i32(0));
+  for (StagedAdd *staged : order) {
+    Value lowest = staged->lowest, highest = staged->highest;
+    for (int64_t mask = 16; mask >= 1; mask /= 2) {
+      lowest = arith::MinSIOp::create(b, loc, lowest, shuffleXor64(lowest, mask));
+      highest = arith::MaxSIOp::create(b, loc, highest, shuffleXor64(highest, mask));
+    }
+    Value slot = gepBytes(stats, EmitterCore::add(mul(warp, i32(kMaxStagedAdds * 16)),
+                                                  i32(index * 16)));
+    auto write = scf::IfOp::create(b, loc, firstLane, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(write.thenBlock()->getTerminator());
+      LLVM::StoreOp::create(b, loc, lowest, slot, 8);
+      LLVM::StoreOp::create(b, loc, highest, gepBytes(slot, i32(8)), 8);
+    }
+    ++index;
+  }
+  NVVM::Barrier0Op::create(b, loc);
+  index = 0;
+  for (StagedAdd *staged : order) {
+    Value lowest = i64(std::numeric_limits<int64_t>::max());
+    Value highest = i64(std::numeric_limits<int64_t>::min());
+    for (int64_t w = 0; w < config.numWarps; ++w) {
+      Value slot = gepBytes(stats, i32(w * kMaxStagedAdds * 16 + index * 16));
+      lowest = arith::MinSIOp::create(
+          b, loc, lowest, LLVM::LoadOp::create(b, loc, b.getI64Type(), slot, 8));
+      highest = arith::MaxSIOp::create(
+          b, loc, highest,
+          LLVM::LoadOp::create(b, loc, b.getI64Type(), gepBytes(slot, i32(8)), 8));
+    }
+    staged->lowest = lowest;
+    staged->highest = highest;
+    // An empty range (no live element) has highest < lowest: nothing to stage.
+    Value span = arith::SubIOp::create(b, loc, highest, lowest);
+    staged->fits = arith::AndIOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::sge, highest, lowest),
+        cmpI(arith::CmpIPredicate::slt, span, i64(staged->capacity)));
+    ++index;
+  }
+}
+
+void BackwardEmitter::flushStagedAdds() {
+  // Every staged add has landed in shared memory.
+  NVVM::Barrier0Op::create(b, loc);
+  Value threads = i32(threadsOf(BackwardStage::Main));
+  for (auto &[op, staged] : stagedAdds) {
+    auto add = cast<flash::AuxGradAddOp>(op);
+    Value count = select(staged.fits,
+                         arith::TruncIOp::create(
+                             b, loc, b.getI32Type(),
+                             EmitterCore::add(arith::SubIOp::create(b, loc, staged.highest,
+                                                                    staged.lowest),
+                                              i64(1))),
+                         i32(0));
+    auto loop = scf::ForOp::create(b, loc, tid, count, threads);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value k = loop.getInductionVar();
+    Value slot = gepBytes(stagingBase, mul(EmitterCore::add(k, i32(staged.slot)), i32(8)));
+    Value element = EmitterCore::add(staged.lowest, toI64(k));
+    if (deterministic) {
+      Value fixed = auxGradFixedPointers.lookup(add.getTensor());
+      Value sum = LLVM::LoadOp::create(b, loc, b.getI64Type(), slot, 8);
+      Value nonzero = cmpI(arith::CmpIPredicate::ne, sum, i64(0));
+      addFixedPoint("global",
+                    gepElements(fixed, EmitterCore::add(element, i64(1)), b.getI64Type()),
+                    fixed, sum, nonzero);
+      LLVM::StoreOp::create(b, loc, i64(0), slot, 8);
+    } else {
+      Value sum = LLVM::LoadOp::create(b, loc, b.getF32Type(), slot, 4);
+      Value nonzero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, sum, f32(0.0));
+      atomicAdd(gepElements(auxGradPointers.lookup(add.getTensor()), element, b.getF32Type()),
+                sum, nonzero);
+      LLVM::StoreOp::create(b, loc, i64(0), slot, 8);
+    }
+  }
+}
+
 LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
   FailureOr<const BackwardValue *> grads =
       lookup(op, op.getGrads(), BackwardValue::Kind::Scores);
@@ -956,41 +1107,54 @@ LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
   uniformAdds.clear();
   Block &body = op.getBody().front();
   op.getBody().walk([&](flash::AuxGradAddOp add) {
-    SmallVector<Value> worklist(add.getIndices().begin(),
-                                add.getIndices().end());
-    llvm::DenseSet<Value> seen;
-    bool uniform = true;
-    while (uniform && !worklist.empty()) {
-      Value value = worklist.pop_back_val();
-      if (!seen.insert(value).second)
-        continue;
-      if (auto arg = dyn_cast<BlockArgument>(value)) {
-        // (g, s, b, h, i, j): only b and h are the same over a tile.
-        uniform = arg.getOwner() != &body || arg.getArgNumber() == 2 ||
-                  arg.getArgNumber() == 3;
-        continue;
-      }
-      Operation *def = value.getDefiningOp();
-      if (def && def->getBlock() == &body)
-        worklist.append(def->operand_begin(), def->operand_end());
-    }
-    if (uniform)
+    if (isUniformAdd(add, body))
       uniformAdds[add] = UniformAdd{zero, Value(), Value(), Value()};
   });
-  BackwardValue result = **grads;
-  for (auto [index, element] : llvm::enumerate(result.regs)) {
-    Value g = element;
-    // A masked or unseen element has no derivative and adds no aux gradient.
-    elementLive =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, g, zero);
-    FailureOr<Value> yielded =
-        emitRegionElement(op, {g, (*scores)->regs[index]}, batch, head,
-                          queryOf(firstQuery, index), keyOf(firstKey, index));
-    if (failed(yielded))
+  // The others are staged in shared memory per tile (stagedAddsOf): a first
+  // pass over the elements finds each one's index range.
+  stagedAdds.clear();
+  SmallVector<flash::AuxGradAddOp> staged = stagedAddsOf(op);
+  auto forEachElement = [&](llvm::function_ref<void(size_t, Value)> use) -> LogicalResult {
+    bool boundsPass = auxAddMode == AuxAddMode::Bounds;
+    if (!staged.empty()) {
+      // Each pass computes its indices (and which elements are live)
+      // afresh: LLVM would otherwise keep the first pass's, one per
+      // element, live across the barrier.
+      batch = opaqueValue(batch);
+      head = opaqueValue(head);
+      firstQuery = opaqueValue(firstQuery);
+      firstKey = opaqueValue(firstKey);
+    }
+    for (auto [index, element] : llvm::enumerate((*grads)->regs)) {
+      Value g = boundsPass ? opaqueValue(element) : element;
+      // A masked or unseen element has no derivative and adds no aux gradient.
+      elementLive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, g, zero);
+      FailureOr<Value> yielded =
+          emitRegionElement(op, {g, (*scores)->regs[index]}, batch, head,
+                            queryOf(firstQuery, index), keyOf(firstKey, index));
+      if (failed(yielded))
+        return failure();
+      use(index, select(elementLive, *yielded, zero));
+    }
+    elementLive = Value();
+    return success();
+  };
+  if (!staged.empty()) {
+    int64_t capacity = kStagingSlots / static_cast<int64_t>(staged.size());
+    for (auto [index, add] : llvm::enumerate(staged))
+      stagedAdds[add] = StagedAdd{static_cast<int64_t>(index) * capacity, capacity,
+                                  i64(std::numeric_limits<int64_t>::max()),
+                                  i64(std::numeric_limits<int64_t>::min()), Value()};
+    auxAddMode = AuxAddMode::Bounds;
+    if (failed(forEachElement([](size_t, Value) {})))
       return failure();
-    element = select(elementLive, *yielded, zero);
+    reduceStagedBounds();
+    auxAddMode = AuxAddMode::Staged;
   }
-  elementLive = Value();
+  BackwardValue result = **grads;
+  if (failed(forEachElement([&](size_t index, Value value) { result.regs[index] = value; })))
+    return failure();
+  auxAddMode = AuxAddMode::Direct;
   Value firstLane = cmpI(arith::CmpIPredicate::eq, lane, i32(0));
   for (auto &[add, sum] : uniformAdds) {
     if (!sum.address)
@@ -1002,6 +1166,9 @@ LogicalResult BackwardEmitter::lowerScoreModGrad(flash::ScoreModGradOp op) {
                   arith::AndIOp::create(b, loc, sum.valid, firstLane));
   }
   uniformAdds.clear();
+  if (!stagedAdds.empty())
+    flushStagedAdds();
+  stagedAdds.clear();
   values[op.getResult()] = std::move(result);
   return success();
 }
@@ -1035,6 +1202,31 @@ LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
     given = isNonNull(pointer);
   }
   valid = arith::AndIOp::create(b, loc, valid, given);
+  auto staged = stagedAdds.find(add);
+  if (staged != stagedAdds.end() && auxAddMode == AuxAddMode::Bounds) {
+    StagedAdd &range = staged->second;
+    Value live = arith::AndIOp::create(b, loc, valid, elementLive);
+    range.lowest = select(live, arith::MinSIOp::create(b, loc, range.lowest, linear),
+                          range.lowest);
+    range.highest = select(live, arith::MaxSIOp::create(b, loc, range.highest, linear),
+                           range.highest);
+    return success();
+  }
+  if (auxAddMode == AuxAddMode::Bounds)
+    return success(); // the first pass only finds the staged adds' ranges
+  if (staged != stagedAdds.end()) {
+    StagedAdd &range = staged->second;
+    Value live = arith::AndIOp::create(b, loc, valid, elementLive);
+    Value offset = arith::TruncIOp::create(
+        b, loc, b.getI32Type(), arith::SubIOp::create(b, loc, index, range.lowest));
+    Value slot = gepBytes(stagingBase, mul(EmitterCore::add(offset, i32(range.slot)), i32(8)));
+    stageTensorGrad(slot, flag, value, arith::AndIOp::create(b, loc, live, range.fits));
+    // A tile whose range does not fit adds directly.
+    Value notStaged = arith::XOrIOp::create(
+        b, loc, range.fits, arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+    addTensorGrad(address, flag, value, arith::AndIOp::create(b, loc, live, notStaged));
+    return success();
+  }
   auto uniform = uniformAdds.find(add);
   if (uniform != uniformAdds.end()) {
     UniformAdd &sum = uniform->second;

@@ -260,6 +260,37 @@ protected:
     mlir::Value total, address, flag, valid;
   };
   llvm::DenseMap<mlir::Operation *, UniformAdd> uniformAdds;
+  /// Whether `add` (in the region `body` of a flash.score_mod_grad) hits
+  /// one element over the whole tile: its indices read only b and h.
+  static bool isUniformAdd(flash::AuxGradAddOp add, mlir::Block &body);
+  /// The other adds (a relative-position bias: the tile's elements on one
+  /// diagonal share an entry) are summed per tile in shared memory when the
+  /// tile's index range fits the staging slots, then flushed with one global
+  /// add per entry instead of one per element; a tile whose range does not
+  /// fit adds directly.
+  static llvm::SmallVector<flash::AuxGradAddOp>
+  stagedAddsOf(flash::ScoreModGradOp op);
+  bool hasStagedAdds() const;
+  /// Staging: kStagingSlots 8-byte slots (f32 sums, or fixed-point i64 ones
+  /// when deterministic), then per warp and staged add its (lowest,
+  /// highest) index, past the target's buffers.
+  static constexpr int64_t kStagingSlots = 1024, kMaxStagedAdds = 4;
+  int64_t stagingBytes() const;
+  mlir::Value stagingBase;
+  enum class AuxAddMode { Direct, Bounds, Staged };
+  AuxAddMode auxAddMode = AuxAddMode::Direct;
+  struct StagedAdd {
+    int64_t slot = 0, capacity = 0; // first slot, slots
+    mlir::Value lowest, highest;    // i64: per thread, then per CTA
+    mlir::Value fits;               // i1, uniform over the CTA
+  };
+  llvm::DenseMap<mlir::Operation *, StagedAdd> stagedAdds;
+  /// The CTA's index range of every staged add (from the threads' bounds).
+  void reduceStagedBounds();
+  /// After the staged adds: every staged slot in range added to global
+  /// memory once and reset to 0.
+  void flushStagedAdds();
+  mlir::Value shuffleXor64(mlir::Value value, int64_t laneMask);
 
   // GEMMs (BackwardGemms.cpp).
   void computeLaneOffsets();
@@ -286,6 +317,20 @@ protected:
   /// finite or the sum overflows.
   void addTensorGrad(mlir::Value address, mlir::Value flag, mlir::Value value,
                      mlir::Value predicate);
+  /// The same into a staging slot (shared memory): red.shared.add.f32, or
+  /// the fixed-point i64 add.
+  void stageTensorGrad(mlir::Value slot, mlir::Value flag, mlir::Value value,
+                       mlir::Value predicate);
+  /// Deterministic: an exact i64 add of `fixed` (already in units) into
+  /// `address` in `space` ("global" or "shared"); a signed overflow sets
+  /// `flag`.
+  void addFixedPoint(llvm::StringRef space, mlir::Value address, mlir::Value flag,
+                     mlir::Value fixed, mlir::Value predicate);
+  /// value / kFixedPointUnit rounded to i64, and whether it is out of
+  /// range (|value| > 2^30, inf or NaN).
+  std::pair<mlir::Value, mlir::Value> toFixedPoint(mlir::Value value);
+  /// Sets the fixed-point overflow `flag` where `predicate` holds.
+  void raiseFlag(mlir::Value flag, mlir::Value predicate);
 };
 
 /// The checks every backward kernel shares (element type, head dim), with
