@@ -22,7 +22,9 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
     for run in "examples/causal.flash" "examples/relative_bias.flash" \
-               "examples/relative_bias.flash --deterministic" "examples/alibi.flash --deterministic"; do
+               "examples/relative_bias.flash --deterministic" "examples/alibi.flash --deterministic" \
+               "examples/relative_bias.flash --stage-aux-grads" \
+               "examples/relative_bias.flash --deterministic --stage-aux-grads"; do
       echo "== $tool $run" >> "$OUT/sanitizer.log"
       timeout 300 "$sanitizer" --tool $tool "$tools/flash-run" $run --bwd \
         --shape B=1,H=2,N=200,D=64 --iters 0 >> "$OUT/sanitizer.log" 2>&1
@@ -68,8 +70,9 @@ if [ "${SKIP_COST:-0}" != 1 ]; then
   echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,mode" > "$OUT/deterministic.csv"
   for D in 64 128; do
     H=$((2048 / D))
-    for f in examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash; do
-      for mode in default --deterministic; do
+    for f in ${COST_VARIANTS:-examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash}; do
+      for mode in default --deterministic --stage-aux-grads "--deterministic --stage-aux-grads"; do
+        [[ "$mode" == *stage* && "$f" != *bias* ]] && continue
         args=; [ "$mode" != default ] && args=$mode
         line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=$H,N=4096,D=$D" $args --iters 20 2>>"$OUT/deterministic.log" | tail -1)
         echo "$line,$mode" >> "$OUT/deterministic.csv"

@@ -51,5 +51,13 @@ run test/GPU/aux-grads.flash --variant dense_bias --shape B=1,H=2,N=300,D=64
 run test/GPU/aux-grads.flash --variant dense_bias --shape B=2,H=2,N=8,D=64
 run test/GPU/aux-grads.flash --variant two_tables --shape B=2,H=4,N=500,D=128
 run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=64 --gemm=mma.sync
+# The same with the aux gradient adds staged per tile in shared memory
+# (--stage-aux-grads, experimental until these pass on a GPU).
+run examples/relative_bias.flash --shape B=2,H=4,N=1000,D=64 --stage-aux-grads
+run examples/relative_bias.flash --shape B=1,H=2,N=300,D=128 --stage-aux-grads
+run test/GPU/aux-grads.flash --variant dense_bias --shape B=1,H=2,N=300,D=64 --stage-aux-grads
+run test/GPU/aux-grads.flash --variant dense_bias --shape B=2,H=2,N=8,D=64 --stage-aux-grads
+run test/GPU/aux-grads.flash --variant two_tables --shape B=2,H=4,N=500,D=128 --stage-aux-grads
+run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=64 --gemm=mma.sync --stage-aux-grads
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

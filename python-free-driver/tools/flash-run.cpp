@@ -92,6 +92,11 @@ cl::opt<bool> deterministic(
              "gradients in fixed point); checks that dQ and the aux gradients are bitwise "
              "the same over 3 runs"),
     cl::cat(category));
+cl::opt<bool> stageAuxGrads(
+    "stage-aux-grads",
+    cl::desc("With --bwd: sum each tile's aux gradient adds in shared memory first "
+             "(experimental: not yet validated on a GPU)"),
+    cl::cat(category));
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
@@ -210,6 +215,9 @@ int main(int argc, char **argv) {
     if (deterministic && !backwardPass)
       die(2, "--deterministic applies to the backward: add --bwd");
     target.deterministic = deterministic;
+    if (stageAuxGrads && !backwardPass)
+      die(2, "--stage-aux-grads applies to the backward: add --bwd");
+    target.stageAuxGrads = stageAuxGrads;
     std::string configSource = resolved->source().str();
 
     OwningOpRef<ModuleOp> module = frontend::emitFlashIR(

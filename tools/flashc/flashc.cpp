@@ -125,8 +125,13 @@ cl::opt<bool> backwardPass(
     cl::cat(flashcCategory));
 cl::opt<bool> deterministicBackward(
     "deterministic",
-    cl::desc("With --bwd and a GPU emission: dQ added in key-block order, bitwise the same "
-             "from run to run"),
+    cl::desc("With --bwd and a GPU emission: dQ added in key-block order and aux gradients "
+             "in fixed point, bitwise the same from run to run"),
+    cl::cat(flashcCategory));
+cl::opt<bool> stageAuxGrads(
+    "stage-aux-grads",
+    cl::desc("With --bwd and a GPU emission: sum each tile's aux gradient adds in shared "
+             "memory first (experimental: not yet validated on a GPU)"),
     cl::cat(flashcCategory));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
                        cl::cat(flashcCategory));
@@ -362,6 +367,9 @@ int main(int argc, char **argv) {
   if (deterministicBackward && !backwardPass)
     return usageError("--deterministic applies to the backward: add --bwd");
   target.deterministic = deterministicBackward;
+  if (stageAuxGrads && !backwardPass)
+    return usageError("--stage-aux-grads applies to the backward: add --bwd");
+  target.stageAuxGrads = stageAuxGrads;
 
   frontend::KernelOptions kernelOptions = resolved->kernelOptions(resolve.sizes.headDim);
   OwningOpRef<ModuleOp> module =

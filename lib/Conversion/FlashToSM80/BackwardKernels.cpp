@@ -30,9 +30,9 @@ static constexpr int64_t kSmallKernelThreads = 128;
 BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
                                  const KernelConfig &config,
                                  gpu::GPUModuleOp gpuModule, StringRef pass,
-                                 bool deterministic)
+                                 bool deterministic, bool stageAuxGrads)
     : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
-      deterministic(deterministic) {}
+      deterministic(deterministic), stageAuxGrads(stageAuxGrads) {}
 
 std::string BackwardEmitter::functionName(flash::BackwardKernelOp kernel,
                                           BackwardStage stage) {
@@ -971,8 +971,10 @@ bool BackwardEmitter::isUniformAdd(flash::AuxGradAddOp add, Block &body) {
   return true;
 }
 
-SmallVector<flash::AuxGradAddOp> BackwardEmitter::stagedAddsOf(flash::ScoreModGradOp op) {
+SmallVector<flash::AuxGradAddOp> BackwardEmitter::stagedAddsOf(flash::ScoreModGradOp op) const {
   SmallVector<flash::AuxGradAddOp> staged;
+  if (!stageAuxGrads)
+    return staged;
   Block &body = op.getBody().front();
   op.getBody().walk([&](flash::AuxGradAddOp add) {
     if (!isUniformAdd(add, body) && static_cast<int64_t>(staged.size()) < kMaxStagedAdds)
@@ -1298,7 +1300,7 @@ static FailureOr<KernelConfig> mmaSyncConfig(flash::BackwardKernelOp kernel,
 }
 
 LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass,
-                                         bool deterministic) {
+                                         bool deterministic, bool stageAuxGrads) {
   return lowerBackwardKernels(
       module,
       [&](flash::BackwardKernelOp kernel) {
@@ -1307,7 +1309,7 @@ LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) {
         return std::make_unique<BackwardEmitter>(kernel, config, gpuModule,
-                                                 pass, deterministic);
+                                                 pass, deterministic, stageAuxGrads);
       });
 }
 

@@ -88,7 +88,8 @@ struct ConvertFlashToSM80Pass
         return nullptr;
       return std::make_unique<sm80::SM80Emitter>(kernel, *config, gpuModule);
     };
-    if (failed(sm80::lowerBackwardKernels(getOperation(), "flash-to-sm80", deterministic)) ||
+    if (failed(sm80::lowerBackwardKernels(getOperation(), "flash-to-sm80", deterministic,
+                                           stageAuxGrads)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::MmaSync, makeEmitter)))
       signalPassFailure();
   }

@@ -256,12 +256,14 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
   return config;
 }
 
-LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic) {
+LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
+                                         bool stageAuxGrads) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
         return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule,
-                                                      "flash-to-sm90", deterministic);
+                                                      "flash-to-sm90", deterministic,
+                                                      stageAuxGrads);
       });
 }

@@ -135,7 +135,7 @@ struct ConvertFlashToSM90Pass
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
-    if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic)) ||
+    if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

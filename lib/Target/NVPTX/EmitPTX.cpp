@@ -83,6 +83,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.pingPong = options.pingPong;
     sm90.persistent = options.persistent;
     sm90.deterministic = options.deterministic;
+    sm90.stageAuxGrads = options.stageAuxGrads;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;
@@ -90,6 +91,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm80.rowsPerWarp = options.rowsPerWarp;
     sm80.qInRegisters = options.qInRegisters;
     sm80.deterministic = options.deterministic;
+    sm80.stageAuxGrads = options.stageAuxGrads;
     pm.addPass(createConvertFlashToSM80(sm80));
   }
   pm.addPass(createCanonicalizerPass());

@@ -94,7 +94,7 @@ public:
   BackwardEmitter(flash::BackwardKernelOp kernel,
                   const lowering::KernelConfig &config,
                   mlir::gpu::GPUModuleOp gpuModule, llvm::StringRef pass,
-                  bool deterministic = false);
+                  bool deterministic = false, bool stageAuxGrads = false);
 
   llvm::StringRef passName() const override { return pass; }
   /// Emits the llvm.func of `stage` (errors are reported on the kernel).
@@ -149,6 +149,8 @@ protected:
   /// (kv_head, b) start in key-block order, so every wait is for a CTA
   /// that started before.
   bool deterministic = false;
+  /// Stage non-uniform aux gradient adds in shared memory (stagedAddsOf).
+  bool stageAuxGrads = false;
   BackwardStage stage = BackwardStage::Main;
 
   // The ABI (BackwardKernels.cpp).
@@ -268,8 +270,7 @@ protected:
   /// tile's index range fits the staging slots, then flushed with one global
   /// add per entry instead of one per element; a tile whose range does not
   /// fit adds directly.
-  static llvm::SmallVector<flash::AuxGradAddOp>
-  stagedAddsOf(flash::ScoreModGradOp op);
+  llvm::SmallVector<flash::AuxGradAddOp> stagedAddsOf(flash::ScoreModGradOp op) const;
   bool hasStagedAdds() const;
   /// Staging: kStagingSlots 8-byte slots (f32 sums, or fixed-point i64 ones
   /// when deterministic), then per warp and staged add its (lowest,

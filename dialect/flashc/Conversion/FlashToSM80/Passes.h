@@ -22,9 +22,11 @@ namespace sm80 {
 /// Lowers every flash.backward_kernel of `module` to its three mma.sync
 /// kernels (<name>_bwd_preprocess, <name>_bwd, <name>_bwd_convert) in
 /// gpu.module @flashc_kernels, with their #flash.launch; errors name `pass`.
-/// `deterministic`: dQ adds in key-block order (see BackwardEmitter.h).
+/// `deterministic`: dQ adds in key-block order (see BackwardEmitter.h);
+/// `stageAuxGrads`: aux gradient adds staged per tile in shared memory.
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, llvm::StringRef pass,
-                                         bool deterministic = false);
+                                         bool deterministic = false,
+                                         bool stageAuxGrads = false);
 } // namespace sm80
 
 } // namespace flashc

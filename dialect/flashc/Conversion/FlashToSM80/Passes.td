@@ -67,6 +67,10 @@ def ConvertFlashToSM80 : Pass<"flash-to-sm80", "::mlir::ModuleOp"> {
     Option<"deterministic", "deterministic", "bool", /*default=*/"false",
            "Backward kernels: dQ adds in key-block order (a semaphore per "
            "query tile), so dQ is bitwise the same from run to run">,
+    Option<"stageAuxGrads", "stage-aux-grads", "bool", /*default=*/"false",
+           "Backward kernels: sum a tile's non-uniform aux gradient adds in "
+           "shared memory first (one global add per entry; not yet validated "
+           "on a GPU, hence off by default)">,
   ];
 }
 

@@ -23,8 +23,10 @@ namespace flashc {
 namespace sm90 {
 /// Lowers every flash.backward_kernel of `module` to its three kernels, the
 /// main one on wgmma (lib/Conversion/FlashToSM90/BackwardWgmma.cpp), with
-/// their #flash.launch. `deterministic`: dQ adds in key-block order.
-mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false);
+/// their #flash.launch. `deterministic`: dQ adds in key-block order;
+/// `stageAuxGrads`: aux gradient adds staged per tile in shared memory.
+mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
+                                         bool stageAuxGrads = false);
 } // namespace sm90
 
 } // namespace flashc

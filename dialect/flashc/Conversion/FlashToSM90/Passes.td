@@ -94,6 +94,10 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
     Option<"deterministic", "deterministic", "bool", /*default=*/"false",
            "Backward kernels: dQ adds in key-block order (a semaphore per "
            "query tile), so dQ is bitwise the same from run to run">,
+    Option<"stageAuxGrads", "stage-aux-grads", "bool", /*default=*/"false",
+           "Backward kernels: sum a tile's non-uniform aux gradient adds in "
+           "shared memory first (one global add per entry; not yet validated "
+           "on a GPU, hence off by default)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

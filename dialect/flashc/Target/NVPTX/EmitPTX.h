@@ -113,6 +113,9 @@ struct TargetOptions {
   std::string qInRegisters = "auto";
   /// Backward kernels: dQ added in key-block order (bitwise reproducible).
   bool deterministic = false;
+  /// Backward kernels: a tile's non-uniform aux gradient adds summed in
+  /// shared memory first (off until validated on a GPU).
+  bool stageAuxGrads = false;
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the
