@@ -15,6 +15,15 @@ tools=$(mktemp -d)
 tar -C "$tools" -xJf "${TOOLS:-.device-carry/flashc-tools.tar.xz}" || exit 2
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 export FLASHC_CACHE_DIR=$(mktemp -d)
+# time_bwd CSV LABEL SHAPE FILE [ARGS...]: one flash-run --bwd row (validated,
+# timed) with LABEL appended.
+time_bwd() {
+  local csv=$1 label=$2 shape=$3 file=$4; shift 4
+  local line
+  line=$("$tools/flash-run" "$file" --bwd --csv --shape "$shape" "$@" --iters 20 2>>"${csv%.csv}.log" | tail -1)
+  echo "$line,$label" >> "$csv"
+}
+header="variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv"
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
   FLASH_RUN=$tools/flash-run scripts/gpu-backward-check.sh > "$OUT/gpu-backward-check.log" 2>&1
 fi
@@ -51,15 +60,14 @@ fi
 # What the kernel choices buy: the wgmma default, wgmma at Br = 64 and the
 # mma.sync kernel, same shapes, same run.
 if [ "${SKIP_CHOICES:-0}" != 1 ]; then
-  echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,choice" > "$OUT/choices.csv"
+  echo "$header,choice" > "$OUT/choices.csv"
   for D in 64 128; do
     H=$((2048 / D))
     for f in examples/full.flash examples/causal.flash; do
       for choice in "default" "--tile Br=64,Bc=128" "--tile Br=128,Bc=128" "--gemm=mma.sync"; do
         [ "$D" = 128 ] && [ "$choice" = "--tile Br=128,Bc=128" ] && continue
-        args=; [ "$choice" != default ] && args=$choice
-        line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=$H,N=4096,D=$D" $args --iters 20 2>>"$OUT/choices.log" | tail -1)
-        echo "$line,$choice" >> "$OUT/choices.csv"
+        args=(); [ "$choice" != default ] && args=($choice)
+        time_bwd "$OUT/choices.csv" "$choice" "B=4,H=$H,N=4096,D=$D" "$f" "${args[@]}"
       done
     done
   done
@@ -67,27 +75,25 @@ fi
 # What the deterministic mode costs (semaphore-ordered dQ, fixed-point aux
 # gradients), same shapes, same run; flash-run checks bitwise equality.
 if [ "${SKIP_COST:-0}" != 1 ]; then
-  echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,mode" > "$OUT/deterministic.csv"
+  echo "$header,mode" > "$OUT/deterministic.csv"
   for D in 64 128; do
     H=$((2048 / D))
     for f in ${COST_VARIANTS:-examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash}; do
       for mode in default --deterministic --stage-aux-grads "--deterministic --stage-aux-grads"; do
         [[ "$mode" == *stage* && "$f" != *bias* ]] && continue
-        args=; [ "$mode" != default ] && args=$mode
-        line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=$H,N=4096,D=$D" $args --iters 20 2>>"$OUT/deterministic.log" | tail -1)
-        echo "$line,$mode" >> "$OUT/deterministic.csv"
+        args=(); [ "$mode" != default ] && args=($mode)
+        time_bwd "$OUT/deterministic.csv" "$mode" "B=4,H=$H,N=4096,D=$D" "$f" "${args[@]}"
       done
     done
   done
 fi
 # Backward tiles at D = 64 beside the default (the tile rule's evidence).
 if [ "${SKIP_TILES:-0}" != 1 ]; then
-  echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv,tile" > "$OUT/tiles.csv"
+  echo "$header,tile" > "$OUT/tiles.csv"
   for f in examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash; do
     for tile in default Br=32,Bc=64 Br=32,Bc=128 Br=64,Bc=64; do
-      args=; [ "$tile" != default ] && args="--tile $tile"
-      line=$("$tools/flash-run" "$f" --bwd --csv --shape "B=4,H=32,N=4096,D=64" $args --iters 20 2>>"$OUT/tiles.log" | tail -1)
-      echo "$line,$tile" >> "$OUT/tiles.csv"
+      args=(); [ "$tile" != default ] && args=(--tile "$tile")
+      time_bwd "$OUT/tiles.csv" "$tile" "B=4,H=32,N=4096,D=64" "$f" "${args[@]}"
     done
   done
 fi
@@ -98,7 +104,7 @@ if [ "${SKIP_TUNE:-0}" != 1 ]; then
               "examples/alibi.flash B=4,H=16,N=4096,D=128"; do
     set -- $spec
     "$tools/flashc-tune" "$1" --bwd --shape "$2" --budget 100s --iters 10 \
-      --tuning-cache "$OUT/tuning.json" > "$OUT/tune-$(basename "$1" .flash)-$2.txt" 2>>"$OUT/tune.log"
+      --tuning-cache "$OUT/tuning.json" > "$OUT/tune-$(basename "$1" .flash)-$(echo "$2" | tr "=," "__").txt" 2>>"$OUT/tune.log"
   done
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
