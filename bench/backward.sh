@@ -6,6 +6,12 @@
 # the same run, then one table of TFLOP/s and ratios.
 #
 #   FLASH_RUN=path/to/flash-run PEERS=path/to/peers.py bench/backward.sh [OUTDIR]
+#   PASS=train ... bench/backward.sh [OUTDIR]
+#
+# PASS=train times one training step's attention instead, the forward and
+# then the backward from its O and LSE as one pair: flash-run --bwd
+# --train-step beside bench/peers_train.py (SDPA's pair), 3.5x the forward's
+# FLOPs.
 #
 # Grid: bf16, B*N = 16384 tokens, H*D = 2048 (HDIMS, SEQS override);
 # PEER_LIST (default sdpa-flash,sdpa-cudnn). TFLOP/s: 2.5 x 4*B*H*N*N*D,
@@ -20,11 +26,19 @@ HDIMS=${HDIMS:-64,128}
 SEQS=${SEQS:-1024,4096,16384}
 ITERS=${ITERS:-20}
 PEER_LIST=${PEER_LIST:-sdpa-flash,sdpa-cudnn}
+PASS=${PASS:-bwd}
 mkdir -p "$OUT"
-echo "peers: $PEER_LIST backward on the grid..." >&2
-python3 "$PEERS" --bwd --hdims "$HDIMS" --seqs "$SEQS" --peers "$PEER_LIST" \
-  > "$OUT/peers-bwd.csv" 2> "$OUT/peers-bwd.log"
-echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv" > "$OUT/flashc-bwd.csv"
+echo "peers: $PEER_LIST $PASS on the grid..." >&2
+if [ "$PASS" = train ]; then
+  python3 bench/peers_train.py --hdims "$HDIMS" --seqs "$SEQS" --peers "$PEER_LIST" \
+    > "$OUT/peers-$PASS.csv" 2> "$OUT/peers-$PASS.log"
+  step=--train-step
+else
+  python3 "$PEERS" --bwd --hdims "$HDIMS" --seqs "$SEQS" --peers "$PEER_LIST" \
+    > "$OUT/peers-$PASS.csv" 2> "$OUT/peers-$PASS.log"
+  step=
+fi
+echo "variant,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv" > "$OUT/flashc-$PASS.csv"
 for D in ${HDIMS//,/ }; do
   H=$((2048 / D))
   for N in ${SEQS//,/ }; do
@@ -32,23 +46,23 @@ for D in ${HDIMS//,/ }; do
     for causal in 0 1; do
       if [ $causal -eq 1 ]; then f=examples/causal.flash; flag=--causal; else f=examples/full.flash; flag=; fi
       echo "flashc: $f B=$B H=$H N=$N D=$D" >&2
-      "$FLASH_RUN" "$f" --bwd --csv --shape "B=$B,H=$H,N=$N,D=$D" $flag --iters "$ITERS" \
-        >> "$OUT/flashc-bwd.csv" 2>> "$OUT/flashc-bwd.log"
+      "$FLASH_RUN" "$f" --bwd $step --csv --shape "B=$B,H=$H,N=$N,D=$D" $flag --iters "$ITERS" \
+        2>> "$OUT/flashc-$PASS.log" | grep ",$PASS," >> "$OUT/flashc-$PASS.csv"
     done
   done
 done
 # Table: flashc backward TFLOP/s and its ratio to each peer, per shape.
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$PASS" <<'PY'
 import csv, sys, os
-out = sys.argv[1]
+out, step = sys.argv[1], sys.argv[2]
 peers = {}
-for r in csv.DictReader(open(os.path.join(out, "peers-bwd.csv"))):
-    if r["dir"] == "bwd":
+for r in csv.DictReader(open(os.path.join(out, f"peers-{step}.csv"))):
+    if r["dir"] == step:
         peers[(r["peer"], int(r["N"]), int(r["D"]), int(r["causal"]))] = float(r["tflops"])
 names = sorted({k[0] for k in peers})
-rows = ["| D | N | causal | flashc bwd TFLOP/s | " + " | ".join(f"{n} | ratio" for n in names) + " | check |",
+rows = [f"| D | N | causal | flashc {step} TFLOP/s | " + " | ".join(f"{n} | ratio" for n in names) + " | check |",
         "|---|---|---|---|" + "---|---|" * len(names) + "---|"]
-for r in csv.DictReader(open(os.path.join(out, "flashc-bwd.csv"))):
+for r in csv.DictReader(open(os.path.join(out, f"flashc-{step}.csv"))):
     causal = int(r["variant"] == "causal")
     N, D, t = int(r["N"]), int(r["D"]), float(r["tflops"])
     ok = "ok" if r.get(None) is None else "FAIL"
@@ -58,6 +72,6 @@ for r in csv.DictReader(open(os.path.join(out, "flashc-bwd.csv"))):
         cells.append(f"{p:.1f} | {t / p:.2f}x" if p else "- | -")
     rows.append(f"| {D} | {N} | {causal} | {t:.1f} | " + " | ".join(cells) + f" | {ok} dQ {r['rel_dq']} |")
 table = "\n".join(rows)
-open(os.path.join(out, "table.md"), "w").write(table + "\n")
+open(os.path.join(out, "table.md" if step == "bwd" else f"table-{step}.md"), "w").write(table + "\n")
 print(table)
 PY

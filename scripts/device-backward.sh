@@ -6,7 +6,7 @@
 # the peers). Logs and tables go to $OUT; a summary is printed last.
 #   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] scripts/device-backward.sh
 # SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_COST,
-# SKIP_TILES, SKIP_TUNE, SKIP_BENCH=1 leave a part out.
+# SKIP_TILES, SKIP_TUNE, SKIP_BENCH, SKIP_TRAIN=1 leave a part out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out}
@@ -110,6 +110,10 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   FLASH_RUN=$tools/flash-run bench/backward.sh "$OUT/bench" > "$OUT/bench.log" 2>&1
 fi
+# One training step (forward + backward) beside SDPA's pair.
+if [ "${SKIP_TRAIN:-0}" != 1 ]; then
+  PASS=train FLASH_RUN=$tools/flash-run bench/backward.sh "$OUT/train" > "$OUT/train.log" 2>&1
+fi
 echo "== $(cat "$OUT/gpu.txt")"
 [ -f "$OUT/gpu-backward-check.log" ] && { grep -E "^FAIL" -A8 "$OUT/gpu-backward-check.log" | head -60; tail -1 "$OUT/gpu-backward-check.log"; }
 [ -f "$OUT/gpu-backward-check-deterministic.log" ] && { grep -E "^FAIL" -A8 "$OUT/gpu-backward-check-deterministic.log" | head -30; echo "deterministic: $(tail -1 "$OUT/gpu-backward-check-deterministic.log")"; }
@@ -120,4 +124,5 @@ echo "== $(cat "$OUT/gpu.txt")"
 for t in "$OUT"/tune-*.txt; do [ -f "$t" ] && cat "$t"; done
 [ -f "$OUT/sanitizer.log" ] && grep -E "^==|ERROR SUMMARY|exit|Error" "$OUT/sanitizer.log" | head -40
 [ -f "$OUT/bench/table.md" ] && cat "$OUT/bench/table.md"
+[ -f "$OUT/train/table-train.md" ] && cat "$OUT/train/table-train.md"
 true

@@ -388,6 +388,17 @@ int harness::differingGradRuns(const flashrun::BackwardKernel &kernel, flashrt::
   return differing;
 }
 
+double harness::timeTrainingStep(const flashrun::AttentionKernel &forward,
+                                 const flashrun::BackwardKernel &backwardKernel,
+                                 flashrt::Stream &stream, const DeviceProblem &problem,
+                                 const BackwardProblem &backward, int warmup, int iterations) {
+  std::vector<float> times = flashrt::timeLaunches(stream, warmup, iterations, [&] {
+    launch(forward, stream, problem);
+    launchBackward(backwardKernel, stream, problem, backward);
+  });
+  return flashrt::median(times);
+}
+
 double harness::timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
                              const DeviceProblem &problem, const BackwardProblem &backward,
                              int warmup, int iterations) {

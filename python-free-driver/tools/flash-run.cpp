@@ -103,6 +103,11 @@ cl::opt<bool> backwardPass(
              "interpreter (from the same O, LSE and dO) and time it (FLOPs = 2.5 x the "
              "forward's); --csv prints the backward's row"),
     cl::cat(category));
+cl::opt<bool> trainingStep(
+    "train-step",
+    cl::desc("With --bwd: also time the forward and the backward as one training step "
+             "(FLOPs = 3.5 x the forward's); --csv prints that row (dir 'train')"),
+    cl::cat(category));
 
 [[noreturn]] void die(int code, const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "flash-run") << message << "\n";
@@ -212,6 +217,8 @@ int main(int argc, char **argv) {
     if (!resolved->warnings().empty())
       llvm::WithColor::warning(llvm::errs(), "flash-run") << resolved->warnings();
     nvptx::TargetOptions target = resolved->target();
+    if (trainingStep && !backwardPass)
+      die(2, "--train-step times the forward and the backward: add --bwd");
     if (deterministic && !backwardPass)
       die(2, "--deterministic applies to the backward: add --bwd");
     target.deterministic = deterministic;
@@ -305,7 +312,7 @@ int main(int argc, char **argv) {
         die(1, "interpreter (backward): " + interpreterError);
     }
 
-    double ms = 0, tflops = 0, backwardMs = 0, backwardTflops = 0;
+    double ms = 0, tflops = 0, backwardMs = 0, backwardTflops = 0, stepMs = 0, stepTflops = 0;
     int differingRuns = 0;
     if (backwardKernel && deterministic) {
       // Reproducibility at the check shape too (the timed shape, with more
@@ -333,6 +340,11 @@ int main(int argc, char **argv) {
         backwardMs =
             harness::timeBackward(*backwardKernel, stream, problem, backward, warmup, iterations);
         backwardTflops = 2.5 * harness::tflops(shape, backwardMs, causalFlops);
+        if (trainingStep) {
+          stepMs = harness::timeTrainingStep(kernel, *backwardKernel, stream, problem, backward,
+                                             warmup, iterations);
+          stepTflops = 3.5 * harness::tflops(shape, stepMs, causalFlops);
+        }
         if (deterministic)
           differingRuns +=
               harness::differingGradRuns(*backwardKernel, stream, problem, backward, 3);
@@ -347,15 +359,21 @@ int main(int argc, char **argv) {
     std::string elementName;
     llvm::raw_string_ostream(elementName) << flashKernel.getElementType();
     if (csv && backwardValidation) {
-      llvm::outs() << selected << "," << elementName << "," << shape.batch() << ","
-                   << shape.heads() << "," << shape.kvHeads() << "," << shape.queryLen() << ","
-                   << shape.keyLen() << "," << shape.headDim() << "," << layout << ",bwd,"
-                   << llvm::format("%.4f", backwardMs) << ","
-                   << llvm::format("%.1f", backwardTflops) << ","
-                   << llvm::format("%.2e", backwardValidation->dq.relative) << ","
-                   << llvm::format("%.2e", backwardValidation->dk.relative) << ","
-                   << llvm::format("%.2e", backwardValidation->dv.relative)
-                   << (passed ? "" : ",FAIL") << "\n";
+      // One row per timed pass (the training step's with --train-step).
+      auto row = [&](const char *dir, double rowMs, double rowTflops) {
+        llvm::outs() << selected << "," << elementName << "," << shape.batch() << ","
+                     << shape.heads() << "," << shape.kvHeads() << "," << shape.queryLen() << ","
+                     << shape.keyLen() << "," << shape.headDim() << "," << layout << "," << dir << ","
+                     << llvm::format("%.4f", rowMs) << ","
+                     << llvm::format("%.1f", rowTflops) << ","
+                     << llvm::format("%.2e", backwardValidation->dq.relative) << ","
+                     << llvm::format("%.2e", backwardValidation->dk.relative) << ","
+                     << llvm::format("%.2e", backwardValidation->dv.relative)
+                     << (passed ? "" : ",FAIL") << "\n";
+      };
+      row("bwd", backwardMs, backwardTflops);
+      if (trainingStep && iterations > 0)
+        row("train", stepMs, stepTflops);
     } else if (csv) {
       llvm::outs() << selected << "," << elementName << "," << shape.batch() << ","
                    << shape.heads() << "," << shape.kvHeads() << "," << shape.queryLen() << ","
@@ -429,6 +447,11 @@ int main(int argc, char **argv) {
                      << ", " << llvm::format("%.1f", backwardTflops) << " TFLOP/s (2.5 x "
                      << "forward FLOPs" << (causalFlops ? ", causal count" : "") << ")"
                      << "\n";
+      if (iterations > 0 && backwardKernel && trainingStep)
+        llvm::outs() << "  time  " << shape.str() << " (training step: forward + backward): "
+                     << llvm::format("%.4f", stepMs) << " ms median of " << iterations << ", "
+                     << llvm::format("%.1f", stepTflops) << " TFLOP/s (3.5 x forward FLOPs"
+                     << (causalFlops ? ", causal count" : "") << ")\n";
     }
     return passed ? 0 : 1;
   } catch (const flashrt::Error &error) {

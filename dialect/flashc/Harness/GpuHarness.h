@@ -120,6 +120,13 @@ double timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &str
                     const DeviceProblem &problem, const BackwardProblem &backward, int warmup,
                     int iterations);
 
+/// Median milliseconds of one training step's attention: the forward (O,
+/// LSE), then the backward from them, timed together.
+double timeTrainingStep(const flashrun::AttentionKernel &forward,
+                        const flashrun::BackwardKernel &backwardKernel, flashrt::Stream &stream,
+                        const DeviceProblem &problem, const BackwardProblem &backward,
+                        int warmup, int iterations);
+
 /// 4·B·H·N·M·D floating-point operations per ms (halved for `causal`) in TFLOP/s.
 double tflops(const interp::ProblemShape &shape, double ms, bool causal);
 
