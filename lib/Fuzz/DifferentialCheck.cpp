@@ -77,10 +77,13 @@ struct ParsedCase {
 };
 
 /// PTX for `chip` at the default tile (of the backward kernels with
-/// `backward`), assembled by `ptxas` when given.
+/// `backward`; `exactAuxGrads`: deterministic, aux gradients staged),
+/// assembled by `ptxas` when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
-                     llvm::StringRef chip, const std::string &ptxas, bool backward = false) {
-  std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str();
+                     llvm::StringRef chip, const std::string &ptxas, bool backward = false,
+                     bool exactAuxGrads = false) {
+  std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
+                      (exactAuxGrads ? " --deterministic --stage-aux-grads" : "");
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = 64;
@@ -112,7 +115,9 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   flash::buildFlashPipeline(pm);
   if (failed(pm.run(*module)))
     return fail(stage, "pipeline: " + diagnostics);
-  FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, resolved->target());
+  nvptx::TargetOptions target = resolved->target();
+  target.deterministic = target.stageAuxGrads = exactAuxGrads;
+  FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);
   if (ptxas.empty())
@@ -384,6 +389,14 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/true);
       if (result.outcome == Outcome::Fail)
         return result;
+      // The deterministic and staged aux-gradient paths, where the case
+      // has aux tensors to take them.
+      if (result.outcome == Outcome::Pass && !c.tensors.empty()) {
+        result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/true,
+                          /*exactAuxGrads=*/true);
+        if (result.outcome == Outcome::Fail)
+          return result;
+      }
     }
   return {};
 }
