@@ -164,48 +164,48 @@ void BackwardEmitter::atomicAdd(Value address, Value value, Value predicate) {
           "l,f,r", {address, value, flag});
 }
 
-std::pair<Value, Value> BackwardEmitter::toFixedPoint(Value value) {
-  // rni(value · 2^32) saturates; |value · 2^32| > 2^62 (or NaN) is out of
-  // range, and so is the gradient then.
-  Value scaled = arith::MulFOp::create(b, loc, value, f32(1.0f / kFixedPointUnit));
-  Value magnitude = LLVM::FAbsOp::create(b, loc, scaled);
-  Value outOfRange = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT, magnitude,
-                                           f32(0x1p62f));
-  Type i64Type = b.getI64Type();
-  auto fixed = LLVM::InlineAsmOp::create(
-      b, loc, i64Type, ValueRange{scaled}, "cvt.rni.s64.f32 $0, $1;", "=l,f",
-      /*has_side_effects=*/false, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
-  return {fixed.getResult(0), outOfRange};
-}
-
-void BackwardEmitter::addFixedPoint(StringRef space, Value address, Value flag, Value fixed,
+void BackwardEmitter::addFixedPoint(StringRef space, Value address, Value flag, Value addend,
                                     Value predicate) {
   Value given = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
-  // Integer adds are exact: any order gives the same bits. A signed
-  // overflow (old and the addend of one sign, the sum of the other) sets
-  // the flag, which makes the gradient NaN rather than wrapped.
-  std::string text = "{\n\t.reg .pred p, wrapped;\n\t.reg .s64 old, sum, x, y;\n\t"
-                     "setp.ne.b32 p, $3, 0;\n\t"
-                     "mov.s64 old, 0;\n\t"
-                     "@p atom." + space.str() + ".add.u64 old, [$0], $2;\n\t"
-                     "add.s64 sum, old, $2;\n\t"
-                     "xor.b64 x, old, sum;\n\t"
-                     "xor.b64 y, $2, sum;\n\t"
-                     "and.b64 x, x, y;\n\t"
-                     "setp.lt.s64 wrapped, x, 0;\n\t"
-                     "and.pred wrapped, wrapped, p;\n\t"
-                     "@wrapped red.global.or.b64 [$1], 1;\n\t}";
-  emitAsm(text, space == "shared" ? "r,l,l,r" : "l,l,l,r", {address, flag, fixed, given});
+  bool convert = addend.getType().isF32();
+  // An f32 addend becomes q = rni(value · 2^32), saturating, and |value ·
+  // 2^32| > 2^62 (or NaN) sets the flag; an i64 one (a staged sum) is q.
+  // Integer adds are exact, so any order gives the same bits; a signed
+  // overflow of the sum (old and q of one sign, old + q of the other) sets
+  // the flag too: the gradient is then NaN, never wrapped.
+  std::string text = "{\n\t.reg .pred p, bad, wrapped;\n\t";
+  if (convert)
+    text += ".reg .f32 s, a;\n\t";
+  text += ".reg .s64 q, old, sum, x, y;\n\t"
+          "setp.ne.b32 p, $3, 0;\n\t";
+  if (convert)
+    text += "mul.f32 s, $2, 0f4F800000;\n\t"
+            "abs.f32 a, s;\n\t"
+            "setp.gtu.f32 bad, a, 0f5E800000;\n\t"
+            "cvt.rni.s64.f32 q, s;\n\t";
+  else
+    text += "setp.ne.b32 bad, 0, 0;\n\t"
+            "mov.s64 q, $2;\n\t";
+  text += "mov.s64 old, 0;\n\t"
+          "@p atom." + space.str() + ".add.u64 old, [$0], q;\n\t"
+          "add.s64 sum, old, q;\n\t"
+          "xor.b64 x, old, sum;\n\t"
+          "xor.b64 y, q, sum;\n\t"
+          "and.b64 x, x, y;\n\t"
+          "setp.lt.s64 wrapped, x, 0;\n\t"
+          "or.pred bad, bad, wrapped;\n\t"
+          "and.pred bad, bad, p;\n\t"
+          "@bad red.global.or.b64 [$1], 1;\n\t}";
+  std::string constraints = std::string(space == "shared" ? "r" : "l") + ",l," +
+                            (convert ? "f" : "l") + ",r";
+  emitAsm(text, constraints, {address, flag, addend, given});
 }
 
 void BackwardEmitter::addTensorGrad(Value address, Value flag, Value value,
                                     Value predicate) {
   if (!deterministic)
     return atomicAdd(address, value, predicate);
-  auto [fixed, outOfRange] = toFixedPoint(value);
-  addFixedPoint("global", address, flag, fixed, predicate);
-  raiseFlag(flag, arith::AndIOp::create(b, loc, outOfRange, predicate));
+  addFixedPoint("global", address, flag, value, predicate);
 }
 
 void BackwardEmitter::stageTensorGrad(Value slot, Value flag, Value value, Value predicate) {
@@ -216,15 +216,7 @@ void BackwardEmitter::stageTensorGrad(Value slot, Value flag, Value value, Value
             "r,f,r", {slot, value, given});
     return;
   }
-  auto [fixed, outOfRange] = toFixedPoint(value);
-  addFixedPoint("shared", slot, flag, fixed, predicate);
-  raiseFlag(flag, arith::AndIOp::create(b, loc, outOfRange, predicate));
-}
-
-void BackwardEmitter::raiseFlag(Value flag, Value predicate) {
-  Value given = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
-  emitAsm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $1, 0;\n\t@p red.global.or.b64 [$0], 1;\n\t}",
-          "l,r", {flag, given});
+  addFixedPoint("shared", slot, flag, value, predicate);
 }
 
 LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {

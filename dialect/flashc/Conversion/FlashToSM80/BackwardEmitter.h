@@ -322,16 +322,12 @@ protected:
   /// the fixed-point i64 add.
   void stageTensorGrad(mlir::Value slot, mlir::Value flag, mlir::Value value,
                        mlir::Value predicate);
-  /// Deterministic: an exact i64 add of `fixed` (already in units) into
-  /// `address` in `space` ("global" or "shared"); a signed overflow sets
-  /// `flag`.
+  /// Deterministic: an exact i64 add into `address` in `space` ("global"
+  /// or "shared") of `addend`, an f32 value (converted to units of
+  /// kFixedPointUnit; out of ±2^30 or not finite sets `flag`) or an i64 sum
+  /// already in units; a signed overflow sets `flag` too.
   void addFixedPoint(llvm::StringRef space, mlir::Value address, mlir::Value flag,
-                     mlir::Value fixed, mlir::Value predicate);
-  /// value / kFixedPointUnit rounded to i64, and whether it is out of
-  /// range (|value| > 2^30, inf or NaN).
-  std::pair<mlir::Value, mlir::Value> toFixedPoint(mlir::Value value);
-  /// Sets the fixed-point overflow `flag` where `predicate` holds.
-  void raiseFlag(mlir::Value flag, mlir::Value predicate);
+                     mlir::Value addend, mlir::Value predicate);
 };
 
 /// The checks every backward kernel shares (element type, head dim), with
