@@ -69,7 +69,11 @@ bool TileConfig::operator==(const TileConfig &other) const {
 }
 
 llvm::Expected<SearchSpace> SearchSpace::parse(llvm::ArrayRef<std::string> items) {
-  SearchSpace space;
+  return parseOnto(items, SearchSpace());
+}
+
+llvm::Expected<SearchSpace> SearchSpace::parseOnto(llvm::ArrayRef<std::string> items,
+                                                   SearchSpace space) {
   for (llvm::StringRef item : items) {
     auto [key, list] = item.split('=');
     llvm::SmallVector<llvm::StringRef> values;
@@ -142,20 +146,7 @@ llvm::Expected<SearchSpace> SearchSpace::parseBackward(llvm::ArrayRef<std::strin
   SearchSpace defaults;
   defaults.blockRows = {32, 64, 128};
   defaults.blockCols = {64, 128};
-  llvm::Expected<SearchSpace> parsed = parse(items);
-  if (!parsed)
-    return parsed.takeError();
-  // Knobs the items left alone take the backward's defaults.
-  auto given = [&](llvm::StringRef knob) {
-    return llvm::any_of(items, [&](llvm::StringRef item) {
-      return item.split('=').first == knob;
-    });
-  };
-  if (!given("Br"))
-    parsed->blockRows = defaults.blockRows;
-  if (!given("Bc"))
-    parsed->blockCols = defaults.blockCols;
-  return parsed;
+  return parseOnto(items, defaults);
 }
 
 std::vector<TileConfig> SearchSpace::enumerateBackward() const {
@@ -231,21 +222,15 @@ std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
   flash::buildFlashPipeline(pm);
   if (mlir::failed(pm.run(*module)))
     return std::nullopt;
+  // The module holds the one kernel op of the pass asked for.
+  auto kernels = module->getOps<flash::KernelSignature>();
+  if (kernels.empty())
+    return std::nullopt;
+  flash::KernelSignature kernel = *kernels.begin();
   TuningKey key;
-  if (backward) {
-    if (module->getOps<flash::BackwardKernelOp>().empty())
-      return std::nullopt;
-    flash::BackwardKernelOp kernel = *module->getOps<flash::BackwardKernelOp>().begin();
-    key.pass = "backward";
-    key.variant = variantHash(kernel);
-    llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
-  } else {
-    if (module->getOps<flash::KernelOp>().empty())
-      return std::nullopt;
-    flash::KernelOp kernel = *module->getOps<flash::KernelOp>().begin();
-    key.variant = variantHash(kernel);
-    llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
-  }
+  key.pass = backward ? "backward" : "forward";
+  key.variant = variantHash(kernel);
+  llvm::raw_string_ostream(key.elementType) << kernel.getElementType();
   key.headDim = headDim;
   key.shapeBucket = shapeBucket(queryLen, keyLen);
   key.gpu = gpu.str();

@@ -81,6 +81,11 @@ struct SearchSpace {
   std::vector<TileConfig> enumerate() const;
   /// Backward tiles: Br x Bc x gemm.
   std::vector<TileConfig> enumerateBackward() const;
+
+private:
+  /// `items` over `defaults` (the knobs they leave alone keep its values).
+  static llvm::Expected<SearchSpace> parseOnto(llvm::ArrayRef<std::string> items,
+                                               SearchSpace defaults);
 };
 
 /// "N<=4096,M<=4096": both lengths rounded up to a power of two.

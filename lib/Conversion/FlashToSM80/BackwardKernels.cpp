@@ -32,7 +32,9 @@ BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
                                  gpu::GPUModuleOp gpuModule, StringRef pass,
                                  bool deterministic, bool stageAuxGrads)
     : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
-      deterministic(deterministic), stageAuxGrads(stageAuxGrads) {}
+      deterministic(deterministic), stageAuxGrads(stageAuxGrads) {
+  kernel.walk([&](flash::ScoreModGradOp op) { stagesAuxGrads |= !stagedAddsOf(op).empty(); });
+}
 
 std::string BackwardEmitter::functionName(flash::BackwardKernelOp kernel,
                                           BackwardStage stage) {
@@ -319,11 +321,10 @@ void BackwardEmitter::forEachTensorGradElement(
     Value pointer = pointers.lookup(name);
     if (!pointer)
       continue;
-    Value count = i64(extra);
     Value elements = tensorElementCount(name);
     if (!elements)
       continue;
-    count = add(count, elements);
+    Value count = add(i64(extra), elements);
     // A null pointer: the caller wants no gradient of this tensor.
     auto ifGiven = scf::IfOp::create(b, loc, isNonNull(pointer),
                                      /*withElseRegion=*/false);
@@ -983,13 +984,6 @@ SmallVector<flash::AuxGradAddOp> BackwardEmitter::stagedAddsOf(flash::ScoreModGr
   return staged;
 }
 
-bool BackwardEmitter::hasStagedAdds() const {
-  bool any = false;
-  const_cast<flash::BackwardKernelOp &>(kernel).walk(
-      [&](flash::ScoreModGradOp op) { any |= !stagedAddsOf(op).empty(); });
-  return any;
-}
-
 Value BackwardEmitter::shuffleXor64(Value value, int64_t laneMask) {
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   Value low = arith::TruncIOp::create(b, loc, i32Type, value);
@@ -1004,14 +998,10 @@ void BackwardEmitter::reduceStagedBounds() {
   // Over the warp, then over the CTA through the slots after the staging
   // ones: (lowest, highest) per warp and staged add.
   Value stats = gepBytes(stagingBase, i32(kStagingSlots * 8));
-  int64_t index = 0;
-  SmallVector<StagedAdd *> order;
-  for (auto &[op, staged] : stagedAdds)
-    order.push_back(&staged);
-  llvm::sort(order, [](StagedAdd *x, StagedAdd *y) { return x->slot < y->slot; });
   Value firstLane = cmpI(arith::CmpIPredicate::eq, lane, i32(0));
-  for (StagedAdd *staged : order) {
-    Value lowest = staged->lowest, highest = staged->highest;
+  for (auto [index, entry] : llvm::enumerate(stagedAdds)) {
+    StagedAdd &staged = entry.second;
+    Value lowest = staged.lowest, highest = staged.highest;
     for (int64_t mask = 16; mask >= 1; mask /= 2) {
       lowest = arith::MinSIOp::create(b, loc, lowest, shuffleXor64(lowest, mask));
       highest = arith::MaxSIOp::create(b, loc, highest, shuffleXor64(highest, mask));
@@ -1025,11 +1015,10 @@ void BackwardEmitter::reduceStagedBounds() {
       LLVM::StoreOp::create(b, loc, lowest, slot, 8);
       LLVM::StoreOp::create(b, loc, highest, gepBytes(slot, i32(8)), 8);
     }
-    ++index;
   }
   NVVM::Barrier0Op::create(b, loc);
-  index = 0;
-  for (StagedAdd *staged : order) {
+  for (auto [index, entry] : llvm::enumerate(stagedAdds)) {
+    StagedAdd &staged = entry.second;
     Value lowest = i64(std::numeric_limits<int64_t>::max());
     Value highest = i64(std::numeric_limits<int64_t>::min());
     for (int64_t w = 0; w < config.numWarps; ++w) {
@@ -1040,14 +1029,13 @@ void BackwardEmitter::reduceStagedBounds() {
           b, loc, highest,
           LLVM::LoadOp::create(b, loc, b.getI64Type(), gepBytes(slot, i32(8)), 8));
     }
-    staged->lowest = lowest;
-    staged->highest = highest;
+    staged.lowest = lowest;
+    staged.highest = highest;
     // An empty range (no live element) has highest < lowest: nothing to stage.
     Value span = arith::SubIOp::create(b, loc, highest, lowest);
-    staged->fits = arith::AndIOp::create(
+    staged.fits = arith::AndIOp::create(
         b, loc, cmpI(arith::CmpIPredicate::sge, highest, lowest),
-        cmpI(arith::CmpIPredicate::slt, span, i64(staged->capacity)));
-    ++index;
+        cmpI(arith::CmpIPredicate::slt, span, i64(staged.capacity)));
   }
 }
 
@@ -1077,14 +1065,13 @@ void BackwardEmitter::flushStagedAdds() {
       addFixedPoint("global",
                     gepElements(fixed, EmitterCore::add(element, i64(1)), b.getI64Type()),
                     fixed, sum, nonzero);
-      LLVM::StoreOp::create(b, loc, i64(0), slot, 8);
     } else {
       Value sum = LLVM::LoadOp::create(b, loc, b.getF32Type(), slot, 4);
       Value nonzero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, sum, f32(0.0));
       atomicAdd(gepElements(auxGradPointers.lookup(add.getTensor()), element, b.getF32Type()),
                 sum, nonzero);
-      LLVM::StoreOp::create(b, loc, i64(0), slot, 8);
     }
+    LLVM::StoreOp::create(b, loc, i64(0), slot, 8);
   }
 }
 

@@ -40,6 +40,7 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <memory>
 
@@ -271,7 +272,9 @@ protected:
   /// add per entry instead of one per element; a tile whose range does not
   /// fit adds directly.
   llvm::SmallVector<flash::AuxGradAddOp> stagedAddsOf(flash::ScoreModGradOp op) const;
-  bool hasStagedAdds() const;
+  /// Whether any score_mod_grad of the kernel stages an add (set once).
+  bool hasStagedAdds() const { return stagesAuxGrads; }
+  bool stagesAuxGrads = false;
   /// Staging: kStagingSlots 8-byte slots (f32 sums, or fixed-point i64 ones
   /// when deterministic), then per warp and staged add its (lowest,
   /// highest) index, past the target's buffers.
@@ -285,7 +288,8 @@ protected:
     mlir::Value lowest, highest;    // i64: per thread, then per CTA
     mlir::Value fits;               // i1, uniform over the CTA
   };
-  llvm::DenseMap<mlir::Operation *, StagedAdd> stagedAdds;
+  /// In the region's order: the stats slots and the emitted code follow it.
+  llvm::MapVector<mlir::Operation *, StagedAdd> stagedAdds;
   /// The CTA's index range of every staged add (from the threads' bounds).
   void reduceStagedBounds();
   /// After the staged adds: every staged slot in range added to global
