@@ -1,6 +1,7 @@
 //===- ConfigFlags.cpp - The kernel configuration's command-line flags ----===//
 
 #include "flashc/Config/ConfigFlags.h"
+#include "flashc/Target/NVPTX/EmitPTX.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -57,6 +58,26 @@ ConfigRequest ConfigFlags::request() const {
   if (rowsPerWarp.getNumOccurrences())
     request.rowsPerWarp = rowsPerWarp;
   return request;
+}
+
+BackwardFlags::BackwardFlags(cl::OptionCategory &category)
+    : deterministic("deterministic",
+                    cl::desc("With --bwd: dQ added in key-block order and aux gradients in "
+                             "fixed point, bitwise the same from run to run (flash-run checks "
+                             "3 runs)"),
+                    cl::cat(category)),
+      stageAuxGrads("stage-aux-grads",
+                    cl::desc("With --bwd: sum each tile's aux gradient adds in shared memory "
+                             "first (experimental: not yet validated on a GPU)"),
+                    cl::cat(category)) {}
+
+llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) const {
+  for (const cl::opt<bool> *flag : {&deterministic, &stageAuxGrads})
+    if (*flag && !backward)
+      return llvm::createStringError("--" + flag->ArgStr + " applies to the backward: add --bwd");
+  target.deterministic = deterministic;
+  target.stageAuxGrads = stageAuxGrads;
+  return llvm::Error::success();
 }
 
 llvm::Error config::parseTile(llvm::StringRef spec, ConfigRequest &request) {

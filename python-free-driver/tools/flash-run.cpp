@@ -86,17 +86,7 @@ cl::opt<bool> csv("csv", cl::desc("Print one CSV row: name,dtype,B,H,HKV,N,M,D,l
                   cl::cat(category));
 cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel package here"),
                                 cl::cat(category));
-cl::opt<bool> deterministic(
-    "deterministic",
-    cl::desc("With --bwd: the deterministic backward (dQ added in key-block order, aux "
-             "gradients in fixed point); checks that dQ and the aux gradients are bitwise "
-             "the same over 3 runs"),
-    cl::cat(category));
-cl::opt<bool> stageAuxGrads(
-    "stage-aux-grads",
-    cl::desc("With --bwd: sum each tile's aux gradient adds in shared memory first "
-             "(experimental: not yet validated on a GPU)"),
-    cl::cat(category));
+config::BackwardFlags backwardFlags(category);
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
@@ -219,12 +209,8 @@ int main(int argc, char **argv) {
     nvptx::TargetOptions target = resolved->target();
     if (trainingStep && !backwardPass)
       die(2, "--train-step times the forward and the backward: add --bwd");
-    if (deterministic && !backwardPass)
-      die(2, "--deterministic applies to the backward: add --bwd");
-    target.deterministic = deterministic;
-    if (stageAuxGrads && !backwardPass)
-      die(2, "--stage-aux-grads applies to the backward: add --bwd");
-    target.stageAuxGrads = stageAuxGrads;
+    if (llvm::Error error = backwardFlags.apply(backwardPass, target))
+      die(2, llvm::toString(std::move(error)));
     std::string configSource = resolved->source().str();
 
     OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
@@ -315,7 +301,7 @@ int main(int argc, char **argv) {
       // Reproducibility at the check shape too, from the O and LSE the
       // validation uploaded (the timed shape, with more CTAs racing, is
       // checked below when it runs).
-      if (deterministic) {
+      if (backwardFlags.deterministic) {
         harness::BackwardProblem backward =
             harness::uploadBackward(context, flashBackward, backwardCheck, seed,
                                     backwardKernel->workspaceBytes(backwardCheck.sizes()));
@@ -342,7 +328,7 @@ int main(int argc, char **argv) {
                                              warmup, iterations);
           stepTflops = 3.5 * harness::tflops(shape, stepMs, causalFlops);
         }
-        if (deterministic)
+        if (backwardFlags.deterministic)
           differingRuns +=
               harness::differingGradRuns(*backwardKernel, stream, problem, backward, 3);
       }
@@ -427,7 +413,7 @@ int main(int argc, char **argv) {
         }
         llvm::outs() << " (bound " << llvm::format("%.0e", bv.bound) << ")"
                      << (bv.passed() ? "  ok\n" : "  FAIL\n");
-        if (deterministic)
+        if (backwardFlags.deterministic)
           llvm::outs() << "  deterministic: dQ and aux gradients "
                        << (differingRuns ? "NOT bitwise reproducible" : "bitwise identical")
                        << " over 3 runs" << (iterations > 0 ? " (check and timed shapes)" : "")

@@ -123,16 +123,7 @@ cl::opt<bool> backwardPass(
              "gradients against the fp64 reference; --emit=gpu/llvm/ptx/package emit the "
              "backward kernels (preprocess, main, dQ conversion)"),
     cl::cat(flashcCategory));
-cl::opt<bool> deterministicBackward(
-    "deterministic",
-    cl::desc("With --bwd and a GPU emission: dQ added in key-block order and aux gradients "
-             "in fixed point, bitwise the same from run to run"),
-    cl::cat(flashcCategory));
-cl::opt<bool> stageAuxGrads(
-    "stage-aux-grads",
-    cl::desc("With --bwd and a GPU emission: sum each tile's aux gradient adds in shared "
-             "memory first (experimental: not yet validated on a GPU)"),
-    cl::cat(flashcCategory));
+config::BackwardFlags backwardFlags(flashcCategory);
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
                        cl::cat(flashcCategory));
 
@@ -364,12 +355,8 @@ int main(int argc, char **argv) {
   if (!resolved->warnings().empty())
     llvm::WithColor::warning(llvm::errs(), "flashc") << resolved->warnings();
   nvptx::TargetOptions target = resolved->target();
-  if (deterministicBackward && !backwardPass)
-    return usageError("--deterministic applies to the backward: add --bwd");
-  target.deterministic = deterministicBackward;
-  if (stageAuxGrads && !backwardPass)
-    return usageError("--stage-aux-grads applies to the backward: add --bwd");
-  target.stageAuxGrads = stageAuxGrads;
+  if (llvm::Error error = backwardFlags.apply(backwardPass, target))
+    return usageError(llvm::toString(std::move(error)));
 
   frontend::KernelOptions kernelOptions = resolved->kernelOptions(resolve.sizes.headDim);
   OwningOpRef<ModuleOp> module =

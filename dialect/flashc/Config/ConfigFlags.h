@@ -16,6 +16,10 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 
+namespace flashc::nvptx {
+struct TargetOptions;
+} // namespace flashc::nvptx
+
 namespace flashc::config {
 
 struct ConfigFlags {
@@ -35,6 +39,18 @@ struct ConfigFlags {
 
 /// Parses --tile's "Br=64,Bc=128" (either or both) into `request`; the
 /// error names the item.
+/// The backward kernels' target flags (flashc and flash-run): not a
+/// configuration request, so they leave the tuning cache lookup alone.
+struct BackwardFlags {
+  explicit BackwardFlags(llvm::cl::OptionCategory &category);
+
+  llvm::cl::opt<bool> deterministic;
+  llvm::cl::opt<bool> stageAuxGrads;
+
+  /// Sets them on `target`; the error names a flag given without --bwd.
+  llvm::Error apply(bool backward, nvptx::TargetOptions &target) const;
+};
+
 llvm::Error parseTile(llvm::StringRef spec, ConfigRequest &request);
 
 /// Makes --version print "<tool>: flashc <version> (LLVM <version>)".
