@@ -4,7 +4,7 @@
 # compute-sanitizer (memcheck, racecheck, synccheck) over the three
 # backward kernels at a small shape, and bench/backward.sh (flashc beside
 # the peers). Logs and tables go to $OUT; a summary is printed last.
-#   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] scripts/device-backward.sh
+#   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] [BASE_TOOLS=old.tar.xz] scripts/device-backward.sh
 # SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_COST,
 # SKIP_TILES, SKIP_TUNE, SKIP_BENCH, SKIP_TRAIN=1 leave a part out.
 set -uo pipefail
@@ -30,10 +30,9 @@ fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
-    for run in "examples/causal.flash" "examples/relative_bias.flash" \
-               "examples/relative_bias.flash --deterministic" "examples/alibi.flash --deterministic" \
-               "examples/relative_bias.flash --stage-aux-grads" \
-               "examples/relative_bias.flash --deterministic --stage-aux-grads"; do
+    # SANITIZER_RUNS: ';'-separated flash-run arguments instead of these.
+    IFS=';' read -ra runs <<< "${SANITIZER_RUNS:-examples/causal.flash;examples/relative_bias.flash;examples/relative_bias.flash --deterministic;examples/alibi.flash --deterministic;examples/relative_bias.flash --stage-aux-grads;examples/relative_bias.flash --deterministic --stage-aux-grads}"
+    for run in "${runs[@]}"; do
       echo "== $tool $run" >> "$OUT/sanitizer.log"
       timeout 300 "$sanitizer" --tool $tool "$tools/flash-run" $run --bwd \
         --shape B=1,H=2,N=200,D=64 --iters 0 >> "$OUT/sanitizer.log" 2>&1
@@ -110,6 +109,25 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   FLASH_RUN=$tools/flash-run bench/backward.sh "$OUT/bench" > "$OUT/bench.log" 2>&1
 fi
+# The same grid with an earlier build's flash-run ($BASE_TOOLS), same run:
+# what this build's changes bought.
+if [ -n "${BASE_TOOLS:-}" ]; then
+  base=$(mktemp -d); tar -C "$base" -xJf "$BASE_TOOLS" flash-run || exit 2
+  echo "$header,build" > "$OUT/base.csv"
+  for D in $(echo "${HDIMS:-64,128}" | tr , " "); do
+    H=$((2048 / D))
+    for N in $(echo "${SEQS:-1024,4096,16384}" | tr , " "); do
+      B=$((16384 / N)); [ $B -lt 1 ] && B=1
+      for f in examples/full.flash examples/causal.flash; do
+        for build in base new; do
+          run=$tools/flash-run; [ $build = base ] && run=$base/flash-run
+          line=$("$run" "$f" --bwd --csv --shape "B=$B,H=$H,N=$N,D=$D" --iters 20 2>>"$OUT/base.log" | grep ',bwd,' | tail -1)
+          echo "$line,$build" >> "$OUT/base.csv"
+        done
+      done
+    done
+  done
+fi
 # One training step (forward + backward) beside SDPA's pair.
 if [ "${SKIP_TRAIN:-0}" != 1 ]; then
   PASS=train FLASH_RUN=$tools/flash-run bench/backward.sh "$OUT/train" > "$OUT/train.log" 2>&1
@@ -121,6 +139,7 @@ echo "== $(cat "$OUT/gpu.txt")"
 [ -f "$OUT/choices.csv" ] && cut -d, -f1,8,11,12,13,16 "$OUT/choices.csv"
 [ -f "$OUT/tiles.csv" ] && cut -d, -f1,8,11,12,16 "$OUT/tiles.csv"
 [ -f "$OUT/deterministic.csv" ] && cut -d, -f1,8,11,12,16 "$OUT/deterministic.csv"
+[ -f "$OUT/base.csv" ] && cut -d, -f1,6,8,11,12,16 "$OUT/base.csv"
 for t in "$OUT"/tune-*.txt; do [ -f "$t" ] && cat "$t"; done
 [ -f "$OUT/sanitizer.log" ] && grep -E "^==|ERROR SUMMARY|exit|Error" "$OUT/sanitizer.log" | head -40
 [ -f "$OUT/bench/table.md" ] && cat "$OUT/bench/table.md"

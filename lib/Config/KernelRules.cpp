@@ -133,6 +133,13 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   if (gemmKind == "wgmma" && headDim >= 96 && (variant.scored || variant.readsTensors))
     return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod or tensor reads "
                      "(2 warpgroups of 64 keys, 32 queries per step)"};
+  // At D <= 64 one warpgroup of 64 keys with 32 queries per step (139-168
+  // registers, several CTAs per SM) beats Br = 64, Bc = 128 by 1.31x
+  // (full) and 1.44x (causal) with the pipelined query loop (H200, N = 4096,
+  // flashc-tune --bwd, bench/results/2026-12-01-h200-backward-pipelined).
+  if (gemmKind == "wgmma" && headDim <= 64)
+    return {32, 64, "the wgmma backward's tile at D <= 64 (1 warpgroup of 64 keys, 32 queries "
+                    "per step)"};
   if (gemmKind == "wgmma")
     return {64, 128, "the wgmma backward's tile (2 warpgroups of 64 keys, 64 queries per step)"};
   // mma.sync: the same per thread; at D >= 96 only Br = 32 stays within 255

@@ -109,6 +109,28 @@ TEST(KernelConfig, DefaultTilesFollowTheRules) {
   EXPECT_EQ(hopper.source(), "default tile");
 }
 
+TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  auto backwardTile = [&](const config::KernelConfig &resolved, llvm::StringRef variant,
+                          int64_t headDim) {
+    config::TileChoice tile = resolved.backwardTileFor(parsed.variant(variant), headDim);
+    return Tile(tile.blockRows, tile.blockCols);
+  };
+  config::KernelConfig hopper = resolve(parsed, "sm_90a", 128, 4096);
+  // wgmma: one warpgroup of 64 keys and Br = 32 at D <= 64, two warpgroups
+  // and Br = 64 above, Br = 32 again with a score mod or tensor reads.
+  EXPECT_EQ(backwardTile(hopper, "causal", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(hopper, "softcap", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(hopper, "causal", 128), Tile(64, 128));
+  EXPECT_EQ(backwardTile(hopper, "full", 96), Tile(64, 128));
+  EXPECT_EQ(backwardTile(hopper, "softcap", 128), Tile(32, 128));
+  EXPECT_EQ(backwardTile(hopper, "document", 128), Tile(32, 128));
+  config::KernelConfig ampere = resolve(parsed, "sm_80", 128, std::nullopt);
+  EXPECT_EQ(backwardTile(ampere, "causal", 64), Tile(64, 128));
+  EXPECT_EQ(backwardTile(ampere, "causal", 128), Tile(32, 128));
+}
+
 TEST(KernelConfig, ARequestWinsKnobByKnob) {
   Parsed parsed;
   ASSERT_TRUE(parsed.ast) << parsed.diagnostics;

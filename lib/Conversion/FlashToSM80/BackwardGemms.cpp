@@ -21,7 +21,7 @@ using namespace flashc::lowering;
 using namespace flashc::sm80;
 
 void BackwardEmitter::assignSharedBuffers() {
-  BackwardLayout layout(config);
+  BackwardLayout layout(config, queryStages());
   Value base = sharedMemoryBase(/*alignment=*/16);
   smemK = gepBytes(base, i32(layout.keyOffset()));
   smemV = gepBytes(base, i32(layout.valueOffset()));
@@ -31,8 +31,12 @@ void BackwardEmitter::assignSharedBuffers() {
   computeLaneOffsets();
 }
 
-int64_t BackwardEmitter::mainSharedBytes() const {
-  return BackwardLayout(config).sharedBytes();
+int64_t BackwardEmitter::mainSharedBytes(int64_t stages) const {
+  return BackwardLayout(config, stages).sharedBytes();
+}
+
+int64_t BackwardEmitter::queryStageBytes() const {
+  return BackwardLayout(config).stageBytes();
 }
 
 void BackwardEmitter::computeLaneOffsets() {
@@ -62,21 +66,54 @@ void BackwardEmitter::computeLaneOffsets() {
           mul(bit3, i32(16)));
 }
 
+/// The dPᵀ = V·dOᵀ after Sᵀ = K·Qᵀ `dot` in its block whose tiles are
+/// already in shared memory: issued right behind Sᵀ.
+static flash::OutputGradDotOp independentPartnerOf(
+    flash::QKDotOp dot, const llvm::DenseMap<Value, BackwardValue> &values) {
+  for (Operation *op = dot->getNextNode(); op; op = op->getNextNode()) {
+    auto partner = dyn_cast<flash::OutputGradDotOp>(op);
+    if (!partner)
+      continue;
+    for (Value tile : {partner.getValue(), partner.getOutputGrad()}) {
+      auto it = values.find(tile);
+      if (it == values.end() || it->second.kind != BackwardValue::Kind::Shared)
+        return {};
+    }
+    return partner;
+  }
+  return {};
+}
+
 LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
                                                   Value rowTile, float scale) {
-  FailureOr<const BackwardValue *> keys =
-      lookup(op, keyTile, BackwardValue::Kind::Shared);
-  FailureOr<const BackwardValue *> rows =
-      lookup(op, rowTile, BackwardValue::Kind::Shared);
-  if (failed(keys) || failed(rows))
-    return failure();
-  if (!(*keys)->keyRows || (*rows)->keyRows)
-    return error(op, "expects a Br-row tile (Q, dO) and a key block (K, V)");
-  acquireCopies();
-  sharedReadSinceCopy = true;
   BackwardValue result;
   result.kind = BackwardValue::Kind::Scores;
-  result.regs = transposedProduct((*keys)->smem, (*rows)->smem);
+  if (auto issued = productsInFlight.find(op); issued != productsInFlight.end()) {
+    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/0);
+    productsInFlight.erase(issued);
+  } else {
+    FailureOr<const BackwardValue *> keys =
+        lookup(op, keyTile, BackwardValue::Kind::Shared);
+    FailureOr<const BackwardValue *> rows =
+        lookup(op, rowTile, BackwardValue::Kind::Shared);
+    if (failed(keys) || failed(rows))
+      return failure();
+    if (!(*keys)->keyRows || (*rows)->keyRows)
+      return error(op, "expects a Br-row tile (Q, dO) and a key block (K, V)");
+    acquireCopies();
+    sharedReadSinceCopy = true;
+    result.regs = issueTransposedProduct((*keys)->smem, (*rows)->smem);
+    // dPᵀ does not depend on Sᵀ: issued behind it, it runs while the mask
+    // and the probabilities are computed, and is completed where used.
+    flash::OutputGradDotOp partner;
+    if (auto dot = dyn_cast<flash::QKDotOp>(op); dot && pairsTransposedProducts)
+      partner = independentPartnerOf(dot, values);
+    if (partner)
+      productsInFlight[partner] = issueTransposedProduct(
+          values.find(partner.getValue())->second.smem,
+          values.find(partner.getOutputGrad())->second.smem);
+    result.regs = completeTransposedProduct(result.regs, partner ? 1 : 0);
+  }
   if (scale != 1.0f)
     for (Value &element : result.regs)
       element = fmul(element, f32(scale));
@@ -84,7 +121,7 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
   return success();
 }
 
-SmallVector<Value> BackwardEmitter::transposedProduct(Value keyRows,
+SmallVector<Value> BackwardEmitter::issueTransposedProduct(Value keyRows,
                                                       Value queryRows) {
   int64_t rowBytes = BackwardLayout(config).rowBytes(), nTiles = config.br / 8;
   Value zero = f32(0.0);

@@ -13,11 +13,14 @@
 #include "flashc/Conversion/FlashToSM80/Passes.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <array>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace flashc;
@@ -34,6 +37,12 @@ BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
     : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
       deterministic(deterministic), stageAuxGrads(stageAuxGrads) {
   kernel.walk([&](flash::ScoreModGradOp op) { stagesAuxGrads |= !stagedAddsOf(op).empty(); });
+  bool addsAuxGrads = false;
+  kernel.walk([&](flash::AuxGradAddOp) { addsAuxGrads = true; });
+  // dPᵀ in flight beside Sᵀ costs Br/2 registers through the mask and the
+  // probabilities: ptxas spills at D = 128 and with aux gradient adds
+  // (measured with ptxas -v over the examples).
+  pairsTransposedProducts = config.headDim <= 64 && !addsAuxGrads;
 }
 
 std::string BackwardEmitter::functionName(flash::BackwardKernelOp kernel,
@@ -62,7 +71,13 @@ int64_t BackwardEmitter::threadsOf(BackwardStage s) const {
 }
 
 int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
-  return s == BackwardStage::Main ? llvm::alignTo(mainSharedBytes(), 16) + stagingBytes() : 0;
+  return s == BackwardStage::Main
+             ? llvm::alignTo(mainSharedBytes(queryStages()), 16) + stagingBytes()
+             : 0;
+}
+
+int64_t BackwardEmitter::queryStages() const {
+  return llvm::alignTo(mainSharedBytes(2), 16) + stagingBytes() <= kMaxSharedBytes ? 2 : 1;
 }
 
 int64_t BackwardEmitter::stagingBytes() const {
@@ -461,7 +476,7 @@ LogicalResult BackwardEmitter::emitMain() {
     // The staging slots start at 0 (each flush leaves them so); the first
     // barrier of the first tile orders this before any add.
     stagingBase = gepBytes(sharedMemoryBase(/*alignment=*/16),
-                           i32(llvm::alignTo(mainSharedBytes(), 16)));
+                           i32(llvm::alignTo(mainSharedBytes(queryStages()), 16)));
     Value threads = i32(threadsOf(BackwardStage::Main));
     auto zero = scf::ForOp::create(b, loc, tid, i32(kStagingSlots), threads);
     OpBuilder::InsertionGuard guard(b);
@@ -614,6 +629,61 @@ Value BackwardEmitter::hoistFact(Value fact, scf::ForOp loop) {
   return lookupScalar(fact);
 }
 
+/// The first classified mask of `loop`'s body: its any_visible decides
+/// which query tiles the loop walks.
+static flash::MaskOp classifiedMaskOf(scf::ForOp loop) {
+  for (auto mask : loop.getBody()->getOps<flash::MaskOp>())
+    if (mask.isClassified())
+      return mask;
+  return {};
+}
+
+/// Batch, head and query tile of a Br-row copy (flash.load_q, flash.load_rows).
+static std::optional<std::array<Value, 3>> rowCopyCoordinates(Operation *op) {
+  if (auto load = dyn_cast<flash::LoadQOp>(op))
+    return std::array<Value, 3>{load.getBatch(), load.getHead(), load.getQueryTile()};
+  if (auto load = dyn_cast<flash::LoadRowsOp>(op))
+    return std::array<Value, 3>{load.getBatch(), load.getHead(), load.getQueryTile()};
+  return std::nullopt;
+}
+
+SmallVector<Operation *> BackwardEmitter::prefetchableCopies(scf::ForOp loop) {
+  if (queryStages() < 2 ||
+      getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
+    return {};
+  SmallVector<Operation *> copies;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    std::optional<std::array<Value, 3>> at = rowCopyCoordinates(&op);
+    if (!at)
+      continue;
+    auto [batch, head, tile] = *at;
+    if (tile != loop.getInductionVar() || !loop.isDefinedOutsideOfLoop(batch) ||
+        !loop.isDefinedOutsideOfLoop(head))
+      return {};
+    copies.push_back(&op);
+  }
+  return copies;
+}
+
+void BackwardEmitter::issueRowCopies(ArrayRef<Operation *> copies, Value tile,
+                                     Value stage, Value predicate) {
+  auto issue = scf::IfOp::create(b, loc, predicate, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(issue.thenBlock()->getTerminator());
+  for (Operation *op : copies) {
+    bool isQuery = isa<flash::LoadQOp>(op);
+    auto [batch, head, unused] = *rowCopyCoordinates(op);
+    issueRowCopy(isQuery ? qPtr : outputGradPtr, isQuery ? QS : DOS,
+                 lookupScalar(batch), lookupScalar(head), tile,
+                 gepBytes(isQuery ? smemQ : smemDO, mul(stage, i32(queryStageBytes()))));
+  }
+  // A tile not copied commits as many (empty) groups, so that every
+  // iteration leaves the same number in flight for cp.async.wait_group.
+  b.setInsertionPoint(issue.elseBlock()->getTerminator());
+  for (size_t group = 0; group < copies.size(); ++group)
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+}
+
 LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   Value lower = lookupScalar(loop.getLowerBound()),
         upper = lookupScalar(loop.getUpperBound()),
@@ -622,12 +692,54 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     return error(loop, "unknown loop bounds");
   if (loop.getInitArgs().empty())
     return error(loop, "expects a loop that carries the key gradients");
+  flash::MaskOp skipMask = classifiedMaskOf(loop);
+  Value anyVisible = skipMask ? skipMask.getAnyVisible() : Value();
+  FailureOr<SmallVector<Operation *>> visibleSlice =
+      skipMask ? factSlice({anyVisible}, loop) : FailureOr<SmallVector<Operation *>>(failure());
+  // Whether query tile `tile` (>= lower) of the walk is copied: before
+  // `upper` and, for a classified mask, not empty.
+  auto copiesTile = [&](Value tile) -> Value {
+    Value inside = cmpI(arith::CmpIPredicate::slt, tile, upper);
+    if (failed(visibleSlice))
+      return inside;
+    scalars.map(loop.getInductionVar(), tile);
+    if (failed(lowerSlice(*visibleSlice)))
+      return inside;
+    return arith::AndIOp::create(b, loc, inside, lookupScalar(anyVisible));
+  };
+  // Q and dO of the next query tile are copied into the other stage while
+  // this one's GEMMs run (FlashAttention-2's software pipelining).
+  SmallVector<Operation *> prefetch = prefetchableCopies(loop);
+  if (!prefetch.empty()) {
+    // An earlier loop's GEMMs may still read the stage.
+    NVVM::Barrier0Op::create(b, loc);
+    issueRowCopies(prefetch, lower, arith::AndIOp::create(b, loc, lower, i32(1)),
+                   copiesTile(lower));
+  }
+
   SmallVector<Value> inits;
   flatten(loop.getInitArgs(), inits);
   auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(newLoop.getBody());
-  scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
+  Value iv = newLoop.getInductionVar();
+  OpaqueLoopValues opaque(*this);
+  if (!prefetch.empty()) {
+    // Tile t is in stage t mod 2.
+    Value stage = arith::AndIOp::create(b, loc, iv, i32(1));
+    Value nextStage = arith::XOrIOp::create(b, loc, stage, i32(1));
+    for (Operation *op : prefetch)
+      prefetched[op] = gepBytes(isa<flash::LoadQOp>(op) ? smemQ : smemDO,
+                                mul(stage, i32(queryStageBytes())));
+    // Every thread is past the previous tile's GEMMs, which read the other
+    // stage (and dSᵀ).
+    NVVM::Barrier0Op::create(b, loc);
+    sharedReadSinceCopy = false;
+    Value next = add(iv, i32(1));
+    issueRowCopies(prefetch, next, nextStage, copiesTile(next));
+    groupsInFlight = static_cast<int64_t>(prefetch.size());
+  }
+  scalars.map(loop.getInductionVar(), iv);
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(),
                           newLoop.getRegionIterArgs())))
     return failure();
@@ -635,42 +747,35 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   // A query tile the classified mask empties costs nothing: one uniform
   // branch around the whole iteration (copies included).
   scf::IfOp visible;
-  for (auto mask : loop.getBody()->getOps<flash::MaskOp>()) {
-    if (!mask.isClassified())
-      continue;
-    if (Value anyVisible = hoistFact(mask.getAnyVisible(), loop)) {
-      SmallVector<Type> types(inits.size(), Type());
-      for (auto [type, value] : llvm::zip(types, inits))
-        type = value.getType();
-      visible =
-          scf::IfOp::create(b, loc, types, anyVisible, /*withElseRegion=*/true);
-      b.setInsertionPointToStart(visible.elseBlock());
-      // A skipped tile still passes the dQ turn on to the next key block.
-      if (deterministic)
-        for (auto add : loop.getBody()->getOps<flash::QueryGradAddOp>()) {
-          Value batch = lookupScalar(add.getBatch()),
-                head = lookupScalar(add.getHead()),
-                queryTile = lookupScalar(add.getQueryTile());
-          if (!batch || !head || !queryTile)
-            return error(
-                add, "deterministic mode: (b, h, qt) must be known before the "
-                     "tile's body");
-          Value address = lockAddress(batch, head, queryTile);
-          waitForTurn(address);
-          passTurn(address);
-        }
-      scf::YieldOp::create(b, loc, newLoop.getRegionIterArgs());
-      b.setInsertionPointToStart(visible.thenBlock());
-    }
-    break;
+  if (Value tileVisible = skipMask ? hoistFact(anyVisible, loop) : Value()) {
+    SmallVector<Type> types(inits.size(), Type());
+    for (auto [type, value] : llvm::zip(types, inits))
+      type = value.getType();
+    visible = scf::IfOp::create(b, loc, types, tileVisible, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(visible.elseBlock());
+    // A skipped tile still passes the dQ turn on to the next key block.
+    if (deterministic)
+      for (auto add : loop.getBody()->getOps<flash::QueryGradAddOp>()) {
+        Value batch = lookupScalar(add.getBatch()),
+              head = lookupScalar(add.getHead()),
+              queryTile = lookupScalar(add.getQueryTile());
+        if (!batch || !head || !queryTile)
+          return error(
+              add, "deterministic mode: (b, h, qt) must be known before the "
+                   "tile's body");
+        Value address = lockAddress(batch, head, queryTile);
+        waitForTurn(address);
+        passTurn(address);
+      }
+    scf::YieldOp::create(b, loc, newLoop.getRegionIterArgs());
+    b.setInsertionPointToStart(visible.thenBlock());
   }
   // Earlier iterations' GEMMs may still read the Q/dO/dSᵀ buffers.
   sharedReadSinceCopy = true;
-  {
-    OpaqueLoopValues opaque(*this);
-    if (failed(lowerBlock(*loop.getBody())))
-      return failure();
-  }
+  if (failed(lowerBlock(*loop.getBody())))
+    return failure();
+  prefetched.clear();
+  groupsInFlight = 0;
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   SmallVector<Value> yielded;
   flatten(yield.getOperands(), yielded);
@@ -721,28 +826,47 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
         tile = lookupScalar(tileValue);
   if (!batch || !head || !tile)
     return error(op, "unknown tile coordinates");
-  if (!keyRows && sharedReadSinceCopy) {
-    NVVM::Barrier0Op::create(b, loc);
-    sharedReadSinceCopy = false;
-  }
-  Value headOffset = add(mul(toI64(batch), strides[set][0]),
-                         mul(toI64(head), strides[set][1]));
-  int64_t rows = keyRows ? config.bc : config.br;
-  issueTileCopy(base, headOffset, strides[set][2], tile, rows,
-                keyRows ? keyLen : queryLen, smem);
-  copiesPending = true;
   BackwardValue value;
   value.kind = BackwardValue::Kind::Shared;
-  value.smem = smem;
   value.keyRows = keyRows;
+  if (Value stage = prefetched.lookup(op)) {
+    // Issued by the previous iteration (or before the loop) into this
+    // iteration's stage.
+    value.smem = stage;
+  } else {
+    if (!keyRows && sharedReadSinceCopy) {
+      NVVM::Barrier0Op::create(b, loc);
+      sharedReadSinceCopy = false;
+    }
+    // This copy is the newest group: the next wait is for every group.
+    groupsInFlight = 0;
+    if (keyRows)
+      issueTileCopy(base, headOffsetOf(set, batch, head), strides[set][2], tile, config.bc,
+                    keyLen, smem);
+    else
+      issueRowCopy(base, set, batch, head, tile, smem);
+    value.smem = smem;
+  }
+  copiesPending = true;
   values[op->getResult(0)] = std::move(value);
   return success();
+}
+
+Value BackwardEmitter::headOffsetOf(StrideSet set, Value batch, Value head) {
+  return add(mul(toI64(batch), strides[set][0]), mul(toI64(head), strides[set][1]));
+}
+
+void BackwardEmitter::issueRowCopy(Value base, StrideSet set, Value batch, Value head,
+                                   Value tile, Value smem) {
+  issueTileCopy(base, headOffsetOf(set, batch, head), strides[set][2], tile, config.br,
+                queryLen, smem);
 }
 
 void BackwardEmitter::acquireCopies() {
   if (!copiesPending)
     return;
-  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  // The prefetch of the next tile stays in flight.
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, groupsInFlight);
   fenceSharedWrites();
   NVVM::Barrier0Op::create(b, loc);
   copiesPending = false;

@@ -46,16 +46,20 @@ namespace {
 /// Byte offsets of the wgmma backward's shared memory (see the file
 /// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
 struct WgmmaBackwardLayout {
-  explicit WgmmaBackwardLayout(const KernelConfig &config) : config(config) {}
+  explicit WgmmaBackwardLayout(const KernelConfig &config, int64_t stages = 1)
+      : config(config), stages(stages) {}
   int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
   int64_t keyOffset() const { return 0; }
   int64_t valueOffset() const { return config.bc * tileRowBytes(); }
   int64_t queryOffset() const { return 2 * config.bc * tileRowBytes(); }
   int64_t outputGradOffset() const { return queryOffset() + config.br * tileRowBytes(); }
-  int64_t scoreGradOffset() const { return outputGradOffset() + config.br * tileRowBytes(); }
+  /// Q and dO of the next stage (panels stay 1024-byte aligned: Br >= 32).
+  int64_t stageBytes() const { return 2 * config.br * tileRowBytes(); }
+  int64_t scoreGradOffset() const { return queryOffset() + stages * stageBytes(); }
   int64_t sharedBytes() const { return scoreGradOffset() + config.bc * config.br * 2 + 1024; }
 
   const KernelConfig &config;
+  int64_t stages;
 };
 
 class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
@@ -71,14 +75,19 @@ public:
 
 protected:
   void assignSharedBuffers() override;
-  int64_t mainSharedBytes() const override {
-    return WgmmaBackwardLayout(config).sharedBytes();
+  int64_t mainSharedBytes(int64_t stages) const override {
+    return WgmmaBackwardLayout(config, stages).sharedBytes();
   }
+  int64_t queryStageBytes() const override { return WgmmaBackwardLayout(config).stageBytes(); }
   flash::GemmKind gemmKind() const override { return flash::GemmKind::Wgmma; }
   void fenceSharedWrites() override {
     AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
   }
-  SmallVector<Value> transposedProduct(Value keyRows, Value queryRows) override;
+  SmallVector<Value> issueTransposedProduct(Value keyRows, Value queryRows) override;
+  SmallVector<Value> completeTransposedProduct(ArrayRef<Value> inFlight,
+                                               int64_t laterProducts) override {
+    return wgmma::wait(*this, laterProducts, inFlight);
+  }
   SmallVector<Value> accumulateProduct(ArrayRef<Value> acc, ArrayRef<Value> scores,
                                        Value queryRows) override;
   void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
@@ -100,7 +109,7 @@ private:
 } // namespace
 
 void WgmmaBackwardEmitter::assignSharedBuffers() {
-  WgmmaBackwardLayout layout(config);
+  WgmmaBackwardLayout layout(config, queryStages());
   Value raw = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                        sharedMemoryBase(/*alignment=*/1024));
   Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
@@ -113,13 +122,12 @@ void WgmmaBackwardEmitter::assignSharedBuffers() {
   smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
 }
 
-SmallVector<Value> WgmmaBackwardEmitter::transposedProduct(Value keyRows, Value queryRows) {
+SmallVector<Value> WgmmaBackwardEmitter::issueTransposedProduct(Value keyRows,
+                                                                Value queryRows) {
   // This warpgroup's 64 keys start 64 rows into every panel of the block.
   Value keys = add(addressOf(keyRows), toI64(mul(warpgroup(), i32(64 * 128))));
   Value queries = addressOf(queryRows);
-  return wgmma::wait(*this, 0,
-                     wgmma::productOverHeadDim(*this, keys, config.bc, queries, config.br,
-                                               config.br));
+  return wgmma::productOverHeadDim(*this, keys, config.bc, queries, config.br, config.br);
 }
 
 SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,

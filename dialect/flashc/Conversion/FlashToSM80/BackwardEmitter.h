@@ -46,13 +46,15 @@
 
 namespace flashc::sm80 {
 
-/// Shared memory of the main kernel: K and V (Bc rows), Q and dO (Br rows),
-/// rows of D + 8 elements (the padding of the forward's layout: the 8 row
-/// addresses of an ldmatrix hit 8 distinct bank groups), then dSᵀ (Bc rows
-/// of Br + 8 elements).
+/// Shared memory of the main kernel: K and V (Bc rows), then `stages`
+/// copies of Q and dO (Br rows each: the query loop prefetches the next
+/// tile's into the other stage), rows of D + 8 elements (the padding of the
+/// forward's layout: the 8 row addresses of an ldmatrix hit 8 distinct bank
+/// groups), then dSᵀ (Bc rows of Br + 8 elements).
 struct BackwardLayout {
-  explicit BackwardLayout(const lowering::KernelConfig &config)
-      : config(config) {}
+  explicit BackwardLayout(const lowering::KernelConfig &config,
+                          int64_t stages = 1)
+      : config(config), stages(stages) {}
   int64_t rowBytes() const { return (config.headDim + 8) * 2; }
   int64_t scoreRowBytes() const { return (config.br + 8) * 2; }
   int64_t keyOffset() const { return 0; }
@@ -61,14 +63,17 @@ struct BackwardLayout {
   int64_t outputGradOffset() const {
     return queryOffset() + config.br * rowBytes();
   }
+  /// From a Q or dO buffer to the same buffer of the next stage.
+  int64_t stageBytes() const { return 2 * config.br * rowBytes(); }
   int64_t scoreGradOffset() const {
-    return outputGradOffset() + config.br * rowBytes();
+    return queryOffset() + stages * stageBytes();
   }
   int64_t sharedBytes() const {
     return scoreGradOffset() + config.bc * scoreRowBytes();
   }
 
   const lowering::KernelConfig &config;
+  int64_t stages;
 };
 
 /// The three kernels of a backward pass.
@@ -107,6 +112,9 @@ public:
   mlir::LLVM::LLVMFuncOp getFunc() { return func; }
 
   int64_t threadsOf(BackwardStage stage) const;
+  /// Copies of the Q and dO buffers: two (the next query tile's copies
+  /// overlap this one's GEMMs) where they fit in shared memory, else one.
+  int64_t queryStages() const;
   int64_t sharedBytesOf(BackwardStage stage) const;
 
   // EmitterCore: the padded layout's copies.
@@ -120,15 +128,26 @@ protected:
   /// Main kernel: sets smemK, smemV, smemQ, smemDO and smemDS (and what the
   /// GEMMs precompute from them).
   virtual void assignSharedBuffers();
-  virtual int64_t mainSharedBytes() const;
+  /// The main kernel's layout with `stages` copies of the Q and dO buffers.
+  virtual int64_t mainSharedBytes(int64_t stages) const;
+  /// From a Q or dO buffer to the same buffer of the next stage.
+  virtual int64_t queryStageBytes() const;
   virtual flash::GemmKind gemmKind() const { return flash::GemmKind::MmaSync; }
   /// Issued by every thread after its shared-memory writes (copies landed,
   /// dSᵀ stored), before the CTA barrier that publishes them to the GEMMs.
   virtual void fenceSharedWrites() {}
   /// Sᵀ or dPᵀ (unscaled, Scores layout) = X·Yᵀ with X the Bc-row tile at
-  /// `keyRows` (K, V) and Y the Br-row tile at `queryRows` (Q, dO).
+  /// `keyRows` (K, V) and Y the Br-row tile at `queryRows` (Q, dO), perhaps
+  /// still in flight (here computed at once).
   virtual llvm::SmallVector<mlir::Value>
-  transposedProduct(mlir::Value keyRows, mlir::Value queryRows);
+  issueTransposedProduct(mlir::Value keyRows, mlir::Value queryRows);
+  /// The product's registers readable, with the `laterProducts` products
+  /// issued after it still in flight.
+  virtual llvm::SmallVector<mlir::Value>
+  completeTransposedProduct(llvm::ArrayRef<mlir::Value> inFlight,
+                            int64_t laterProducts) {
+    return llvm::SmallVector<mlir::Value>(inFlight);
+  }
   /// `acc` (KeyAcc layout) + Xᵀ·Y with X the Scores registers `scores`
   /// (Pᵀ, dSᵀ) and Y the Br-row tile at `queryRows` (dO, Q).
   virtual llvm::SmallVector<mlir::Value>
@@ -240,8 +259,36 @@ protected:
   /// Column `column` of a Columns value (register 2·nt + c: query
   /// 8·nt + 2t + c), loaded here when it has no registers.
   mlir::Value columnValue(const BackwardValue &columns, int64_t column);
-  /// Waits for the pending copies (cp.async.wait_group 0 + bar.sync).
+  /// Waits for the pending copies (cp.async.wait_group + bar.sync): all
+  /// but the `groupsInFlight` most recent groups.
   void acquireCopies();
+  /// The element offset (i64) of head (batch, head) in tensor `set`.
+  mlir::Value headOffsetOf(StrideSet set, mlir::Value batch, mlir::Value head);
+  /// Issues the cp.async copy of query tile `tile` (lowered) of the Br-row
+  /// tensor at `base` (Q or dO) into `smem`: one commit group.
+  void issueRowCopy(mlir::Value base, StrideSet set, mlir::Value batch,
+                    mlir::Value head, mlir::Value tile, mlir::Value smem);
+
+  // Software pipelining of the query loop (lowerFor).
+  /// The Br-row copies (Q, dO) of `loop`'s body the loop prefetches: every
+  /// one of its body's, when each copies the tile the induction variable
+  /// names from a (b, h) defined before the loop, the step is 1 and two
+  /// stages fit (queryStages); else none.
+  llvm::SmallVector<mlir::Operation *> prefetchableCopies(mlir::scf::ForOp loop);
+  /// Where `predicate` holds, issues `copies` of query tile `tile` into
+  /// stage `stage` (i32) of their buffers; else commits as many empty groups.
+  void issueRowCopies(llvm::ArrayRef<mlir::Operation *> copies, mlir::Value tile,
+                      mlir::Value stage, mlir::Value predicate);
+  /// In the body being lowered: the stage buffer each prefetched copy's
+  /// tile is in.
+  llvm::DenseMap<mlir::Operation *, mlir::Value> prefetched;
+  /// Commit groups the body's acquireCopies leaves in flight (the prefetch).
+  int64_t groupsInFlight = 0;
+  /// Whether dPᵀ is issued right behind Sᵀ (set once, from the tile and
+  /// the kernel's aux gradient adds).
+  bool pairsTransposedProducts = false;
+  /// Transposed products issued ahead of their op (dPᵀ behind Sᵀ).
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> productsInFlight;
   mlir::FailureOr<const BackwardValue *>
   lookup(mlir::Operation *user, mlir::Value value, BackwardValue::Kind kind);
 
