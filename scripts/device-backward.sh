@@ -63,8 +63,8 @@ if [ "${SKIP_CHOICES:-0}" != 1 ]; then
   for D in 64 128; do
     H=$((2048 / D))
     for f in examples/full.flash examples/causal.flash; do
-      for choice in "default" "--tile Br=64,Bc=128" "--tile Br=128,Bc=128" "--gemm=mma.sync"; do
-        [ "$D" = 128 ] && [ "$choice" = "--tile Br=128,Bc=128" ] && continue
+      for choice in "default" "--bwd-tile Br=64,Bc=128" "--bwd-tile Br=128,Bc=128" "--gemm=mma.sync"; do
+        [ "$D" = 128 ] && [ "$choice" = "--bwd-tile Br=128,Bc=128" ] && continue
         args=(); [ "$choice" != default ] && args=($choice)
         time_bwd "$OUT/choices.csv" "$choice" "B=4,H=$H,N=4096,D=$D" "$f" "${args[@]}"
       done
@@ -91,7 +91,7 @@ if [ "${SKIP_TILES:-0}" != 1 ]; then
   echo "$header,tile" > "$OUT/tiles.csv"
   for f in examples/full.flash examples/causal.flash examples/alibi.flash examples/relative_bias.flash; do
     for tile in default Br=32,Bc=64 Br=32,Bc=128 Br=64,Bc=64; do
-      args=(); [ "$tile" != default ] && args=(--tile "$tile")
+      args=(); [ "$tile" != default ] && args=(--bwd-tile "$tile")
       time_bwd "$OUT/tiles.csv" "$tile" "B=4,H=32,N=4096,D=64" "$f" "${args[@]}"
     done
   done

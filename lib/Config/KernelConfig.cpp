@@ -60,6 +60,12 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
 TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
                                          int64_t headDim) const {
   TileChoice rule = defaultBackwardTile(headDim, gemmKind, traitsOf(variant));
+  if (backwardBlockRows || backwardBlockCols) {
+    rule.blockRows = backwardBlockRows.value_or(rule.blockRows);
+    rule.blockCols = backwardBlockCols.value_or(rule.blockCols);
+    rule.why = "from the command line (--bwd-tile)";
+    return rule;
+  }
   bool asked = sourceText == "command line";
   if (!asked && tunedBackward)
     return *tunedBackward;
@@ -204,10 +210,14 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
     result.blockRows = request.blockRows;
   if (request.blockCols && *request.blockCols > 0)
     result.blockCols = request.blockCols;
+  result.backwardBlockRows = request.backwardBlockRows;
+  result.backwardBlockCols = request.backwardBlockCols;
   result.backwardSourceText = result.sourceText == "command line"
                                   ? std::string("command line")
                                   : std::string("default tile");
-  if (tunedVariant) {
+  if (request.backwardBlockRows || request.backwardBlockCols) {
+    result.backwardSourceText = "command line";
+  } else if (tunedVariant) {
     std::string source;
     if (std::optional<tuning::TuningEntry> winner =
             lookUpTuned(*options.tuning, ast, *tunedVariant, options.sizes, /*backward=*/true,

@@ -156,6 +156,8 @@ int main(int argc, char **argv) {
     resolve.request = configFlags.request();
     if (llvm::Error error = config::parseTile(tileSpec, resolve.request))
       die(2, llvm::toString(std::move(error)));
+    if (llvm::Error error = backwardFlags.request(backwardPass, resolve.request))
+      die(2, llvm::toString(std::move(error)));
     for (llvm::StringRef item : llvm::split(shapeSpec, ',')) {
       int64_t value;
       if (item.consume_front("D=")) {

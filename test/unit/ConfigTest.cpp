@@ -126,6 +126,14 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   EXPECT_EQ(backwardTile(hopper, "full", 96), Tile(64, 128));
   EXPECT_EQ(backwardTile(hopper, "softcap", 128), Tile(32, 128));
   EXPECT_EQ(backwardTile(hopper, "document", 128), Tile(32, 128));
+  // --bwd-tile: the asked-for side wins, the rule fills in the other; the
+  // forward keeps its rule.
+  config::ConfigRequest request;
+  request.backwardBlockRows = 64;
+  config::KernelConfig asked = resolve(parsed, "sm_90a", 128, 4096, request);
+  EXPECT_EQ(backwardTile(asked, "causal", 64), Tile(64, 64));
+  EXPECT_EQ(tileOf(asked, parsed.variant("causal"), 128), Tile(128, 128));
+  EXPECT_EQ(asked.backwardSource(), "command line");
   config::KernelConfig ampere = resolve(parsed, "sm_80", 128, std::nullopt);
   EXPECT_EQ(backwardTile(ampere, "causal", 64), Tile(64, 128));
   EXPECT_EQ(backwardTile(ampere, "causal", 128), Tile(32, 128));
@@ -213,6 +221,15 @@ TEST(KernelConfig, BadRequestsAreErrors) {
             "--tile: unknown key 'Bx' (expected one of Br, Bc)");
   EXPECT_EQ(llvm::toString(config::parseTile("Br=0", request)),
             "--tile: 'Br=0' is not Br=<positive integer>");
+  // --bwd-tile fills the backward's own tile and leaves the forward's.
+  config::ConfigRequest backward;
+  EXPECT_FALSE(bool(config::parseTile("Br=32", backward, /*backward=*/true)));
+  EXPECT_EQ(backward.backwardBlockRows, std::optional<int64_t>(32));
+  EXPECT_FALSE(backward.backwardBlockCols);
+  EXPECT_FALSE(backward.blockRows);
+  EXPECT_TRUE(backward.empty());
+  EXPECT_EQ(llvm::toString(config::parseTile("Bc=x", backward, /*backward=*/true)),
+            "--bwd-tile: 'Bc=x' is not Bc=<positive integer>");
 }
 
 TEST(KernelConfig, IRGenChoosesNoTileItself) {

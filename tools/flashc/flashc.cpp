@@ -109,10 +109,9 @@ cl::opt<std::string> shapeSpec(
              "HKV=H, N=256, M=N, D=64, or what the variant fixes"),
     cl::value_desc("K=V,..."), cl::cat(flashcCategory));
 cl::opt<std::string> tileSpec("tile",
-                              cl::desc("Tile shape, e.g. Br=64,Bc=64 (default: by head dim and "
-                                       "GEMM kind; wgmma 64x128 up to D=64, 64x64 above; "
-                                       "mma.sync 128x64 up to D=64, 128x32 or 128x64 to 128, "
-                                       "64x64 above)"),
+                              cl::desc("Tile shape, e.g. Br=64,Bc=64, of the forward and (without "
+                                       "--bwd-tile) the backward (default: by head dim, GEMM "
+                                       "kind, variant and N; --verbose names the rule)"),
                               cl::value_desc("Br=..,Bc=.."), cl::cat(flashcCategory));
 cl::list<std::string> paramSpecs("param", cl::desc("Set a runtime parameter, e.g. window=256"),
                                  cl::value_desc("name=value"), cl::cat(flashcCategory));
@@ -278,6 +277,8 @@ int main(int argc, char **argv) {
     return 2;
   config::ConfigRequest request = configFlags.request();
   if (llvm::Error error = config::parseTile(tileSpec, request))
+    return usageError(llvm::toString(std::move(error)));
+  if (llvm::Error error = backwardFlags.request(backwardPass, request))
     return usageError(llvm::toString(std::move(error)));
   llvm::StringMap<double> params;
   for (llvm::StringRef spec : paramSpecs) {

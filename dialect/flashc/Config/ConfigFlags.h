@@ -37,21 +37,27 @@ struct ConfigFlags {
   ConfigRequest request() const;
 };
 
-/// Parses --tile's "Br=64,Bc=128" (either or both) into `request`; the
-/// error names the item.
-/// The backward kernels' target flags (flashc and flash-run): not a
-/// configuration request, so they leave the tuning cache lookup alone.
+/// The backward kernels' flags (flashc and flash-run): target flags, which
+/// leave the tuning cache lookup alone, and --bwd-tile, which replaces the
+/// backward's tuned winner only.
 struct BackwardFlags {
   explicit BackwardFlags(llvm::cl::OptionCategory &category);
 
   llvm::cl::opt<bool> deterministic;
   llvm::cl::opt<bool> stageAuxGrads;
+  llvm::cl::opt<std::string> tile;
 
   /// Sets them on `target`; the error names a flag given without --bwd.
   llvm::Error apply(bool backward, nvptx::TargetOptions &target) const;
+  /// Adds --bwd-tile to `request`; the error names a bad item or the flag
+  /// given without --bwd.
+  llvm::Error request(bool backward, ConfigRequest &request) const;
 };
 
-llvm::Error parseTile(llvm::StringRef spec, ConfigRequest &request);
+/// Parses --tile's "Br=64,Bc=128" (either or both) into `request` (with
+/// `backward`, --bwd-tile's into its backward tile); the error names the
+/// flag and the item.
+llvm::Error parseTile(llvm::StringRef spec, ConfigRequest &request, bool backward = false);
 
 /// Makes --version print "<tool>: flashc <version> (LLVM <version>)".
 void setVersionPrinter(llvm::StringRef tool);

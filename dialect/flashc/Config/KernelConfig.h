@@ -114,6 +114,8 @@ private:
   /// The tile asked for or tuned (either side may be unset: the rule fills
   /// it in).
   std::optional<int64_t> blockRows, blockCols;
+  /// The backward's own tile from --bwd-tile (either side may be unset).
+  std::optional<int64_t> backwardBlockRows, backwardBlockCols;
   /// The tuning cache's backward winner (for this GEMM kind) and its source.
   std::optional<TileChoice> tunedBackward;
   std::string backwardSourceText = "default tile";
