@@ -20,10 +20,12 @@
 //
 // Shared memory (from a 1024-byte-aligned base): K, V (Bc rows), Q, dO (Br
 // rows) as 64-column panels of 128-byte swizzled rows (SharedMemory.cpp),
-// then dS (Br rows x Bc keys, the same layout). Every GEMM is waited
-// for before the next one (wait_group 0): the CTA barrier before the next
-// query tile's copies then also guarantees no wgmma still reads Q, dO or
-// dSᵀ. What the threads write (cp.async copies, dSᵀ stores) goes through
+// then dS (Br rows x Bc keys, the same layout); Q and dO in two stages
+// where they fit (the query loop prefetches the next tile's). Every GEMM
+// is waited for before the next one (wait_group 0), except dPᵀ, which
+// pairsTransposedProducts issues right behind Sᵀ (wait_group 1 for Sᵀ,
+// dPᵀ completed where used): the CTA barrier before the next query tile's
+// copies then also guarantees no wgmma still reads Q, dO or dSᵀ. What the threads write (cp.async copies, dSᵀ stores) goes through
 // the generic proxy and wgmma reads through the async proxy:
 // `fence.proxy.async.shared::cta` before the barrier that publishes it.
 //

@@ -12,7 +12,8 @@
 //
 // The main kernel (FlashAttention-2's transposed order): Bc/16 warps, warp w
 // owning key rows 16w..16w+15 of the CTA's key block. K and V stay in shared
-// memory; each query tile brings Q and dO by cp.async. Every Br x Bc tile of
+// memory; Q and dO come by cp.async, the next query tile's into a second
+// stage while this one's GEMMs run (lowerFor). Every Br x Bc tile of
 // the IR (S, P, dP, dS) is held *transposed*, as the m16n8 accumulator of
 // Sᵀ = K·Qᵀ: register (nt·4 + e) of a thread is key row 16w + g + 8·(e >= 2),
 // query column 8·nt + 2t + e%2 (g = lane/4, t = lane%4). So Pᵀ and dSᵀ are
