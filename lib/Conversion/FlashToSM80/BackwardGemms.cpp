@@ -210,6 +210,8 @@ void BackwardEmitter::addFixedPoint(StringRef space, Value address, Value flag, 
   // Integer adds are exact, so any order gives the same bits; a signed
   // overflow of the sum (old and q of one sign, old + q of the other) sets
   // the flag too: the gradient is then NaN, never wrapped.
+  // 0f4F800000 is 2^32 = 1 / kFixedPointUnit, 0f5E800000 is 2^62.
+  static_assert(kFixedPointUnit == 0x1p-32f, "the asm's scale is 1 / kFixedPointUnit");
   std::string text = "{\n\t.reg .pred p, bad, wrapped;\n\t";
   if (convert)
     text += ".reg .f32 s, a;\n\t";
