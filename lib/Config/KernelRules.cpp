@@ -127,9 +127,9 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 64 fits 255 registers
   // without spills (ptxas -v) only without a score mod or tensor reads
   // (the index math and the unmodified score of their derivatives); Br =
-  // 32 fits every example. Br = 64 is 19% faster at D = 128 and Br = 128 at
-  // D = 64 23% faster despite its spills (H200,
-  // bench/results/2026-12-01-h200-backward-wgmma).
+  // 32 fits every example. Br = 64 is 19% faster at D = 128 (H200,
+  // bench/results/2026-12-01-h200-backward-wgmma; flashc-tune --bwd kept it
+  // with the pipelined query loop, -pipelined/tune.txt).
   if (gemmKind == "wgmma" && headDim >= 96 && (variant.scored || variant.readsTensors))
     return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod or tensor reads "
                      "(2 warpgroups of 64 keys, 32 queries per step)"};
