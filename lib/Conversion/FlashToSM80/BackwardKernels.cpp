@@ -744,8 +744,8 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
                           newLoop.getRegionIterArgs())))
     return failure();
 
-  // A query tile the classified mask empties costs nothing: one uniform
-  // branch around the whole iteration (copies included).
+  // A query tile the classified mask empties costs one uniform branch
+  // around the iteration's body (its copies were never issued).
   scf::IfOp visible;
   if (Value tileVisible = skipMask ? hoistFact(anyVisible, loop) : Value()) {
     SmallVector<Type> types(inits.size(), Type());
