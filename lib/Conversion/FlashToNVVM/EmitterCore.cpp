@@ -57,6 +57,10 @@ Value EmitterCore::toI64(Value value) {
     return value;
   return arith::ExtSIOp::create(b, loc, b.getI64Type(), value);
 }
+
+Value EmitterCore::headOffset(const Value *strides, Value batch, Value head) {
+  return add(mul(toI64(batch), strides[0]), mul(toI64(head), strides[1]));
+}
 Value EmitterCore::add(Value a, Value c) {
   return arith::AddIOp::create(b, loc, a, c);
 }

@@ -59,17 +59,16 @@ LogicalResult KernelEmitter::lowerLoadQ(flash::LoadQOp op) {
 void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
   Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
         queryTile = lookupScalar(op.getQueryTile());
-  Value headOffset = add(mul(toI64(batch), qStrides[0]), mul(toI64(head), qStrides[1]));
-  issueTileCopy(qPtr, headOffset, qStrides[2], queryTile, config.br, queryLen, smemQ);
+  issueTileCopy(qPtr, headOffset(qStrides, batch, head), qStrides[2], queryTile, config.br,
+                queryLen, smemQ);
 }
 
 void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   Value *strides = isKey ? kStrides : vStrides;
   Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
-  Value headOffset = add(mul(toI64(batch), strides[0]), mul(toI64(kvHead), strides[1]));
-  issueTileCopy(isKey ? kPtr : vPtr, headOffset, strides[2], keyTile, config.bc, keyLen,
-                isKey ? smemK : smemV);
+  issueTileCopy(isKey ? kPtr : vPtr, headOffset(strides, batch, kvHead), strides[2], keyTile,
+                config.bc, keyLen, isKey ? smemK : smemV);
 }
 
 LogicalResult KernelEmitter::lowerLoadKV(flash::LoadKVOp op) {
@@ -156,7 +155,7 @@ LogicalResult KernelEmitter::lowerStore(flash::StoreOp op) {
   const TileValue &out = outIt->second, &lse = lseIt->second;
   Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
         queryTile = lookupScalar(op.getQueryTile());
-  Value headOffset = add(mul(toI64(batch), oStrides[0]), mul(toI64(head), oStrides[1]));
+  Value outHead = headOffset(oStrides, batch, head);
   Value firstRow = mul(queryTile, i32(config.br));
   // LSE is dense [B, H, N].
   Value lseHead = mul(add(mul(toI64(batch), toI64(headCount)), toI64(head)), toI64(queryLen));
@@ -198,7 +197,7 @@ LogicalResult KernelEmitter::lowerStore(flash::StoreOp op) {
                                       /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      Value rowOffset = add(headOffset, mul(toI64(row), oStrides[2]));
+      Value rowOffset = add(outHead, mul(toI64(row), oStrides[2]));
       if (wide) {
         Value ownTile = mul(threadInGroup, i32(8));
         for (int64_t first = 0; first < nTiles; first += 4) {

@@ -208,9 +208,7 @@ flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
 /// Element offset of row `row` of (batch, head) in a strided tensor.
 static Value rowOffset(EmitterCore &e, Value (&stride)[3], Value batch,
                        Value head, Value row) {
-  return e.add(
-      e.add(e.mul(e.toI64(batch), stride[0]), e.mul(e.toI64(head), stride[1])),
-      e.mul(e.toI64(row), stride[2]));
+  return e.add(e.headOffset(stride, batch, head), e.mul(e.toI64(row), stride[2]));
 }
 
 /// Element offset of (batch, head, row) in a dense [B, H, N] f32 array.
@@ -513,15 +511,17 @@ LogicalResult BackwardEmitter::lowerOp(Operation *op) {
                              isKey ? smemK : smemV);
       })
       .Case([&](flash::LoadQOp load) {
-        return lowerTileCopy(load, qPtr, QS, load.getBatch(), load.getHead(),
-                             load.getQueryTile(), /*keyRows=*/false, smemQ);
+        RowTensor rows = rowTensorOf(load);
+        return lowerTileCopy(load, rows.base, rows.set, load.getBatch(), load.getHead(),
+                             load.getQueryTile(), /*keyRows=*/false, rows.smem);
       })
       .Case([&](flash::LoadRowsOp load) -> LogicalResult {
         if (load.getOperand() != flash::RowOperand::OutputGrad)
           return error(op, "O is read by the preprocess only");
-        return lowerTileCopy(load, outputGradPtr, DOS, load.getBatch(),
+        RowTensor rows = rowTensorOf(load);
+        return lowerTileCopy(load, rows.base, rows.set, load.getBatch(),
                              load.getHead(), load.getQueryTile(),
-                             /*keyRows=*/false, smemDO);
+                             /*keyRows=*/false, rows.smem);
       })
       .Case([&](flash::LoadRowStatOp load) { return lowerRowStat(load); })
       .Case([&](flash::QKDotOp dot) {
@@ -647,6 +647,16 @@ static std::optional<std::array<Value, 3>> rowCopyCoordinates(Operation *op) {
   return std::nullopt;
 }
 
+BackwardEmitter::RowTensor BackwardEmitter::rowTensorOf(Operation *copy) const {
+  if (isa<flash::LoadQOp>(copy))
+    return {qPtr, QS, smemQ};
+  return {outputGradPtr, DOS, smemDO};
+}
+
+Value BackwardEmitter::stageBuffer(Value buffer, Value stage) {
+  return gepBytes(buffer, mul(stage, i32(queryStageBytes())));
+}
+
 SmallVector<Operation *> BackwardEmitter::prefetchableCopies(scf::ForOp loop) {
   if (queryStages() < 2 ||
       getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
@@ -671,11 +681,10 @@ void BackwardEmitter::issueRowCopies(ArrayRef<Operation *> copies, Value tile,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(issue.thenBlock()->getTerminator());
   for (Operation *op : copies) {
-    bool isQuery = isa<flash::LoadQOp>(op);
+    RowTensor rows = rowTensorOf(op);
     auto [batch, head, unused] = *rowCopyCoordinates(op);
-    issueRowCopy(isQuery ? qPtr : outputGradPtr, isQuery ? QS : DOS,
-                 lookupScalar(batch), lookupScalar(head), tile,
-                 gepBytes(isQuery ? smemQ : smemDO, mul(stage, i32(queryStageBytes()))));
+    issueRowCopy(rows.base, rows.set, lookupScalar(batch), lookupScalar(head), tile,
+                 stageBuffer(rows.smem, stage));
   }
   // A tile not copied commits as many (empty) groups, so that every
   // iteration leaves the same number in flight for cp.async.wait_group.
@@ -729,8 +738,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     Value stage = arith::AndIOp::create(b, loc, iv, i32(1));
     Value nextStage = arith::XOrIOp::create(b, loc, stage, i32(1));
     for (Operation *op : prefetch)
-      prefetched[op] = gepBytes(isa<flash::LoadQOp>(op) ? smemQ : smemDO,
-                                mul(stage, i32(queryStageBytes())));
+      prefetched[op] = stageBuffer(rowTensorOf(op).smem, stage);
     // Every thread is past the previous tile's GEMMs, which read the other
     // stage (and dSᵀ).
     NVVM::Barrier0Op::create(b, loc);
@@ -841,7 +849,7 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
     // This copy is the newest group: the next wait is for every group.
     groupsInFlight = 0;
     if (keyRows)
-      issueTileCopy(base, headOffsetOf(set, batch, head), strides[set][2], tile, config.bc,
+      issueTileCopy(base, headOffset(strides[set], batch, head), strides[set][2], tile, config.bc,
                     keyLen, smem);
     else
       issueRowCopy(base, set, batch, head, tile, smem);
@@ -852,13 +860,9 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
   return success();
 }
 
-Value BackwardEmitter::headOffsetOf(StrideSet set, Value batch, Value head) {
-  return add(mul(toI64(batch), strides[set][0]), mul(toI64(head), strides[set][1]));
-}
-
 void BackwardEmitter::issueRowCopy(Value base, StrideSet set, Value batch, Value head,
                                    Value tile, Value smem) {
-  issueTileCopy(base, headOffsetOf(set, batch, head), strides[set][2], tile, config.br,
+  issueTileCopy(base, headOffset(strides[set], batch, head), strides[set][2], tile, config.br,
                 queryLen, smem);
 }
 

@@ -79,6 +79,9 @@ public:
   mlir::Value i64(int64_t value);
   mlir::Value f32(double value);
   mlir::Value toI64(mlir::Value value);
+  /// The element offset (i64) of head (batch, head) in a tensor whose
+  /// (batch, head, row) strides are `strides[0..2]`.
+  mlir::Value headOffset(const mlir::Value *strides, mlir::Value batch, mlir::Value head);
   mlir::Value add(mlir::Value a, mlir::Value c);
   mlir::Value mul(mlir::Value a, mlir::Value c);
   mlir::Value select(mlir::Value cond, mlir::Value t, mlir::Value f);

@@ -263,12 +263,21 @@ protected:
   /// Waits for the pending copies (cp.async.wait_group + bar.sync): all
   /// but the `groupsInFlight` most recent groups.
   void acquireCopies();
-  /// The element offset (i64) of head (batch, head) in tensor `set`.
-  mlir::Value headOffsetOf(StrideSet set, mlir::Value batch, mlir::Value head);
   /// Issues the cp.async copy of query tile `tile` (lowered) of the Br-row
   /// tensor at `base` (Q or dO) into `smem`: one commit group.
   void issueRowCopy(mlir::Value base, StrideSet set, mlir::Value batch,
                     mlir::Value head, mlir::Value tile, mlir::Value smem);
+
+  /// What a Br-row copy (flash.load_q: Q, flash.load_rows: dO) reads and
+  /// where its stage-0 buffer is.
+  struct RowTensor {
+    mlir::Value base;
+    StrideSet set;
+    mlir::Value smem;
+  };
+  RowTensor rowTensorOf(mlir::Operation *copy) const;
+  /// Stage `stage` (i32) of the Q or dO buffer at `buffer`.
+  mlir::Value stageBuffer(mlir::Value buffer, mlir::Value stage);
 
   // Software pipelining of the query loop (lowerFor).
   /// The Br-row copies (Q, dO) of `loop`'s body the loop prefetches: every
