@@ -120,26 +120,67 @@ DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
   return problem;
 }
 
-void harness::launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
-                     const DeviceProblem &p) {
-  const interp::ProblemShape &s = p.inputs.shape;
+namespace {
+std::vector<uint64_t> auxPointers(const DeviceProblem &p) {
   std::vector<uint64_t> aux;
   for (const flashrt::DeviceBuffer &buffer : p.aux)
     aux.push_back(buffer.devicePtr());
+  return aux;
+}
+} // namespace
+
+void harness::launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
+                     const DeviceProblem &p, uint64_t blockSummary) {
+  const interp::ProblemShape &s = p.inputs.shape;
+  std::vector<uint64_t> aux = auxPointers(p);
   kernel.launch(stream,
                 tensorRef(p.layout, p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
                 tensorRef(p.layout, p.k->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim()),
                 tensorRef(p.layout, p.v->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim()),
                 tensorRef(p.layout, p.o->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
-                p.lse->devicePtr(), p.sizes(), p.params, aux);
+                p.lse->devicePtr(), p.sizes(), p.params, aux, blockSummary);
 }
+
+namespace {
+/// The GPU's block summary of `problem` into problem.summary (allocated on
+/// first use); returns its device address.
+uint64_t computeSummary(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
+                        DeviceProblem &problem, flashrt::Context &context) {
+  size_t bytes = kernel.blockSummaryBytes(problem.sizes());
+  if (!problem.summary || problem.summary->size() < bytes)
+    problem.summary.emplace(context, std::max<size_t>(bytes, 16));
+  kernel.computeBlockSummary(stream, problem.sizes(), problem.params, auxPointers(problem),
+                             problem.summary->devicePtr());
+  return problem.summary->devicePtr();
+}
+} // namespace
 
 std::optional<Validation> harness::validate(const flashrun::AttentionKernel &kernel,
                                             flashrt::Stream &stream, DeviceProblem &problem,
                                             flash::KernelOp flashKernel, std::string &error) {
   problem.o->fill(0xFF); // NaN in bf16 and f16
   problem.lse->fill(0xFF);
-  launch(kernel, stream, problem);
+  Validation v;
+  uint64_t summary = 0;
+  if (kernel.hasBlockSummary()) {
+    size_t bytes = kernel.blockSummaryBytes(problem.sizes());
+    problem.summary.emplace(stream.context(), std::max<size_t>(bytes, 16));
+    problem.summary->fill(0xFF); // no valid class
+    summary = computeSummary(kernel, stream, problem, stream.context());
+    std::vector<uint8_t> gpu(bytes);
+    stream.synchronize();
+    problem.summary->copyToHost(gpu.data(), bytes);
+    std::vector<uint8_t> expected;
+    if (failed(interp::computeBlockSummary(flashKernel, problem.inputs, expected, error)))
+      return std::nullopt;
+    v.summaryTiles = static_cast<int64_t>(bytes);
+    for (size_t i = 0; i < bytes; ++i)
+      if (gpu[i] != expected[i] && v.summaryMismatches++ == 0)
+        v.firstSummaryMismatch = "byte " + std::to_string(i) + ": GPU " +
+                                 std::to_string(gpu[i]) + ", interpreter " +
+                                 std::to_string(expected[i]);
+  }
+  launch(kernel, stream, problem, summary);
   stream.synchronize();
   const interp::ProblemShape &s = problem.inputs.shape;
   std::vector<uint16_t> oBits(problem.inputs.q.size());
@@ -159,7 +200,6 @@ std::optional<Validation> harness::validate(const flashrun::AttentionKernel &ker
     return std::nullopt;
   std::vector<double> expectedOut(expected.out.begin(), expected.out.end());
   std::vector<double> expectedLse(expected.lse.begin(), expected.lse.end());
-  Validation v;
   v.out = interp::compare(out, expectedOut);
   v.lse = interp::compare(lse, expectedLse);
   // P is rounded to the element type for the P·V GEMM on the GPU and kept in
@@ -192,6 +232,21 @@ double harness::timeKernel(const flashrun::AttentionKernel &kernel, flashrt::Str
   std::vector<float> times = flashrt::timeLaunches(stream, warmup, iterations,
                                                    [&] { launch(kernel, stream, problem); });
   return flashrt::median(times);
+}
+
+harness::SummaryTimes harness::timeBlockSummary(const flashrun::AttentionKernel &kernel,
+                                                flashrt::Stream &stream, DeviceProblem &problem,
+                                                int warmup, int iterations) {
+  SummaryTimes times;
+  if (!kernel.hasBlockSummary())
+    return times;
+  uint64_t summary = 0;
+  times.summaryMs = flashrt::median(flashrt::timeLaunches(stream, warmup, iterations, [&] {
+    summary = computeSummary(kernel, stream, problem, stream.context());
+  }));
+  times.cachedMs = flashrt::median(flashrt::timeLaunches(
+      stream, warmup, iterations, [&] { launch(kernel, stream, problem, summary); }));
+  return times;
 }
 
 double harness::tflops(const interp::ProblemShape &shape, double ms, bool causal) {

@@ -371,7 +371,7 @@ flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
   Signature sig = signature(br, bc, headDim);
   return flash::KernelOp::create(builder, at, builder.getStringAttr(variant.name), sig.config,
                                  sig.elementType, sig.params, sig.tensors, sig.staticSizes,
-                                 sig.dimClasses);
+                                 sig.dimClasses, /*block_summary=*/nullptr);
 }
 
 KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value h, Value qt,
@@ -458,6 +458,22 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
                                             loop.getResult(1), builder.getF32FloatAttr(1.0f));
   flash::StoreOp::create(builder, at, finalize.getOutput(), finalize.getLse(), b, h, qt);
   flash::ReturnOp::create(builder, at);
+}
+
+/// Marks `kernel` as reading a run-time block summary when its mask reads
+/// aux tensors (KernelOptions::blockSummary).
+void requestBlockSummary(flash::KernelOp kernel) {
+  // Only a mask that reads aux tensors needs one: interval analysis alone
+  // classifies the others (flash-classify-tiles).
+  kernel.walk([&](flash::MaskOp mask) {
+    if (mask.getBody().walk([](flash::AuxLoadOp) { return WalkResult::interrupt(); })
+            .wasInterrupted()) {
+      Block &region = mask.getBody().front();
+      kernel.setBlockSummaryAttr(flash::BlockSummaryAttr::get(
+          kernel.getContext(), !region.getArgument(0).use_empty(),
+          !region.getArgument(1).use_empty()));
+    }
+  });
 }
 
 void KernelEmitter::emitScoreGradRegion(flash::ScoreModGradOp op,
@@ -771,6 +787,8 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       continue;
     }
     KernelEmitter(builder, variant, sourceMgr, fileName).emit(br, bc, *headDim);
+    if (options.blockSummary)
+      requestBlockSummary(cast<flash::KernelOp>(result->getBody()->back()));
   }
   if (failed)
     return nullptr;

@@ -11,6 +11,7 @@
 
 #include "KernelExecutor.h"
 
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -81,6 +82,12 @@ KernelExecutor::KernelExecutor(flash::KernelOp kernel, const AttentionInputs &in
     : kernelOp(kernel), signature(kernel), inputs(inputs), outputs(&outputs),
       tiles(&outputs.tiles), options(options) {
   initialize();
+  if (flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr()) {
+    const ProblemShape &shape = inputs.shape;
+    summaryShape = flash::BlockSummaryShape::of(summary, config.getBr(), config.getBc(),
+                                                shape.batch(), shape.heads(),
+                                                shape.queryLen(), shape.keyLen());
+  }
 }
 
 void KernelExecutor::initialize() {
@@ -265,6 +272,99 @@ LogicalResult KernelExecutor::checkClaims(flash::MaskOp mask) {
                               (visible ? "visible" : "masked"));
     }
   }
+  return success();
+}
+
+FailureOr<int> KernelExecutor::classifyElements(flash::MaskOp mask) {
+  FailureOr<const RegionProgram *> compiled = regionProgram(mask);
+  if (failed(compiled))
+    return failure();
+  const RegionProgram &program = **compiled;
+  std::vector<double> slots(program.numSlots, 0.0);
+  for (auto [slot, value] : program.captures)
+    slots[slot] = scalar(value);
+  auto type = cast<RankedTensorType>(mask.getType());
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  int64_t firstQuery = index(mask.getQueryTile()) * rows;
+  int64_t firstKey = index(mask.getKeyTile()) * cols;
+  slots[0] = scalar(mask.getBatch());
+  slots[1] = scalar(mask.getHead());
+  bool any = false, all = true;
+  for (int64_t r = 0; r < rows && firstQuery + r < inputs.shape.queryLen(); ++r) {
+    slots[2] = static_cast<double>(firstQuery + r);
+    for (int64_t c = 0; c < cols && firstKey + c < inputs.shape.keyLen(); ++c) {
+      slots[3] = static_cast<double>(firstKey + c);
+      bool visible = program.run(slots.data()) != 0;
+      any |= visible;
+      all &= visible;
+    }
+  }
+  return !any ? flash::kBlockEmpty : all ? flash::kBlockFull : flash::kBlockPartial;
+}
+
+LogicalResult KernelExecutor::execCaptures(flash::MaskOp mask) {
+  // The captured values' definitions, in program order (the kernel's
+  // body and the key loop's are single blocks).
+  llvm::SetVector<Operation *> defs;
+  SmallVector<Value> work;
+  mask.getBody().walk([&](Operation *op) {
+    for (Value operand : op->getOperands())
+      if (!mask.getBody().isAncestor(operand.getParentRegion()))
+        work.push_back(operand);
+  });
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !defs.insert(def))
+      continue;
+    if (def->getNumRegions() || def->getNumResults() != 1 ||
+        isa<ShapedType>(def->getResult(0).getType()))
+      return fail(mask, "the block summary needs a mask region that captures scalars only");
+    llvm::append_range(work, def->getOperands());
+  }
+  SmallVector<Operation *> ordered(defs.begin(), defs.end());
+  llvm::sort(ordered, [](Operation *x, Operation *y) {
+    if (x->getBlock() != y->getBlock())
+      return y->getBlock()->getParentOp()->isAncestor(x) ? false : true;
+    return x->isBeforeInBlock(y);
+  });
+  for (Operation *op : ordered) {
+    LogicalResult result = isa<arith::ConstantOp>(op)
+                               ? execConstant(cast<arith::ConstantOp>(op))
+                               : execScalar(*op);
+    if (failed(result))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult KernelExecutor::summarize(std::vector<uint8_t> &summary, std::string &error) {
+  auto kernel = cast<flash::KernelOp>(kernelOp);
+  flash::MaskOp mask;
+  kernel.walk([&](flash::MaskOp op) { mask = mask ? mask : op; });
+  auto loop = mask ? dyn_cast<scf::ForOp>(mask->getParentOp()) : scf::ForOp();
+  if (!loop || mask.getKeyTile() != loop.getInductionVar() ||
+      mask.getBatch() != kernel.getBatch() || mask.getHead() != kernel.getHead() ||
+      mask.getQueryTile() != kernel.getQueryTile()) {
+    error = "a block summary needs the kernel's mask at (b, h, qt, kt) of its key loop";
+    return failure();
+  }
+  summary.assign(static_cast<size_t>(summaryShape.bytes()), flash::kBlockPartial);
+  for (int64_t b = 0; b < summaryShape.batches; ++b)
+    for (int64_t h = 0; h < summaryShape.heads; ++h)
+      for (int64_t qt = 0; qt < summaryShape.queryTiles; ++qt)
+        for (int64_t kt = 0; kt < summaryShape.keyBlocks; ++kt) {
+          get(kernel.getBatch()).scalar = static_cast<double>(b);
+          get(kernel.getHead()).scalar = static_cast<double>(h);
+          get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
+          get(loop.getInductionVar()).scalar = static_cast<double>(kt);
+          FailureOr<int> blockClass =
+              succeeded(execCaptures(mask)) ? classifyElements(mask) : FailureOr<int>();
+          if (failed(blockClass)) {
+            error = errorMessage;
+            return failure();
+          }
+          summary[summaryShape.offset(b, h, qt, kt)] = static_cast<uint8_t>(*blockClass);
+        }
   return success();
 }
 
@@ -467,6 +567,12 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
                                  mod.getQueryTile(), mod.getKeyTile(), /*isMask=*/false);
       })
       .Case([&](flash::MaskOp mask) { return execMask(mask); })
+      .Case([&](flash::BlockClassOp op) {
+        get(op.getResult()).scalar = blockSummary[summaryShape.offset(
+            index(op.getBatch()), index(op.getHead()), index(op.getQueryTile()),
+            index(op.getKeyTile()))];
+        return success();
+      })
       .Case([&](flash::MaskKeyBoundsOp bounds) {
         Tile s = tile(bounds.getScores());
         int64_t first = index(bounds.getKeyTile()) * s.cols, keyLen = index(bounds.getKeyLen());
@@ -529,6 +635,18 @@ LogicalResult KernelExecutor::runForward() {
                      std::numeric_limits<float>::quiet_NaN());
   int64_t br = config.getBr();
   int64_t queryTiles = (shape.queryLen() + br - 1) / br;
+  if (kernel.getBlockSummaryAttr()) {
+    if (inputs.blockSummary.empty()) {
+      std::string error;
+      if (failed(summarize(blockSummary, error)))
+        return fail(kernel, error);
+    } else if (static_cast<int64_t>(inputs.blockSummary.size()) != summaryShape.bytes()) {
+      return fail(kernel, Twine("the block summary has ") + Twine(inputs.blockSummary.size()) +
+                              " bytes, the kernel reads " + Twine(summaryShape.bytes()));
+    } else {
+      blockSummary = inputs.blockSummary;
+    }
+  }
   Block &body = kernel.getEntryBlock();
   SmallVector<RuntimeValue> yielded;
   for (int64_t b = 0; b < shape.batch(); ++b)
@@ -620,4 +738,18 @@ LogicalResult interp::runKernel(flash::KernelOp kernel, const AttentionInputs &i
   }
   KernelExecutor executor(kernel, inputs, outputs, options);
   return executor.run(error);
+}
+
+LogicalResult interp::computeBlockSummary(flash::KernelOp kernel, const AttentionInputs &inputs,
+                                          std::vector<uint8_t> &summary, std::string &error) {
+  error = checkInputs(kernel, inputs);
+  if (!error.empty())
+    return failure();
+  if (!kernel.getBlockSummaryAttr()) {
+    error = "kernel '" + kernel.getSymName().str() + "' reads no block summary";
+    return failure();
+  }
+  AttentionOutputs unused;
+  KernelExecutor executor(kernel, inputs, unused, RunOptions());
+  return executor.summarize(summary, error);
 }

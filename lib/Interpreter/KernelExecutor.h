@@ -55,6 +55,8 @@ public:
                  const RunOptions &options);
 
   mlir::LogicalResult run(std::string &error);
+  /// computeBlockSummary: classifies every tile of the kernel's mask.
+  mlir::LogicalResult summarize(std::vector<uint8_t> &summary, std::string &error);
 
 private:
   void initialize();
@@ -90,6 +92,12 @@ private:
   /// its tile inside the problem (i < N, j < M) and fails when a claim of
   /// flash-classify-tiles (tile empty, tile full, row band empty) is false.
   mlir::LogicalResult checkClaims(flash::MaskOp mask);
+  /// The class (flash::kBlockEmpty/Partial/Full) of the tile the operands
+  /// of `mask` name, from every element inside the problem.
+  mlir::FailureOr<int> classifyElements(flash::MaskOp mask);
+  /// Executes the scalar ops the values `mask`'s region captures depend on
+  /// (kernel-level and loop-body ones), for the current b, h, qt and kt.
+  mlir::LogicalResult execCaptures(flash::MaskOp mask);
 
   // Forward tile ops (Interpreter.cpp).
   void loadRows(mlir::Value result, const std::vector<float> &source, int64_t b,
@@ -116,6 +124,8 @@ private:
   const BackwardInputs *backwardInputs = nullptr;   // backward
   AttentionGradients *gradients = nullptr;          // backward
   std::vector<float> queryGradAccum;                // backward: dQ in f32
+  std::vector<uint8_t> blockSummary;                // forward with a block_summary
+  flash::BlockSummaryShape summaryShape;
   AttentionOutputs::TileCounts *tiles = nullptr;
   RunOptions options;
   flash::TileConfigAttr config;

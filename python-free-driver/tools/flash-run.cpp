@@ -82,7 +82,7 @@ cl::opt<std::string> checkShapeSpec(
              "when the interpreter would take too long)"),
     cl::cat(category));
 cl::opt<bool> csv("csv", cl::desc("Print one CSV row: name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,"
-                                   "rel_err_o,rel_err_lse"),
+                                   "rel_err_o,rel_err_lse (then summary_ms,cached_ms for a kernel with a block summary)"),
                   cl::cat(category));
 cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel package here"),
                                 cl::cat(category));
@@ -292,6 +292,7 @@ int main(int argc, char **argv) {
     std::optional<harness::BackwardValidation> backwardValidation;
     double ms = 0, tflops = 0, backwardMs = 0, backwardTflops = 0, stepMs = 0, stepTflops = 0;
     int differingRuns = 0;
+    harness::SummaryTimes summaryTimes;
     if (backwardKernel) {
       harness::DeviceProblem backwardCheck =
           harness::upload(context, flashKernel, checkShape, params, seed, dataLayout);
@@ -317,6 +318,7 @@ int main(int argc, char **argv) {
           harness::upload(context, flashKernel, shape, params, seed, dataLayout);
       ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
       tflops = harness::tflops(shape, ms, causalFlops);
+      summaryTimes = harness::timeBlockSummary(kernel, stream, problem, warmup, iterations);
       if (backwardKernel) {
         // From the forward's own O and LSE (the last timed launch wrote them).
         harness::BackwardProblem backward =
@@ -365,8 +367,13 @@ int main(int argc, char **argv) {
                    << shape.keyLen() << "," << shape.headDim() << "," << layout << ","
                    << llvm::format("%.4f", ms) << "," << llvm::format("%.1f", tflops) << ","
                    << llvm::format("%.2e", validation.out.relative) << ","
-                   << llvm::format("%.2e", validation.lse.relative)
-                   << (passed ? "" : ",FAIL") << "\n";
+                   << llvm::format("%.2e", validation.lse.relative);
+      // Packages with a block summary: its time and the attention's from a
+      // cached one.
+      if (kernel.hasBlockSummary())
+        llvm::outs() << "," << llvm::format("%.4f", summaryTimes.summaryMs) << ","
+                     << llvm::format("%.4f", summaryTimes.cachedMs);
+      llvm::outs() << (passed ? "" : ",FAIL") << "\n";
     } else {
       llvm::outs() << selected << "  " << device.name() << " (" << target.chip << ")  "
                    << elementName << "  " << layout << "  Br=" << package.blockRows
@@ -391,6 +398,15 @@ int main(int argc, char **argv) {
         llvm::outs() << ", " << validation.out.nonFinite + validation.lse.nonFinite
                      << " NaN/inf";
       llvm::outs() << (validation.passed() ? "  ok\n" : "  FAIL\n");
+      if (kernel.hasBlockSummary()) {
+        llvm::outs() << "  check " << checkShape.str() << " (block summary, "
+                     << validation.summaryTiles << " tiles): ";
+        if (validation.summaryMismatches)
+          llvm::outs() << validation.summaryMismatches << " differ from the interpreter's ("
+                       << validation.firstSummaryMismatch << ")  FAIL\n";
+        else
+          llvm::outs() << "GPU == interpreter  ok\n";
+      }
       if (backwardValidation) {
         const flashrt::KernelPackage &bwd = backwardKernel->package();
         const harness::BackwardValidation &bv = *backwardValidation;
@@ -426,6 +442,12 @@ int main(int argc, char **argv) {
                      << " ms median of " << iterations << ", "
                      << llvm::format("%.1f", tflops) << " TFLOP/s"
                      << (causalFlops ? " (causal count)" : "") << "\n";
+      if (iterations > 0 && kernel.hasBlockSummary())
+        llvm::outs() << "  time  " << shape.str() << " (block summary): "
+                     << llvm::format("%.4f", summaryTimes.summaryMs) << " ms ("
+                     << llvm::format("%.1f", 100.0 * summaryTimes.summaryMs / ms)
+                     << "% of the call above, which includes it); attention from a cached "
+                     << "summary " << llvm::format("%.4f", summaryTimes.cachedMs) << " ms\n";
       if (iterations > 0 && backwardKernel)
         llvm::outs() << "  time  " << shape.str() << " (backward): "
                      << llvm::format("%.4f", backwardMs) << " ms median of " << iterations

@@ -91,12 +91,34 @@ void addArguments(flashrt::KernelArgs &args, const flashrt::KernelPackage &pkg,
     args.add(tensor);
 }
 
+/// The forward ABI up to the target arguments (flashc/Target/NVPTX/EmitPTX.h):
+/// what the main kernel and the block summary kernel both take.
+flashrt::KernelArgs forwardArguments(const flashrt::KernelPackage &pkg, const TensorRef &q,
+                                     const TensorRef &k, const TensorRef &v, const TensorRef &o,
+                                     uint64_t lse, const Sizes &sizes,
+                                     const std::map<std::string, double> &params,
+                                     const std::vector<uint64_t> &tensors,
+                                     uint64_t blockSummary) {
+  flashrt::KernelArgs args;
+  args.add(q.devicePtr).add(k.devicePtr).add(v.devicePtr).add(o.devicePtr).add(lse);
+  for (const TensorRef *t : {&q, &k, &v, &o})
+    args.add(t->batchStride).add(t->headStride).add(t->rowStride);
+  for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
+    args.add(static_cast<int32_t>(size));
+  addArguments(args, pkg, params, tensors);
+  if (pkg.blockSummary)
+    args.add(blockSummary);
+  return args;
+}
+
 } // namespace
 
 AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package)
     : kernelPackage(std::move(package)),
       module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
-      kernelFunction(module.function(kernelPackage.kernelName)) {
+      kernelFunction(module.function(kernelPackage.kernelName)), context(&context) {
+  if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary"))
+    summaryFunction.emplace(module.function(summary->name));
   if (kernelPackage.backward)
     throw Error(ErrorKind::InvalidArgument,
                 "kernel '" + kernelPackage.kernelName +
@@ -137,15 +159,19 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
 void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
                              const TensorRef &v, const TensorRef &o, uint64_t lse,
                              const Sizes &sizes, const std::map<std::string, double> &params,
-                             const std::vector<uint64_t> &tensors) const {
+                             const std::vector<uint64_t> &tensors, uint64_t blockSummary) const {
   validate(sizes, q, k, v, o, params, tensors);
-  flashrt::KernelArgs args;
-  args.add(q.devicePtr).add(k.devicePtr).add(v.devicePtr).add(o.devicePtr).add(lse);
-  for (const TensorRef *t : {&q, &k, &v, &o})
-    args.add(t->batchStride).add(t->headStride).add(t->rowStride);
-  for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
-    args.add(static_cast<int32_t>(size));
-  addArguments(args, kernelPackage, params, tensors);
+  if (kernelPackage.blockSummary && blockSummary == 0) {
+    size_t bytes = blockSummaryBytes(sizes);
+    if (ownSummary.size() < bytes)
+      ownSummary = flashrt::DeviceBuffer(*context, bytes);
+    blockSummary = ownSummary.devicePtr();
+    computeBlockSummary(stream, sizes, params, tensors, blockSummary);
+  } else if (!kernelPackage.blockSummary && blockSummary != 0) {
+    invalid("kernel '" + kernelPackage.kernelName + "' reads no block summary");
+  }
+  flashrt::KernelArgs args =
+      forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary);
   if (kernelPackage.kvTensorMaps) {
     // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
     auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows) {
@@ -174,6 +200,44 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   kernelFunction.launch(grid,
                         flashrt::Dim3(static_cast<unsigned>(kernelPackage.threadsPerBlock)),
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
+}
+
+size_t AttentionKernel::blockSummaryBytes(const Sizes &sizes) const {
+  const flashrt::KernelPackage &pkg = kernelPackage;
+  if (!pkg.blockSummary)
+    return 0;
+  auto blocks = [](int64_t length, int64_t block) {
+    return static_cast<size_t>((length + block - 1) / block);
+  };
+  return static_cast<size_t>(pkg.summaryPerBatch ? sizes.batch : 1) *
+         static_cast<size_t>(pkg.summaryPerHead ? sizes.heads : 1) *
+         blocks(sizes.queryLen, pkg.blockRows) * blocks(sizes.keyLen, pkg.blockCols);
+}
+
+void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &sizes,
+                                          const std::map<std::string, double> &params,
+                                          const std::vector<uint64_t> &tensors,
+                                          uint64_t summary) const {
+  const flashrt::KernelPackage &pkg = kernelPackage;
+  if (!summaryFunction)
+    invalid("kernel '" + pkg.kernelName + "' reads no block summary");
+  checkSizes(pkg, sizes);
+  checkArguments(pkg, params, tensors);
+  if (summary == 0)
+    invalid("the block summary of kernel '" + pkg.kernelName + "' is a null pointer");
+  // The summary kernel reads only the sizes, parameters and aux tensors of
+  // the forward ABI.
+  TensorRef none;
+  flashrt::KernelArgs args =
+      forwardArguments(pkg, none, none, none, none, 0, sizes, params, tensors, summary);
+  unsigned rows = static_cast<unsigned>((pkg.summaryPerBatch ? sizes.batch : 1) *
+                                        (pkg.summaryPerHead ? sizes.heads : 1));
+  flashrt::Dim3 grid(static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols),
+                     static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows),
+                     rows);
+  const flashrt::PackageEntry &entry = *pkg.entry("summary");
+  summaryFunction->launch(grid, flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
+                          static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }
 
 AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package,

@@ -86,6 +86,8 @@ std::string KernelPackage::serialize() const {
     os << "kind backward\n";
   if (deterministic)
     os << "deterministic\n";
+  if (blockSummary)
+    os << "block-summary " << summaryPerBatch << ' ' << summaryPerHead << '\n';
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
@@ -167,10 +169,19 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       package.backward = args[0] == "backward";
     } else if (key == "entry") {
       expect(4);
-      if (args[0] != "preprocess" && args[0] != "convert")
-        fail(line, "entry role must be preprocess or convert, got '" + args[0] + "'");
+      if (args[0] != "preprocess" && args[0] != "convert" && args[0] != "summary")
+        fail(line, "entry role must be preprocess, convert or summary, got '" + args[0] + "'");
       package.entries.push_back(
           {args[0], args[1], toInt(args[2], line), toInt(args[3], line)});
+    } else if (key == "block-summary") {
+      expect(2);
+      for (const std::string &arg : args)
+        if (arg != "0" && arg != "1")
+          fail(line, "'block-summary' takes 0 or 1 per batch entry and per head, got '" + arg +
+                         "'");
+      package.blockSummary = true;
+      package.summaryPerBatch = args[0] == "1";
+      package.summaryPerHead = args[1] == "1";
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
@@ -200,9 +211,15 @@ KernelPackage KernelPackage::parse(std::string_view text) {
        package.blockCols <= 0))
     fail(line, "a backward package needs grid ceil(M/block-cols) HKV B, block-cols and its "
                "preprocess and convert entries");
-  if (!package.backward && (sawKeyGrid || !package.entries.empty() || package.deterministic))
-    fail(line, "only a backward package has entries, a per-key-block grid and a deterministic "
-               "mode");
+  if (!package.backward &&
+      (sawKeyGrid || package.deterministic ||
+       package.entries.size() != (package.blockSummary ? 1u : 0u) ||
+       (package.blockSummary && !package.entry("summary"))))
+    fail(line, "only a backward package has a per-key-block grid, a deterministic mode and "
+               "preprocess/convert entries; a forward package has a summary entry exactly "
+               "when it has a block-summary line");
+  if (package.backward && package.blockSummary)
+    fail(line, "a backward package has no block summary");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

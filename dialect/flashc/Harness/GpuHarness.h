@@ -33,6 +33,9 @@ struct DeviceProblem {
   std::optional<flashrt::DeviceBuffer> q, k, v, o, lse;
   std::vector<flashrt::DeviceBuffer> aux;
   std::map<std::string, double> params;
+  /// A kernel with a block summary: a buffer for it (the harness's own
+  /// copy, beside the one AttentionKernel::launch keeps).
+  std::optional<flashrt::DeviceBuffer> summary;
 
   flashrun::Sizes sizes() const;
 };
@@ -43,18 +46,28 @@ DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
                      const interp::ProblemShape &shape, const llvm::StringMap<double> &params,
                      uint64_t seed, Layout layout);
 
+/// With `blockSummary` 0 a kernel that reads one computes it first.
 void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
-            const DeviceProblem &problem);
+            const DeviceProblem &problem, uint64_t blockSummary = 0);
 
 struct Validation {
   interp::ErrorStats out, lse;
   double outBound = 0, lseBound = 0;
-  bool passed() const { return out.passes(outBound) && lse.passes(lseBound); }
+  /// A kernel with a block summary: its tiles and how many of the GPU's
+  /// summary bytes differ from the interpreter's (the first one named).
+  int64_t summaryTiles = 0, summaryMismatches = 0;
+  std::string firstSummaryMismatch;
+  bool passed() const {
+    return out.passes(outBound) && lse.passes(lseBound) && summaryMismatches == 0;
+  }
 };
 
 /// Runs `kernel` on `problem` with O and LSE poisoned first, and compares
 /// them with the interpreter on `flashKernel`. Bounds: O relative 1e-2 for
-/// bf16, 2e-3 for f16; LSE 1e-4. An interpreter failure goes to `error`.
+/// bf16, 2e-3 for f16; LSE 1e-4. A kernel with a block summary computes it
+/// on the GPU first (poisoned first too), the bytes are compared with
+/// interp::computeBlockSummary's, and the kernel runs from the GPU's. An
+/// interpreter failure goes to `error`.
 std::optional<Validation> validate(const flashrun::AttentionKernel &kernel,
                                    flashrt::Stream &stream, DeviceProblem &problem,
                                    flash::KernelOp flashKernel, std::string &error);
@@ -64,9 +77,18 @@ std::optional<Validation> validate(const flashrun::AttentionKernel &kernel,
 /// at most 1031 (M tied to N when the kernel ties them).
 interp::ProblemShape checkShapeFor(const interp::ProblemShape &shape, flash::KernelOp kernel);
 
-/// Median milliseconds of `iterations` timed launches after `warmup`.
+/// Median milliseconds of `iterations` timed launches after `warmup`
+/// (block summary included, computed by each launch).
 double timeKernel(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
                   const DeviceProblem &problem, int warmup, int iterations);
+/// For a kernel with a block summary: the median milliseconds of the
+/// summary kernel alone, and of the attention kernel alone from a summary
+/// computed once (what a caller caching it across layers pays per layer).
+struct SummaryTimes {
+  double summaryMs = 0, cachedMs = 0;
+};
+SummaryTimes timeBlockSummary(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
+                              DeviceProblem &problem, int warmup, int iterations);
 
 //===----------------------------------------------------------------------===//
 // The backward pass

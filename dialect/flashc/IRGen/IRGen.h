@@ -28,6 +28,10 @@ struct KernelOptions {
   /// Emit each variant's `flash.backward_kernel` (the gradients) instead of
   /// its forward `flash.kernel`.
   bool backward = false;
+  /// A forward kernel whose mask reads aux tensors reads a run-time block
+  /// summary (`#flash.block_summary`): its empty tiles are skipped and its
+  /// full ones unmasked, which interval analysis cannot prove.
+  bool blockSummary = true;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;

@@ -53,6 +53,10 @@ struct AttentionInputs {
   std::vector<float> q, k, v;
   llvm::StringMap<HostTensor> tensors; // aux tensors by name
   llvm::StringMap<double> params;      // overrides of parameter defaults
+  /// A kernel with a `block_summary`: the summary to obey (a caller's own,
+  /// or a test's planted one), flash::BlockSummaryShape bytes; empty: the
+  /// interpreter computes it (computeBlockSummary).
+  std::vector<uint8_t> blockSummary;
 };
 
 /// Outputs: O [B, H, N, D] in the kernel's element type (stored as f32),
@@ -86,6 +90,13 @@ struct RunOptions {
 mlir::LogicalResult runKernel(flash::KernelOp kernel, const AttentionInputs &inputs,
                               AttentionOutputs &outputs, std::string &error,
                               const RunOptions &options = {});
+
+/// The block summary of `kernel` (which has a `block_summary`) for
+/// `inputs`: each (b, h, qt, kt) of its tiling classified by evaluating the
+/// mask on every element inside the problem (i < N, j < M): kBlockEmpty,
+/// kBlockPartial or kBlockFull. What the GPU's summary kernel must produce.
+mlir::LogicalResult computeBlockSummary(flash::KernelOp kernel, const AttentionInputs &inputs,
+                                        std::vector<uint8_t> &summary, std::string &error);
 
 /// What the backward pass reads besides the forward's inputs, all
 /// [B, H, N, ...] like q.

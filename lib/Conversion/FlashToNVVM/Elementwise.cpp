@@ -36,6 +36,19 @@ using namespace flashc::lowering;
 static constexpr double kLog2E = 1.4426950408889634;
 static constexpr double kLn2 = 0.6931471805599453;
 
+Value KernelEmitter::fullTileFact(flash::MaskOp mask) {
+  Value allVisible = mask.getAllVisible();
+  if (unmasksSummaryFullTiles())
+    return allVisible;
+  // flash-classify-tiles writes `intervals | (block_class == full)`: keep
+  // the intervals' part.
+  auto either = allVisible.getDefiningOp<arith::OrIOp>();
+  auto isFull = either ? either.getRhs().getDefiningOp<arith::CmpIOp>() : arith::CmpIOp();
+  if (isFull && isFull.getLhs().getDefiningOp<flash::BlockClassOp>())
+    return either.getLhs();
+  return allVisible;
+}
+
 LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   Value scoresValue = op->getOperand(0);
   auto scoresIt = tiles.find(scoresValue);
@@ -52,7 +65,7 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   scf::IfOp fullTile;
   auto mask = dyn_cast<flash::MaskOp>(op);
   if (isMask && mask && mask.isClassified()) {
-    Value allVisible = lookupScalar(mask.getAllVisible());
+    Value allVisible = lookupScalar(fullTileFact(mask));
     if (!allVisible)
       return error(op, "unknown all_visible operand");
     SmallVector<Type> types(scores.regs.size(), b.getF32Type());

@@ -324,6 +324,18 @@ static Type lowerScalarType(Type type) {
   return type;
 }
 
+Value EmitterCore::blockSummaryOffset(flash::BlockSummaryAttr summary, Value batch, Value head,
+                                      Value queryTile, Value keyTile) {
+  auto ceilDiv = [&](Value size, int64_t block) {
+    return arith::DivUIOp::create(b, loc, add(size, i32(block - 1)), i32(block));
+  };
+  Value heads = summary.getPerHead() ? headCount : i32(1);
+  Value row = add(mul(summary.getPerBatch() ? toI64(batch) : i64(0), toI64(heads)),
+                  summary.getPerHead() ? toI64(head) : i64(0));
+  Value tile = add(mul(row, toI64(ceilDiv(queryLen, config.br))), toI64(queryTile));
+  return add(mul(tile, toI64(ceilDiv(keyLen, config.bc))), toI64(keyTile));
+}
+
 LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
   for (Value operand : op->getOperands())
     if (!lookupScalar(operand))
@@ -354,6 +366,18 @@ LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
     Value group = arith::DivUIOp::create(b, loc, headCount, kvHeadCount);
     scalars.map(result, arith::DivUIOp::create(
                             b, loc, lookupScalar(kvHead.getHead()), group));
+    return success();
+  }
+  if (auto blockClass = dyn_cast<flash::BlockClassOp>(op)) {
+    auto kernel = blockClass->getParentOfType<flash::KernelOp>();
+    if (!blockSummaryPtr || !kernel)
+      return error(op, "the kernel takes no block summary");
+    Value offset = blockSummaryOffset(
+        kernel.getBlockSummaryAttr(), lookupScalar(blockClass.getBatch()),
+        lookupScalar(blockClass.getHead()), lookupScalar(blockClass.getQueryTile()),
+        lookupScalar(blockClass.getKeyTile()));
+    Value byte = LLVM::LoadOp::create(b, loc, b.getI8Type(), gepBytes(blockSummaryPtr, offset));
+    scalars.map(result, arith::ExtUIOp::create(b, loc, b.getI32Type(), byte));
     return success();
   }
   if (auto load = dyn_cast<flash::AuxLoadOp>(op)) {
@@ -470,4 +494,43 @@ Value EmitterCore::sizeOf(flash::DimRole role) {
     return i32(config.headDim);
   }
   llvm_unreachable("unknown DimRole");
+}
+
+LogicalResult EmitterCore::appendForwardArguments(SmallVectorImpl<Type> &argTypes) {
+  auto kernel = cast<flash::KernelOp>(kernelOp);
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  auto globalPtr = LLVM::LLVMPointerType::get(kernel.getContext(), 1);
+  // q, k, v, o, lse; 12 i64 strides; B, H, HKV, N, M; params; aux; the
+  // block summary.
+  argTypes.append(5, globalPtr);
+  argTypes.append(12, i64Type);
+  argTypes.append(5, i32Type);
+  for (Attribute attr : kernel.getParams()) {
+    auto param = cast<flash::ParamAttr>(attr);
+    if (!param.getType().isInteger(32) && !param.getType().isF32())
+      return error(kernel, "parameter '") << param.getName().getValue()
+                                          << "' must be i32 or f32";
+    argTypes.push_back(param.getType());
+  }
+  argTypes.append(kernel.getTensors().size(), globalPtr);
+  if (kernel.getBlockSummaryAttr())
+    argTypes.push_back(globalPtr);
+  return success();
+}
+
+unsigned EmitterCore::bindSizesAndInputs(ValueRange arguments, unsigned first) {
+  unsigned arg = first;
+  batchSize = arguments[arg++];
+  headCount = arguments[arg++];
+  kvHeadCount = arguments[arg++];
+  queryLen = arguments[arg++];
+  keyLen = arguments[arg++];
+  for (Attribute attr : signature.getParams())
+    params[cast<flash::ParamAttr>(attr).getName().getValue()] = arguments[arg++];
+  for (Attribute attr : signature.getTensors())
+    auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] = arguments[arg++];
+  auto kernel = dyn_cast<flash::KernelOp>(kernelOp);
+  if (kernel && kernel.getBlockSummaryAttr())
+    blockSummaryPtr = arguments[arg++];
+  return arg;
 }

@@ -34,22 +34,11 @@ Value KernelEmitter::fragmentCol(int64_t nt, int64_t e) {
 
 LogicalResult KernelEmitter::emit() {
   MLIRContext *ctx = kernel.getContext();
-  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
 
-  // The ABI: q, k, v, o, lse; 12 i64 strides; B, H, HKV, N, M; params; aux.
-  SmallVector<Type> argTypes(5, globalPtr);
-  argTypes.append(12, i64Type);
-  argTypes.append(5, i32Type);
-  for (Attribute attr : kernel.getParams()) {
-    auto param = cast<flash::ParamAttr>(attr);
-    if (!param.getType().isInteger(32) && !param.getType().isF32())
-      return error(kernel, "parameter '") << param.getName().getValue()
-                                          << "' must be i32 or f32";
-    argTypes.push_back(param.getType());
-  }
-  for (size_t i = 0; i < kernel.getTensors().size(); ++i)
-    argTypes.push_back(globalPtr);
+  SmallVector<Type> argTypes;
+  if (failed(appendForwardArguments(argTypes)))
+    return failure();
   unsigned firstTargetArgument = argTypes.size();
   appendTargetArguments(argTypes);
 
@@ -84,16 +73,7 @@ LogicalResult KernelEmitter::emit() {
   for (Value *strides : {qStrides, kStrides, vStrides, oStrides})
     for (int i = 0; i < 3; ++i)
       strides[i] = entry.getArgument(arg++);
-  batchSize = entry.getArgument(arg++);
-  headCount = entry.getArgument(arg++);
-  kvHeadCount = entry.getArgument(arg++);
-  queryLen = entry.getArgument(arg++);
-  keyLen = entry.getArgument(arg++);
-  for (Attribute attr : kernel.getParams())
-    params[cast<flash::ParamAttr>(attr).getName().getValue()] = entry.getArgument(arg++);
-  for (Attribute attr : kernel.getTensors())
-    auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
-        entry.getArgument(arg++);
+  arg = bindSizesAndInputs(entry.getArguments(), arg);
   bindTargetArguments(entry.getArguments().drop_front(arg));
 
   bindThreadCoordinates();

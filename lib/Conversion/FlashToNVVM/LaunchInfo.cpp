@@ -97,6 +97,16 @@ LogicalResult lowering::lowerFlashKernels(
       continue;
     }
     launches.push_back(b.getNamedAttr(kernel.getSymName(), launch));
+    if (kernel.getBlockSummaryAttr()) {
+      flash::LaunchAttr summary = emitBlockSummaryKernel(kernel, emitter->config, gpuModule,
+                                                         emitter->passName(), gemm);
+      if (!summary) {
+        failedAny = true;
+        continue;
+      }
+      launches.push_back(
+          b.getNamedAttr(blockSummaryKernelName(kernel.getSymName()), summary));
+    }
   }
   if (failedAny)
     return failure();

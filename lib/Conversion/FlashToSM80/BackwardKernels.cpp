@@ -135,17 +135,7 @@ void BackwardEmitter::emitFunction(StringRef name) {
   for (auto &set : strides)
     for (Value &stride : set)
       stride = entry.getArgument(arg++);
-  batchSize = entry.getArgument(arg++);
-  headCount = entry.getArgument(arg++);
-  kvHeadCount = entry.getArgument(arg++);
-  queryLen = entry.getArgument(arg++);
-  keyLen = entry.getArgument(arg++);
-  for (Attribute attr : kernel.getParams())
-    params[cast<flash::ParamAttr>(attr).getName().getValue()] =
-        entry.getArgument(arg++);
-  for (Attribute attr : kernel.getTensors())
-    auxPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
-        entry.getArgument(arg++);
+  arg = bindSizesAndInputs(entry.getArguments(), arg);
   for (Attribute attr : kernel.getTensors())
     auxGradPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);

@@ -43,6 +43,10 @@ public:
 
   llvm::StringRef passName() const override { return "flash-to-sm80"; }
   int64_t dynamicSharedBytes() const override { return PaddedLayout(config).sharedBytes(); }
+  /// Two copies of the score loop spill (document at D = 64 on sm_80,
+  /// key_padding at D = 64 on sm_90a, ptxas -v): summary-full tiles keep
+  /// the predicate, summary-empty ones are still skipped.
+  bool unmasksSummaryFullTiles() const override { return false; }
 
   // SharedMemory.cpp
   void emitSharedMemoryLayout() override;

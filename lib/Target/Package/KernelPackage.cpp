@@ -57,6 +57,12 @@ flashrt::KernelPackage describeKernel(Operation *op) {
                        : cast<FloatAttr>(param.getDefaultValue()).getValueAsDouble();
     package.params.push_back({param.getName().str(), typeName(param.getType()), value});
   }
+  if (auto forward = dyn_cast<flash::KernelOp>(op))
+    if (flash::BlockSummaryAttr summary = forward.getBlockSummaryAttr()) {
+      package.blockSummary = true;
+      package.summaryPerBatch = summary.getPerBatch();
+      package.summaryPerHead = summary.getPerHead();
+    }
   for (Attribute attr : kernel.getTensors()) {
     auto tensor = cast<flash::AuxTensorAttr>(attr);
     flashrt::PackageTensor entry{tensor.getName().str(), typeName(tensor.getElementType()), {}};
@@ -101,12 +107,16 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
     package.deterministic = package.backward && options.deterministic;
     for (const nvptx::KernelLaunchInfo &info : compiled->kernels) {
       if (info.name != package.kernelName) {
-        // The backward's preprocess and convert kernels.
+        // The backward's preprocess and convert kernels, the forward's
+        // block summary.
+        StringRef name = cast<SymbolOpInterface>(kernel).getName();
         for (StringRef role : {"preprocess", "convert"})
-          if (package.backward && info.name == backwardKernelName(
-                                                   cast<SymbolOpInterface>(kernel).getName(), role))
+          if (package.backward && info.name == backwardKernelName(name, role))
             package.entries.push_back(
                 {role.str(), info.name, info.threadsPerBlock, info.dynamicSharedBytes});
+        if (package.blockSummary && info.name == blockSummaryKernelName(name))
+          package.entries.push_back(
+              {"summary", info.name, info.threadsPerBlock, info.dynamicSharedBytes});
         continue;
       }
       package.blockRows = info.blockRows;
@@ -116,7 +126,8 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.kvTensorMaps = info.kvTensorMaps;
       package.persistent = info.persistent;
     }
-    if (package.threadsPerBlock == 0 || (package.backward && package.entries.size() != 2))
+    if (package.threadsPerBlock == 0 || (package.backward && package.entries.size() != 2) ||
+        (package.blockSummary && package.entries.size() != 1))
       return kernel->emitError("the GPU lowering reported no launch rule for this kernel");
     packages.push_back(std::move(package));
   }

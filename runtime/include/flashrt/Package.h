@@ -33,6 +33,14 @@
 //   deterministic                  (built with --deterministic: dQ in key-block
 //                                   order, aux gradients in fixed point)
 //
+// A forward package whose mask reads aux tensors also holds the kernel that
+// computes its block summary (one byte per (b, h, query tile, key block):
+// 0 empty, 1 partial, 2 full; dense over [B or 1, H or 1, ceil(N/block-rows),
+// ceil(M/block-cols)]), launched first over (ceil(M/block-cols),
+// ceil(N/block-rows), batches x heads of the summary):
+//   block-summary 1 0                   (per batch entry, per head: 1 or 0)
+//   entry summary document_summary 128 0
+//
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
 //===----------------------------------------------------------------------===//
@@ -59,9 +67,9 @@ struct PackageTensor {
 };
 
 /// One more kernel of a multi-kernel package (the backward's preprocess and
-/// dQ conversion).
+/// dQ conversion, the forward's block summary).
 struct PackageEntry {
-  std::string role; // "preprocess" or "convert"
+  std::string role; // "preprocess", "convert" or "summary"
   std::string name;
   int64_t threadsPerBlock = 0;
   int64_t dynamicSharedBytes = 0;
@@ -98,6 +106,10 @@ struct KernelPackage {
   /// A backward package built with --deterministic: its workspace also
   /// holds an i64 fixed-point accumulator per aux tensor gradient.
   bool deterministic = false;
+  /// A forward package with a `summary` entry: its mask reads a block
+  /// summary, kept per batch entry and/or per head (else one serves all).
+  bool blockSummary = false;
+  bool summaryPerBatch = false, summaryPerHead = false;
   std::vector<PackageEntry> entries;
   std::string ptx;
 

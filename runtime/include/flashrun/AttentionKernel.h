@@ -114,10 +114,30 @@ public:
 
   /// Validates, then launches over grid (ceil(N / Br), H, B). O is written
   /// in the package's element type, LSE as dense f32 [B, H, N].
+  ///
+  /// A package whose mask reads aux tensors (hasBlockSummary()) reads a
+  /// block summary of them: `blockSummary` is one computeBlockSummary wrote
+  /// for the same sizes, parameters and aux tensors (cache it across the
+  /// layers and heads that share the mask), or 0, and the launch computes
+  /// it first, on the same stream, into a buffer the kernel object keeps
+  /// (so launches on two streams at once need their own summaries).
   void launch(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
               const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
               const std::map<std::string, double> &params = {},
-              const std::vector<uint64_t> &tensors = {}) const;
+              const std::vector<uint64_t> &tensors = {}, uint64_t blockSummary = 0) const;
+
+  /// Whether the package reads a block summary (its `summary` entry).
+  bool hasBlockSummary() const { return kernelPackage.blockSummary; }
+  /// Bytes of the block summary at `sizes` (one per (b, h, query tile, key
+  /// block), b and h only where the mask reads them); 0 without one.
+  size_t blockSummaryBytes(const Sizes &sizes) const;
+  /// Classifies every (query tile, key block) of the mask as empty, partial
+  /// or full into `summary` (device memory of blockSummaryBytes(sizes)
+  /// bytes), on `stream`. Throws InvalidArgument without a summary entry or
+  /// for arguments launch() would refuse.
+  void computeBlockSummary(flashrt::Stream &stream, const Sizes &sizes,
+                           const std::map<std::string, double> &params,
+                           const std::vector<uint64_t> &tensors, uint64_t summary) const;
 
   /// The backward pass (from the forward's O and LSE); throws
   /// InvalidArgument when the kernel was built without a backward package.
@@ -130,6 +150,10 @@ private:
   flashrt::KernelPackage kernelPackage;
   flashrt::Module module;
   flashrt::Function kernelFunction;
+  std::optional<flashrt::Function> summaryFunction;
+  flashrt::Context *context;
+  /// launch()'s summary when the caller passes none (grown as needed).
+  mutable flashrt::DeviceBuffer ownSummary;
   std::shared_ptr<BackwardKernel> backwardPass;
   /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
   int64_t residentCtas = 0;

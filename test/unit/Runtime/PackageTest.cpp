@@ -141,8 +141,7 @@ TEST(Package, BackwardPackagesRecordTheDeterministicMode) {
   // Only the backward has a deterministic mode.
   std::string forward = samplePackage().serialize();
   expectParseError(replacedOnce(forward, "ptx ", "deterministic\nptx "),
-                   "only a backward package has entries, a per-key-block grid and a "
-                   "deterministic mode");
+                   "only a backward package has a per-key-block grid, a deterministic mode");
 }
 
 TEST(Package, RejectsInconsistentBackwardPackages) {
@@ -152,11 +151,37 @@ TEST(Package, RejectsInconsistentBackwardPackages) {
   expectParseError(replacedOnce(text, "grid ceil(M/block-cols) HKV B\n", ""),
                    "grid ceil(M/block-cols)");
   expectParseError(replacedOnce(text, "kind backward\n", ""),
-                   "only a backward package has entries");
+                   "only a backward package has a per-key-block grid");
   expectParseError(replacedOnce(text, "entry convert", "entry combine"),
-                   "entry role must be preprocess or convert");
+                   "entry role must be preprocess, convert or summary");
+  expectParseError(replacedOnce(text, "ptx ", "block-summary 1 0\nptx "),
+                   "a backward package has no block summary");
   expectParseError(replacedOnce(text, "kind backward", "kind sideways"),
                    "kind must be forward or backward");
+}
+
+TEST(Package, RecordsTheBlockSummary) {
+  flashrt::KernelPackage package = samplePackage();
+  package.blockSummary = true;
+  package.summaryPerBatch = true;
+  package.entries.push_back({"summary", "sliding_window_summary", 128, 0});
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\nblock-summary 1 0\nentry summary sliding_window_summary 128 0\n"),
+            std::string::npos)
+      << text;
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_TRUE(back.blockSummary);
+  EXPECT_TRUE(back.summaryPerBatch);
+  EXPECT_FALSE(back.summaryPerHead);
+  ASSERT_NE(back.entry("summary"), nullptr);
+  EXPECT_EQ(back.entry("summary")->name, "sliding_window_summary");
+  // The line and the entry come together.
+  expectParseError(replacedOnce(text, "entry summary sliding_window_summary 128 0\n", ""),
+                   "a summary entry exactly when it has a block-summary line");
+  expectParseError(replacedOnce(text, "block-summary 1 0\n", ""),
+                   "a summary entry exactly when it has a block-summary line");
+  expectParseError(replacedOnce(text, "block-summary 1 0", "block-summary 2 0"),
+                   "takes 0 or 1");
 }
 
 TEST(Package, LoadNamesAMissingFile) {

@@ -60,6 +60,12 @@ public:
   // Kernel arguments every kernel has.
   mlir::Value batchSize, headCount, kvHeadCount, queryLen, keyLen; // i32
   llvm::StringMap<mlir::Value> params, auxPointers;
+  /// The block summary (a kernel with a #flash.block_summary; else null).
+  mlir::Value blockSummaryPtr;
+  /// The byte offset (i64) of (batch, head, queryTile, keyTile) in the
+  /// block summary of the Br x Bc tiling (flash::BlockSummaryShape).
+  mlir::Value blockSummaryOffset(flash::BlockSummaryAttr summary, mlir::Value batch,
+                                 mlir::Value head, mlir::Value queryTile, mlir::Value keyTile);
 
   // Thread coordinates (i32).
   mlir::Value tid, lane, warp, groupId, threadInGroup;
@@ -140,7 +146,7 @@ public:
 
   // Scalars and element regions.
   /// Scalar ops at kernel level and inside regions: arith, math (through
-  /// PTX approximations), flash.param/dim/aux_load/kv_head.
+  /// PTX approximations), flash.param/dim/aux_load/kv_head/block_class.
   mlir::LogicalResult lowerScalarOp(mlir::Operation *op);
   mlir::Value lookupScalar(mlir::Value value) {
     return scalars.lookupOrNull(value);
@@ -177,6 +183,15 @@ public:
   void signatureNames(llvm::SmallVectorImpl<mlir::Attribute> &paramNames,
                       llvm::SmallVectorImpl<mlir::Attribute> &paramTypes,
                       llvm::SmallVectorImpl<mlir::Attribute> &tensorNames);
+  /// The forward kernel ABI (flashc/Target/NVPTX/EmitPTX.h) before any
+  /// target arguments: q, k, v, o, lse, their 12 strides, the 5 sizes, the
+  /// parameters, the aux tensors and, with a #flash.block_summary, the
+  /// summary. The kernel op must be a flash.kernel.
+  mlir::LogicalResult appendForwardArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
+  /// Binds B, H, HKV, N, M, the parameters, the aux tensor pointers and
+  /// (forward kernels with one) the block summary from `arguments[first...]`;
+  /// returns the index after them.
+  unsigned bindSizesAndInputs(mlir::ValueRange arguments, unsigned first);
   /// The run-time size of `role` (i32).
   mlir::Value sizeOf(flash::DimRole role);
 };

@@ -259,6 +259,13 @@ public:
   // math approximations. KeyLoop.cpp: the scf.for over key blocks, its
   // K/V pipeline and the skipping of blocks a classified mask empties.
   mlir::LogicalResult lowerElementRegion(mlir::Operation *op, bool isMask);
+  /// Whether a tile the block summary (rather than the intervals) proves
+  /// full skips the mask's predicate too: the second copy of the score
+  /// loop costs registers (the mma.sync kernel spills, ptxas -v).
+  virtual bool unmasksSummaryFullTiles() const { return true; }
+  /// The i1 that selects the unmasked copy of the mask (all_visible, or its
+  /// intervals' part where unmasksSummaryFullTiles() is false).
+  mlir::Value fullTileFact(flash::MaskOp mask);
   /// True in every thread when some element of the block's Br x Bc tile
   /// survives `mask` (a CTA-wide bar.red.or).
   mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
@@ -295,6 +302,14 @@ public:
 /// narrowed) when no element of the block survives it; null when the loop is
 /// not the plain recurrence that makes skipping exact.
 flash::MaskOp findSkippableMask(mlir::scf::ForOp loop);
+
+/// For a flash.kernel with a #flash.block_summary: emits the kernel that
+/// computes the summary, `<name>_summary` (BlockSummary.cpp), into
+/// `gpuModule` and returns its launch facts; null after an error on the
+/// kernel. `config` is the main kernel's (its Br x Bc tiling).
+flash::LaunchAttr emitBlockSummaryKernel(flash::KernelOp kernel, const KernelConfig &config,
+                                         mlir::gpu::GPUModuleOp gpuModule,
+                                         llvm::StringRef passName, flash::GemmKind gemm);
 
 /// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
 /// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).

@@ -30,6 +30,12 @@ inline std::string backwardKernelName(llvm::StringRef name, llvm::StringRef role
   return result;
 }
 
+/// The kernel that computes variant `name`'s block summary (a forward
+/// kernel with a #flash.block_summary): `<name>_summary`.
+inline std::string blockSummaryKernelName(llvm::StringRef name) {
+  return name.str() + "_summary";
+}
+
 /// The gpu.module @flashc_kernels of `module`, created (and `module` marked
 /// a GPU container module) when missing.
 mlir::gpu::GPUModuleOp getOrCreateKernelModule(mlir::ModuleOp module);

@@ -132,11 +132,11 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, G
                        << " is more than a block can have (1024)";
   // Every warp owns rows_per_warp query rows of the tile; a warp-specialized
   // wgmma kernel adds one producer warpgroup (4 warps) that owns none. A
-  // per-key-tile kernel has a warp per rows_per_warp keys; a per-row-tile
-  // kernel's threads do not follow the rows.
+  // per-key-tile kernel has a warp per rows_per_warp keys; the threads of a
+  // per-row-tile or block-summary kernel do not follow the rows.
   int64_t owned = grid == GridKind::PerKeyTile ? blockCols : blockRows;
   int64_t computeWarps = owned / rowsPerWarp;
-  bool rowsCovered = grid == GridKind::PerRowTile ||
+  bool rowsCovered = grid == GridKind::PerRowTile || grid == GridKind::BlockSummary ||
                      (owned % rowsPerWarp == 0 &&
                       (numWarps == computeWarps ||
                        (gemm == GemmKind::Wgmma && numWarps == computeWarps + 4)));

@@ -189,6 +189,15 @@ LogicalResult AuxLoadOp::verify() {
   return success();
 }
 
+LogicalResult BlockClassOp::verify() {
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  if (!kernel)
+    return emitOpError("must be nested in a flash.kernel");
+  if (!kernel.getBlockSummaryAttr())
+    return emitOpError("needs a kernel with a block_summary");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Tile movement
 //===----------------------------------------------------------------------===//

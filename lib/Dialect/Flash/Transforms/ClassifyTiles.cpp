@@ -390,6 +390,28 @@ IntervalEmitter::Facts IntervalEmitter::classify(MaskOp mask, int64_t groupRows)
   return facts;
 }
 
+/// A kernel with a run-time block summary knows more than the intervals
+/// about a mask that reads aux tensors: the tile is full where either says
+/// so and empty where either says so. Row bands keep the intervals' facts
+/// (a band the summary empties lies in an empty tile, skipped whole).
+void combineWithBlockSummary(OpBuilder &b, MaskOp mask, IntervalEmitter::Facts &facts) {
+  auto kernel = mask->getParentOfType<KernelOp>();
+  if (!kernel || !kernel.getBlockSummaryAttr() ||
+      !mask.getBody().walk([](AuxLoadOp) { return WalkResult::interrupt(); }).wasInterrupted())
+    return;
+  Location loc = mask.getLoc();
+  Value blockClass = BlockClassOp::create(b, loc, b.getI32Type(), mask.getBatch(),
+                                          mask.getHead(), mask.getQueryTile(), mask.getKeyTile());
+  auto is = [&](arith::CmpIPredicate predicate, int64_t value) {
+    return arith::CmpIOp::create(b, loc, predicate, blockClass,
+                                 arith::ConstantIntOp::create(b, loc, value, 32));
+  };
+  facts.allVisible = arith::OrIOp::create(b, loc, facts.allVisible,
+                                          is(arith::CmpIPredicate::eq, kBlockFull));
+  facts.anyVisible = arith::AndIOp::create(b, loc, facts.anyVisible,
+                                           is(arith::CmpIPredicate::ne, kBlockEmpty));
+}
+
 struct FlashClassifyTilesPass
     : flashc::flash::impl::FlashClassifyTilesBase<FlashClassifyTilesPass> {
   using Base::Base;
@@ -401,6 +423,7 @@ struct FlashClassifyTilesPass
       OpBuilder builder(mask);
       IntervalEmitter::Facts facts =
           IntervalEmitter(builder, mask.getLoc()).classify(mask, groupRows);
+      combineWithBlockSummary(builder, mask, facts);
       mask.getAllVisibleMutable().assign(facts.allVisible);
       mask.getAnyVisibleMutable().assign(facts.anyVisible);
       mask.getRowsVisibleMutable().assign(facts.rowsVisible);

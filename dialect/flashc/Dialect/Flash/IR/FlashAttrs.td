@@ -69,6 +69,10 @@ def Flash_GridKind : I32EnumAttr<"GridKind", "launch grid of a lowered kernel", 
     // (ceil(N / block_rows), H, B) with threads independent of the rows (the
     // backward's preprocess and dQ conversion).
     I32EnumAttrCase<"PerRowTile", 3, "per_row_tile">,
+    // (ceil(M / block_cols), ceil(N / block_rows), batches x heads of the
+    // summary): one CTA per (query tile, key block), the kernel computing a
+    // forward kernel's block summary.
+    I32EnumAttrCase<"BlockSummary", 4, "block_summary">,
   ]> {
   let cppNamespace = "::flashc::flash";
 }
@@ -122,6 +126,23 @@ def Flash_AuxTensorAttr : Flash_Attr<"AuxTensor", "aux_tensor"> {
     static DimRole decodeRole(int64_t extent) { return static_cast<DimRole>(-1 - extent); }
     int64_t getRank() const { return getExtents().size(); }
   }];
+}
+
+def Flash_BlockSummaryAttr : Flash_Attr<"BlockSummary", "block_summary"> {
+  let summary = "The run-time block summary a kernel's mask reads";
+  let description = [{
+    `#flash.block_summary<per_batch = true, per_head = false>` on a
+    flash.kernel whose mask reads aux tensors: before the kernel, a summary
+    pass classifies every (query tile, key block) of the kernel's Br x Bc
+    tiling as empty (0), partial (1) or full (2) by evaluating the mask over
+    the tile's elements inside the problem (i < N, j < M), and
+    `flash.block_class` reads the class. The summary is one byte per
+    (b, h, qt, kt), dense row-major over [B or 1, H or 1, ceil(N / Br),
+    ceil(M / Bc)]: a mask that reads neither b nor h has one summary that
+    serves every batch entry and head.
+  }];
+  let parameters = (ins "bool":$per_batch, "bool":$per_head);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {

@@ -42,7 +42,9 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     - `params`, `tensors`: runtime scalars and auxiliary tensors;
     - `static_sizes`: per DimRole, a size the source fixed, or -1;
     - `dim_classes`: per DimRole, the smallest role it must equal at run time
-      (self-attention ties key_len to query_len, MHA kv_heads to heads).
+      (self-attention ties key_len to query_len, MHA kv_heads to heads);
+    - `block_summary` (optional): the mask reads a run-time block summary
+      (`#flash.block_summary`, `flash.block_class`).
 
     GPU backends turn the body into a kernel whose grid covers every
     (b, h, qt); the interpreter runs the same loop nest on the host.
@@ -54,7 +56,8 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     DefaultValuedAttr<TypedArrayAttrBase<Flash_ParamAttr, "parameters">, "{}">:$params,
     DefaultValuedAttr<TypedArrayAttrBase<Flash_AuxTensorAttr, "aux tensors">, "{}">:$tensors,
     DenseI64ArrayAttr:$static_sizes,
-    DenseI64ArrayAttr:$dim_classes
+    DenseI64ArrayAttr:$dim_classes,
+    OptionalAttr<Flash_BlockSummaryAttr>:$block_summary
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
@@ -119,6 +122,21 @@ def Flash_AuxLoadOp : Flash_Op<"aux_load", [Pure]> {
   let arguments = (ins StrAttr:$tensor, Variadic<I32>:$indices);
   let results = (outs Flash_Scalar:$result);
   let assemblyFormat = "$tensor `[` $indices `]` attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Flash_BlockClassOp : Flash_Op<"block_class", [Pure]> {
+  let summary = "The run-time class of one (query tile, key block) of the mask";
+  let description = [{
+    `%c = flash.block_class %b, %h, %qt, %kt` reads the kernel's block
+    summary (see `#flash.block_summary`): 0 when no element of the tile
+    inside the problem is visible, 2 when every one is, 1 otherwise.
+    `flash-classify-tiles` combines it with what it proves about a mask that
+    reads aux tensors. Pure: the summary does not change during the kernel.
+  }];
+  let arguments = (ins Index:$batch, Index:$head, Index:$query_tile, Index:$key_tile);
+  let results = (outs I32:$result);
+  let assemblyFormat = "$batch `,` $head `,` $query_tile `,` $key_tile attr-dict";
   let hasVerifier = 1;
 }
 
