@@ -70,10 +70,10 @@ flashrun::Sizes DeviceProblem::sizes() const {
 DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
                               const interp::ProblemShape &shape,
                               const llvm::StringMap<double> &params, uint64_t seed,
-                              Layout layout) {
+                              Layout layout, int64_t documents) {
   DeviceProblem problem;
   problem.layout = layout;
-  problem.inputs = interp::makeRandomInputs(kernel, shape, seed);
+  problem.inputs = interp::makeRandomInputs(kernel, shape, seed, documents);
   for (const auto &entry : params) {
     problem.inputs.params[entry.getKey()] = entry.getValue();
     problem.params[entry.getKey().str()] = entry.getValue();

@@ -5,6 +5,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 
 using namespace mlir;
@@ -22,6 +23,7 @@ std::vector<float> randomNormal(int64_t count, Type elementType, std::mt19937_64
 }
 
 HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
+                           int64_t documents,
                            std::mt19937_64 &rng) {
   HostTensor tensor;
   for (int64_t extent : decl.getExtents())
@@ -46,11 +48,21 @@ HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
       value = static_cast<double>(length(rng));
     return tensor;
   }
-  // Each row along the sequence: up to 3 random cut points make 1-4 docs.
+  // Each row along the sequence: up to 3 random cut points make 1-4 docs
+  // (or `documents` - 1 distinct ones).
   int64_t length = tensor.shape.back();
   std::uniform_int_distribution<int64_t> cut(1, std::max<int64_t>(1, length - 1));
   for (int64_t start = 0; start < tensor.numElements(); start += length) {
-    std::vector<int64_t> cuts = {cut(rng), cut(rng), cut(rng)};
+    std::vector<int64_t> cuts;
+    if (documents > 0) {
+      std::vector<int64_t> points(static_cast<size_t>(std::max<int64_t>(0, length - 1)));
+      std::iota(points.begin(), points.end(), 1);
+      std::shuffle(points.begin(), points.end(), rng);
+      points.resize(std::min<size_t>(points.size(), static_cast<size_t>(documents - 1)));
+      cuts = std::move(points);
+    } else {
+      cuts = {cut(rng), cut(rng), cut(rng)};
+    }
     std::sort(cuts.begin(), cuts.end());
     for (int64_t pos = 0; pos < length; ++pos)
       tensor.data[start + pos] = static_cast<double>(
@@ -62,7 +74,7 @@ HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
 } // namespace
 
 AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
-                                         uint64_t seed) {
+                                         uint64_t seed, int64_t documents) {
   std::mt19937_64 rng(seed);
   AttentionInputs inputs;
   inputs.shape = shape;
@@ -74,7 +86,7 @@ AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const Pr
   inputs.v = randomNormal(kvCount, element, rng);
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
-    inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, rng);
+    inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, documents, rng);
   }
   return inputs;
 }

@@ -71,6 +71,10 @@ cl::opt<std::string> layout("layout", cl::desc("Memory layout of q, k, v, o: bhs
 cl::list<std::string> paramSpecs("param", cl::desc("NAME=VALUE"), cl::cat(category));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"), cl::init(1),
                        cl::cat(category));
+cl::opt<int64_t> documents("docs",
+                           cl::desc("i32 aux tensors over the sequence (document ids) hold this "
+                                    "many documents, cut at random points (default: 1 to 4)"),
+                           cl::init(0), cl::cat(category));
 cl::opt<int> warmup("warmup", cl::desc("Untimed launches first"), cl::init(10), cl::cat(category));
 cl::opt<int> iterations("iters", cl::desc("Timed launches (0: validate only)"), cl::init(50),
                         cl::cat(category));
@@ -281,7 +285,7 @@ int main(int argc, char **argv) {
                                           ? parseShape(checkShapeSpec, "check-shape", flashKernel, &shape)
                                           : harness::checkShapeFor(shape, flashKernel);
     harness::DeviceProblem checkProblem =
-        harness::upload(context, flashKernel, checkShape, params, seed, dataLayout);
+        harness::upload(context, flashKernel, checkShape, params, seed, dataLayout, documents);
     std::string interpreterError;
     std::optional<harness::Validation> checked =
         harness::validate(kernel, stream, checkProblem, flashKernel, interpreterError);
@@ -315,7 +319,7 @@ int main(int argc, char **argv) {
 
     if (iterations > 0) {
       harness::DeviceProblem problem =
-          harness::upload(context, flashKernel, shape, params, seed, dataLayout);
+          harness::upload(context, flashKernel, shape, params, seed, dataLayout, documents);
       ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
       tflops = harness::tflops(shape, ms, causalFlops);
       summaryTimes = harness::timeBlockSummary(kernel, stream, problem, warmup, iterations);

@@ -336,6 +336,87 @@ TEST(Interpreter, DocumentIds) {
   check(c);
 }
 
+TEST(BlockSummary, IsExactAndObeyedAndAWrongOneFailsTheReference) {
+  // doc[b, i] == doc[b, j] && j <= i with 5 documents: the summary the
+  // interpreter computes is the brute-force class of every tile, the run
+  // obeys it (full tiles unmasked, empty ones skipped) and matches the fp64
+  // reference; a planted summary that calls a partial tile full, or a
+  // visible one empty, changes O and fails the reference check.
+  Case c;
+  c.source = variant("tensor doc: i32[B, N]\nmask = doc[b, i] == doc[b, j] && j <= i");
+  c.sizes = {2, 3, 3, 200, 200, 16};
+  CompiledKernel compiled = compile(c.source, 32, 32, 16, /*optimize=*/true);
+  ASSERT_TRUE(compiled.kernel);
+  flash::BlockSummaryAttr attr = compiled.kernel.getBlockSummaryAttr();
+  ASSERT_TRUE(attr);
+  EXPECT_TRUE(attr.getPerBatch());
+  EXPECT_FALSE(attr.getPerHead()); // one summary serves every head
+  AttentionInputs inputs =
+      interp::makeRandomInputs(compiled.kernel, toShape(c.sizes), 3, /*documents=*/5);
+  const interp::HostTensor &doc = inputs.tensors.find("doc")->second;
+  auto visible = [&doc](int64_t b, int64_t, int64_t i, int64_t j) {
+    return doc.at({b, i}) == doc.at({b, j}) && j <= i;
+  };
+  std::vector<uint8_t> summary;
+  std::string error;
+  ASSERT_TRUE(mlir::succeeded(interp::computeBlockSummary(compiled.kernel, inputs, summary,
+                                                          error)))
+      << error;
+  flash::BlockSummaryShape shape = flash::BlockSummaryShape::of(attr, 32, 32, 2, 3, 200, 200);
+  ASSERT_EQ(static_cast<int64_t>(summary.size()), shape.bytes());
+  int64_t partial = -1, visibleTile = -1, counts[3] = {0, 0, 0};
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t qt = 0; qt < shape.queryTiles; ++qt)
+      for (int64_t kt = 0; kt < shape.keyBlocks; ++kt) {
+        bool any = false, all = true;
+        for (int64_t i = qt * 32; i < std::min<int64_t>(200, qt * 32 + 32); ++i)
+          for (int64_t j = kt * 32; j < std::min<int64_t>(200, kt * 32 + 32); ++j) {
+            any |= visible(b, 0, i, j);
+            all &= visible(b, 0, i, j);
+          }
+        int expected = !any ? flash::kBlockEmpty : all ? flash::kBlockFull : flash::kBlockPartial;
+        int64_t at = shape.offset(b, 0, qt, kt);
+        EXPECT_EQ(summary[at], expected) << "b " << b << " qt " << qt << " kt " << kt;
+        ++counts[expected];
+        if (expected == flash::kBlockPartial && partial < 0)
+          partial = at;
+        if (expected != flash::kBlockEmpty && visibleTile < 0)
+          visibleTile = at;
+      }
+  EXPECT_GT(counts[flash::kBlockEmpty], 0);
+  EXPECT_GT(counts[flash::kBlockFull], 0);
+  ASSERT_GE(partial, 0);
+
+  ReferenceSpec spec = masked(c.sizes, visible);
+  interp::ReferenceOutputs reference = interp::naiveAttention(inputs, spec);
+  auto runWith = [&](std::vector<uint8_t> planted, AttentionOutputs &outputs) {
+    AttentionInputs withSummary = inputs;
+    withSummary.blockSummary = std::move(planted);
+    std::string runError;
+    EXPECT_TRUE(mlir::succeeded(interp::runKernel(compiled.kernel, withSummary, outputs,
+                                                  runError)))
+        << runError;
+    return interp::compare(outputs.out, reference.out).passes(kF32Bound);
+  };
+  AttentionOutputs computed, given, wrongFull, wrongEmpty;
+  EXPECT_TRUE(runWith({}, computed)); // the interpreter's own summary
+  EXPECT_GT(computed.tiles.full, 0);
+  EXPECT_TRUE(runWith(summary, given));
+  std::vector<uint8_t> planted = summary;
+  planted[partial] = flash::kBlockFull;
+  EXPECT_FALSE(runWith(planted, wrongFull));
+  planted = summary;
+  planted[visibleTile] = flash::kBlockEmpty;
+  EXPECT_FALSE(runWith(planted, wrongEmpty));
+
+  // A summary of the wrong size is a clear error, not a wild read.
+  AttentionInputs shortSummary = inputs;
+  shortSummary.blockSummary.assign(3, flash::kBlockPartial);
+  AttentionOutputs outputs;
+  EXPECT_TRUE(mlir::failed(interp::runKernel(compiled.kernel, shortSummary, outputs, error)));
+  EXPECT_NE(error.find("the block summary has 3 bytes"), std::string::npos) << error;
+}
+
 //===----------------------------------------------------------------------===//
 // Score modifications
 //===----------------------------------------------------------------------===//

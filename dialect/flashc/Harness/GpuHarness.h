@@ -41,10 +41,11 @@ struct DeviceProblem {
 };
 
 /// Seeded random inputs of `kernel` at `shape` (parameters overridden by
-/// `params`), uploaded in `layout`.
+/// `params`; `documents` as interp::makeRandomInputs takes it), uploaded in
+/// `layout`.
 DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
                      const interp::ProblemShape &shape, const llvm::StringMap<double> &params,
-                     uint64_t seed, Layout layout);
+                     uint64_t seed, Layout layout, int64_t documents = 0);
 
 /// With `blockSummary` 0 a kernel that reads one computes it first.
 void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,

@@ -13,12 +13,14 @@ namespace flashc::interp {
 /// (never zeros: they hide unwritten outputs), and aux tensors filled by
 /// their shape, so masks see plausible data:
 ///  - i32 whose last extent is a sequence length (`doc: i32[B, N]`):
-///    non-decreasing document ids, a packed batch of 1 to 4 documents;
+///    non-decreasing document ids, a packed batch of 1 to 4 documents
+///    (`documents` > 0: exactly that many, cut at distinct random points,
+///    as the peers' packed-document benchmark does);
 ///  - other i32 (`kv_len: i32[B]`): lengths in [1, M];
 ///  - floating point (`slopes: f32[H]`): uniform in [0, 1).
 /// The same seed gives the same inputs.
 AttentionInputs makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
-                                 uint64_t seed);
+                                 uint64_t seed, int64_t documents = 0);
 
 /// The backward pass's dO [B, H, N, D]: N(0, 1) in the element type, from
 /// `seed` (a stream separate from makeRandomInputs').

@@ -339,6 +339,16 @@ flash.kernel @aux_undeclared attributes {config = #flash.tile<br = 16, bc = 16, 
 
 // -----
 
+flash.kernel @block_class_without_summary attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  // expected-error @+1 {{needs a kernel with a block_summary}}
+  %c = flash.block_class %b, %h, %qt, %qt
+}
+
+// -----
+
 // expected-error @+1 {{threads_per_block = 256 must be 32 x num_warps (4)}}
 module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
 }

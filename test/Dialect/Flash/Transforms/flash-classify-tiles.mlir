@@ -78,3 +78,53 @@ flash.kernel @document attributes {config = #flash.tile<br = 16, bc = 16, head_d
   %o, %lse = flash.finalize %a, %l, %l : tensor<16x16xf32>, tensor<16xf32>
   flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// With a block summary the mask that reads aux tensors also takes the
+// run-time class of its tile: full where the intervals or the summary say
+// so, empty where either does.
+// CHECK-LABEL: flash.kernel @summarized
+// CHECK:       %[[CLASS:.+]] = flash.block_class %b, %h, %qt, %qt
+// CHECK:       %[[FULL:.+]] = arith.cmpi eq, %[[CLASS]], %c2_i32 : i32
+// CHECK:       %[[ALL:.+]] = arith.ori %{{.+}}, %[[FULL]] : i1
+// CHECK:       %[[SOME:.+]] = arith.cmpi ne, %[[CLASS]], %c0_i32 : i32
+// CHECK:       %[[ANY:.+]] = arith.andi %{{.+}}, %[[SOME]] : i1
+// CHECK:       flash.mask %{{.+}} classified(%[[ALL]], %[[ANY]])
+// CHECK-LABEL: flash.kernel @summarized_affine
+// CHECK-NOT:   flash.block_class
+flash.kernel @summarized attributes {block_summary = #flash.block_summary<per_batch = true, per_head = false>,
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>, element_type = f32,
+    tensors = [#flash.aux_tensor<"doc" : i32 [batch, query_len]>],
+    static_sizes = array<i64: -1, -1, -1, -1, -1, -1>, dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  %s = arith.constant dense<0.0> : tensor<16x16xf32>
+  %m = flash.mask %s at (%b, %h, %qt, %qt) : tensor<16x16xf32> {
+  ^bb0(%bi: i32, %hi: i32, %i: i32, %j: i32):
+    %di = flash.aux_load "doc"[%bi, %i] : i32
+    %dj = flash.aux_load "doc"[%bi, %j] : i32
+    %c = arith.cmpi eq, %di, %dj : i32
+    flash.yield %c : i1
+  }
+  %l = arith.constant dense<0.0> : tensor<16xf32>
+  %a = arith.constant dense<0.0> : tensor<16x16xf32>
+  %o, %lse = flash.finalize %a, %l, %l : tensor<16x16xf32>, tensor<16xf32>
+  flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
+}
+
+// A mask that reads no aux tensor keeps the intervals alone.
+flash.kernel @summarized_affine attributes {block_summary = #flash.block_summary<per_batch = false, per_head = false>,
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>, element_type = f32,
+    static_sizes = array<i64: -1, -1, -1, -1, -1, -1>, dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  %s = arith.constant dense<0.0> : tensor<16x16xf32>
+  %m = flash.mask %s at (%b, %h, %qt, %qt) : tensor<16x16xf32> {
+  ^bb0(%bi: i32, %hi: i32, %i: i32, %j: i32):
+    %c = arith.cmpi sle, %j, %i : i32
+    flash.yield %c : i1
+  }
+  %l = arith.constant dense<0.0> : tensor<16xf32>
+  %a = arith.constant dense<0.0> : tensor<16x16xf32>
+  %o, %lse = flash.finalize %a, %l, %l : tensor<16x16xf32>, tensor<16xf32>
+  flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
+}

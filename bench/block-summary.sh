@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One device call for the run-time block summary (issue 15): GPU vs
+# interpreter (outputs and the summary bytes), the packed-document bench
+# beside FlexAttention with a BlockMask (same run), a dense regression row,
+# and compute-sanitizer on the summary and main kernels at a small shape.
+# Expects .device-carry/flashc-tools.tar.xz (flash-run) and
+# .device-carry/peers_docs.py. Prints a table last.
+set -u
+T=$(mktemp -d)
+tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
+FR="$T/flash-run"
+export FLASHC_CACHE_DIR="$T/cache"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+DOCS=${DOCS:-20}
+
+echo "== checks (GPU vs interpreter, summary bytes)"
+fails=0
+for D in 64 128; do
+  for spec in "document B=2,H=4,N=1000" "document B=1,H=8,HKV=2,N=777" "key_padding B=3,H=4,HKV=2,N=513,M=900"; do
+    set -- $spec
+    f=$1; shape=$2
+    out=$("$FR" examples/$f.flash --shape $shape,D=$D --iters 0 --docs 7 2>&1)
+    if echo "$out" | grep -q "GPU == interpreter  ok" && ! echo "$out" | grep -q FAIL; then
+      echo "ok   $f $shape D=$D"
+    else
+      echo "FAIL $f $shape D=$D"; echo "$out" | tail -5; fails=$((fails+1))
+    fi
+  done
+  out=$("$FR" examples/document.flash --shape B=1,H=2,N=600,D=$D --iters 0 --gemm=mma.sync 2>&1)
+  echo "$out" | grep -q "GPU == interpreter  ok" && ! echo "$out" | grep -q FAIL && echo "ok   document mma.sync D=$D" || { echo "FAIL document mma.sync D=$D"; echo "$out" | tail -4; fails=$((fails+1)); }
+done
+
+echo "== flashc packed documents (B=1, H=16, $DOCS docs)"
+echo "name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/flashc-docs.csv"
+for D in 64 128; do
+  for N in 8192 16384 32768; do
+    "$FR" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs $DOCS --csv 2>&1 | tail -1 | tee -a "$OUT/flashc-docs.csv"
+  done
+done
+echo "== dense causal row (regression)"
+"$FR" examples/causal.flash --shape B=1,H=16,N=16384,D=128 --causal --csv 2>&1 | tail -1 | tee "$OUT/flashc-causal.csv"
+
+echo "== peers (FlexAttention with a BlockMask, same call)"
+timeout 300 python3 .device-carry/peers_docs.py masks --N 8192,16384,32768 --D 64,128 --H 16 --docs $DOCS 2>&1 | grep -v Warning | tee "$OUT/peers-docs.csv"
+
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  echo "== compute-sanitizer (document, B=1 H=2 N=300 D=64)"
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool "$FR" examples/document.flash --shape B=1,H=2,N=300,D=64 --iters 1 --warmup 0 --no-cache > "$OUT/sanitizer-$tool.log" 2>&1
+    echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
+  done
+fi
+
+echo "== table: flashc (summary included) vs Flex, ms"
+echo "D N flashc summary cached flex flex/flashc"
+for D in 64 128; do for N in 8192 16384 32768; do
+  f=$(awk -F, -v n=$N -v d=$D '$6==n && $8==d {print $10, $14, $15}' "$OUT/flashc-docs.csv")
+  x=$(awk -F, -v n=$N -v d=$D '$1=="flex" && $5==n && $6==d {print $7}' "$OUT/peers-docs.csv")
+  set -- $f
+  r=$(python3 -c "print(f'{float(\"$x\")/float(\"$1\"):.2f}')" 2>/dev/null || echo "?")
+  echo "$D $N $1 $2 $3 $x $r"
+done; done
+echo "check failures: $fails"
