@@ -23,6 +23,8 @@
 //   then   the kernel's params in declaration order (i32 or f32)
 //   then   one global pointer per aux tensor in declaration order (dense
 //          row-major, extents from the sizes; reads outside give 0)
+//   then   with a #flash.block_summary (a mask that reads aux tensors): the
+//          block summary, a u8 global pointer (flash::BlockSummaryShape)
 //   then   with kv_tensor_maps (the wgmma kernel with TMA): the CUtensorMaps
 //          of k and v by value (128 bytes, grid constant): bf16/f16, rank 4,
 //          dims {D, M, HKV, B}, byte strides {row, head, batch}, box
@@ -36,6 +38,10 @@
 // maps CTA x to query tile grid.x - 1 - x); persistent kernels: grid
 // (min(ceil(N / block_rows) · H · B, CTAs resident at once), 1, 1), each CTA
 // looping over tiles,
+// A kernel with a block summary has a second entry, `<name>_summary`
+// (grid kind block_summary): the same parameters up to and including the
+// summary pointer, grid (ceil(M / block_cols), ceil(N / block_rows),
+// (B or 1) x (H or 1)), 128 threads, launched first on the same stream.
 // dynamic shared memory dynamic_shared_bytes (call cuFuncSetAttribute(
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
 // Requirements: q, k, v 16-byte aligned and their batch/head/row strides
