@@ -234,48 +234,8 @@ FailureOr<const RegionProgram *> KernelExecutor::regionProgram(Operation *op) {
   return &it->second;
 }
 
-LogicalResult KernelExecutor::checkClaims(flash::MaskOp mask) {
-  FailureOr<const RegionProgram *> compiled = regionProgram(mask);
-  if (failed(compiled))
-    return failure();
-  const RegionProgram &program = **compiled;
-  std::vector<double> slots(program.numSlots, 0.0);
-  for (auto [slot, value] : program.captures)
-    slots[slot] = scalar(value);
-  auto type = cast<RankedTensorType>(mask.getType());
-  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
-  int64_t queryTile = index(mask.getQueryTile()), keyTile = index(mask.getKeyTile());
-  int64_t firstQuery = queryTile * rows, firstKey = keyTile * cols;
-  ValueRange bands = mask.getRowsVisible();
-  int64_t bandRows = bands.empty() ? rows : rows / static_cast<int64_t>(bands.size());
-  bool claimsEmpty = scalar(mask.getAnyVisible()) == 0;
-  bool claimsFull = scalar(mask.getAllVisible()) != 0;
-  slots[0] = scalar(mask.getBatch());
-  slots[1] = scalar(mask.getHead());
-  for (int64_t r = 0; r < rows && firstQuery + r < inputs.shape.queryLen(); ++r) {
-    slots[2] = static_cast<double>(firstQuery + r);
-    bool bandClaimsEmpty = !bands.empty() && scalar(bands[r / bandRows]) == 0;
-    for (int64_t c = 0; c < cols && firstKey + c < inputs.shape.keyLen(); ++c) {
-      slots[3] = static_cast<double>(firstKey + c);
-      bool visible = program.run(slots.data()) != 0;
-      const char *claim = visible && claimsEmpty       ? "empty"
-                          : visible && bandClaimsEmpty ? "empty in its row band"
-                          : !visible && claimsFull     ? "full"
-                                                       : nullptr;
-      if (claim)
-        return fail(mask, Twine("flash-classify-tiles proved the tile (b = ") +
-                              Twine(static_cast<int64_t>(slots[0])) + ", h = " +
-                              Twine(static_cast<int64_t>(slots[1])) + ", query tile " +
-                              Twine(queryTile) + ", key block " + Twine(keyTile) + ") " +
-                              claim + ", but (i = " + Twine(firstQuery + r) + ", j = " +
-                              Twine(firstKey + c) + ") is " +
-                              (visible ? "visible" : "masked"));
-    }
-  }
-  return success();
-}
-
-FailureOr<int> KernelExecutor::classifyElements(flash::MaskOp mask) {
+LogicalResult KernelExecutor::visitTileElements(
+    flash::MaskOp mask, function_ref<bool(int64_t, int64_t, bool)> visit) {
   FailureOr<const RegionProgram *> compiled = regionProgram(mask);
   if (failed(compiled))
     return failure();
@@ -289,16 +249,54 @@ FailureOr<int> KernelExecutor::classifyElements(flash::MaskOp mask) {
   int64_t firstKey = index(mask.getKeyTile()) * cols;
   slots[0] = scalar(mask.getBatch());
   slots[1] = scalar(mask.getHead());
-  bool any = false, all = true;
   for (int64_t r = 0; r < rows && firstQuery + r < inputs.shape.queryLen(); ++r) {
     slots[2] = static_cast<double>(firstQuery + r);
     for (int64_t c = 0; c < cols && firstKey + c < inputs.shape.keyLen(); ++c) {
       slots[3] = static_cast<double>(firstKey + c);
-      bool visible = program.run(slots.data()) != 0;
-      any |= visible;
-      all &= visible;
+      if (!visit(r, c, program.run(slots.data()) != 0))
+        return success();
     }
   }
+  return success();
+}
+
+LogicalResult KernelExecutor::checkClaims(flash::MaskOp mask) {
+  auto type = cast<RankedTensorType>(mask.getType());
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  int64_t queryTile = index(mask.getQueryTile()), keyTile = index(mask.getKeyTile());
+  ValueRange bands = mask.getRowsVisible();
+  int64_t bandRows = bands.empty() ? rows : rows / static_cast<int64_t>(bands.size());
+  bool claimsEmpty = scalar(mask.getAnyVisible()) == 0;
+  bool claimsFull = scalar(mask.getAllVisible()) != 0;
+  std::string wrong;
+  LogicalResult visited = visitTileElements(mask, [&](int64_t r, int64_t c, bool visible) {
+    bool bandClaimsEmpty = !bands.empty() && scalar(bands[r / bandRows]) == 0;
+    const char *claim = visible && claimsEmpty       ? "empty"
+                        : visible && bandClaimsEmpty ? "empty in its row band"
+                        : !visible && claimsFull     ? "full"
+                                                     : nullptr;
+    if (claim)
+      wrong = (Twine("flash-classify-tiles proved the tile (b = ") +
+               Twine(index(mask.getBatch())) + ", h = " + Twine(index(mask.getHead())) +
+               ", query tile " + Twine(queryTile) + ", key block " + Twine(keyTile) + ") " +
+               claim + ", but (i = " + Twine(queryTile * rows + r) + ", j = " +
+               Twine(keyTile * cols + c) + ") is " + (visible ? "visible" : "masked"))
+                  .str();
+    return !claim;
+  });
+  if (failed(visited))
+    return failure();
+  return wrong.empty() ? success() : fail(mask, wrong);
+}
+
+FailureOr<int> KernelExecutor::classifyElements(flash::MaskOp mask) {
+  bool any = false, all = true;
+  if (failed(visitTileElements(mask, [&](int64_t, int64_t, bool visible) {
+        any |= visible;
+        all &= visible;
+        return true;
+      })))
+    return failure();
   return !any ? flash::kBlockEmpty : all ? flash::kBlockFull : flash::kBlockPartial;
 }
 

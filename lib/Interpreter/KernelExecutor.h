@@ -92,6 +92,11 @@ private:
   /// its tile inside the problem (i < N, j < M) and fails when a claim of
   /// flash-classify-tiles (tile empty, tile full, row band empty) is false.
   mlir::LogicalResult checkClaims(flash::MaskOp mask);
+  /// Evaluates `mask` on every element of its tile inside the problem
+  /// (i < N, j < M), row by row, calling visit(row, col, visible) until it
+  /// returns false.
+  mlir::LogicalResult visitTileElements(flash::MaskOp mask,
+                                        llvm::function_ref<bool(int64_t, int64_t, bool)> visit);
   /// The class (flash::kBlockEmpty/Partial/Full) of the tile the operands
   /// of `mask` name, from every element inside the problem.
   mlir::FailureOr<int> classifyElements(flash::MaskOp mask);
