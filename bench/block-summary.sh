@@ -44,11 +44,15 @@ echo "== dense causal row (regression)"
 echo "== peers (FlexAttention with a BlockMask, same call)"
 timeout 300 python3 .device-carry/peers_docs.py masks --N 8192,16384,32768 --D 64,128 --H 16 --docs $DOCS 2>&1 | grep -v Warning | tee "$OUT/peers-docs.csv"
 
-if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  echo "== compute-sanitizer (document, B=1 H=2 N=300 D=64)"
+if [ "${SANITIZE:-1}" = 1 ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  echo "== compute-sanitizer (document and key_padding, B=1 H=2 N=300 D=64: summary + main kernel)"
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool $tool "$FR" examples/document.flash --shape B=1,H=2,N=300,D=64 --iters 1 --warmup 0 --no-cache > "$OUT/sanitizer-$tool.log" 2>&1
-    echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
+    for f in document key_padding; do
+      timeout 200 "$sanitizer" --tool $tool "$FR" examples/$f.flash --shape B=1,H=2,N=300,D=64 \
+        --iters 0 --docs 5 > "$OUT/sanitizer-$tool-$f.log" 2>&1
+      echo "$tool $f: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$OUT/sanitizer-$tool-$f.log" | tail -1)"
+    done
   done
 fi
 
