@@ -17,7 +17,7 @@ DOCS=${DOCS:-20}
 echo "== checks (GPU vs interpreter, summary bytes)"
 fails=0
 for D in 64 128; do
-  for spec in "document B=2,H=4,N=1000" "document B=1,H=8,HKV=2,N=777" "key_padding B=3,H=4,HKV=2,N=513,M=900"; do
+  for spec in "document B=2,H=4,N=1000" "document B=1,H=8,N=777" "key_padding B=3,H=4,HKV=2,N=513,M=900"; do
     set -- $spec
     f=$1; shape=$2
     out=$("$FR" examples/$f.flash --shape $shape,D=$D --iters 0 --docs 7 2>&1)

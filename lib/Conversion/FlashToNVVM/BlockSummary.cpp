@@ -3,8 +3,8 @@
 // A flash.kernel with a #flash.block_summary gets a second GPU kernel,
 // `<name>_summary`, launched before it over (ceil(M / Bc), ceil(N / Br),
 // summary batches x heads): each CTA evaluates the mask on every element
-// of its (query tile, key block) inside the problem, its threads striding
-// over the Br x Bc elements, and one bar.red.or and one bar.red.and give
+// of its (query tile, key block) inside the problem, each thread walking
+// its columns down the rows, and one bar.red.or and one bar.red.and give
 // the byte the main kernel's flash.block_class reads. Tiles the interval
 // analysis already decides (flash-classify-tiles' facts with the summary
 // taken as partial) are written without evaluating the mask: under a
@@ -128,37 +128,40 @@ std::pair<Value, Value> BlockSummaryEmitter::intervalFacts() {
 
 Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value queryTile,
                                             Value keyTile) {
-  // Thread t takes elements t, t + T, ...: with Bc a multiple of T's
-  // divisors each thread keeps its column, so the key side of the mask
-  // (doc[b, j]) stays in registers across the rows.
-  int64_t elements = config.br * config.bc;
+  // Thread t takes columns t, t + T, ... and walks each down the tile's
+  // rows inside the problem: the key side of the mask (doc[b, j], an
+  // invariant load) leaves the row loop and the query side (doc[b, i]) is
+  // the same address across the warp. A column at j >= M walks no rows.
   Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(config.bc));
-  Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
+  Value rowsInside = arith::MinSIOp::create(
+      b, loc, arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
+                                     i32(0)),
+      i32(config.br));
   Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
-  auto elementLoop = scf::ForOp::create(b, loc, tid, i32(elements), i32(kSummaryThreads),
-                                        ValueRange{falseValue, trueValue});
+  Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
+  auto columnLoop = scf::ForOp::create(b, loc, tid, i32(config.bc), i32(kSummaryThreads),
+                                       ValueRange{falseValue, trueValue});
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(elementLoop.getBody());
-    Value element = elementLoop.getInductionVar();
-    Value query = add(firstQuery, arith::DivUIOp::create(b, loc, element, i32(config.bc)));
-    Value key = add(firstKey, arith::RemUIOp::create(b, loc, element, i32(config.bc)));
-    Value inside = arith::AndIOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, query, queryLen),
-                                         cmpI(arith::CmpIPredicate::slt, key, keyLen));
+    b.setInsertionPointToStart(columnLoop.getBody());
+    Value key = add(firstKey, columnLoop.getInductionVar());
+    Value rows = select(cmpI(arith::CmpIPredicate::slt, key, keyLen), rowsInside, i32(0));
+    auto rowLoop = scf::ForOp::create(b, loc, i32(0), rows, i32(1),
+                                      columnLoop.getRegionIterArgs());
+    b.setInsertionPointToStart(rowLoop.getBody());
+    Value query = add(firstQuery, rowLoop.getInductionVar());
     FailureOr<Value> visible = emitRegionElement(mask, ValueRange(), batch, head, query, key);
     if (failed(visible))
       return {};
-    Value any = elementLoop.getRegionIterArgs()[0], all = elementLoop.getRegionIterArgs()[1];
-    Value shown = arith::AndIOp::create(b, loc, inside, *visible);
-    Value hidden = arith::AndIOp::create(
-        b, loc, inside, arith::XOrIOp::create(b, loc, *visible, trueValue));
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{arith::OrIOp::create(b, loc, any, shown),
-                   arith::AndIOp::create(b, loc, all,
-                                         arith::XOrIOp::create(b, loc, hidden, trueValue))});
+    Value any = rowLoop.getRegionIterArgs()[0], all = rowLoop.getRegionIterArgs()[1];
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::OrIOp::create(b, loc, any, *visible),
+                                    arith::AndIOp::create(b, loc, all, *visible)});
+    b.setInsertionPointAfter(rowLoop);
+    scf::YieldOp::create(b, loc, rowLoop.getResults());
   }
+  Value anyLocal = columnLoop.getResult(0), allLocal = columnLoop.getResult(1);
   auto vote = [&](Value predicate, NVVM::BarrierReduction reduction) {
     Value word = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
     Value result = NVVM::BarrierOp::create(b, loc, b.getI32Type(), Value(), Value(),
@@ -168,8 +171,8 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
                        .getRes();
     return cmpI(arith::CmpIPredicate::ne, result, i32(0));
   };
-  Value any = vote(elementLoop.getResult(0), NVVM::BarrierReduction::OR);
-  Value all = vote(elementLoop.getResult(1), NVVM::BarrierReduction::AND);
+  Value any = vote(anyLocal, NVVM::BarrierReduction::OR);
+  Value all = vote(allLocal, NVVM::BarrierReduction::AND);
   return select(any, select(all, i32(flash::kBlockFull), i32(flash::kBlockPartial)),
                 i32(flash::kBlockEmpty));
 }
