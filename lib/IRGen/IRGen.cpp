@@ -466,8 +466,7 @@ void requestBlockSummary(flash::KernelOp kernel) {
   // Only a mask that reads aux tensors needs one: interval analysis alone
   // classifies the others (flash-classify-tiles).
   kernel.walk([&](flash::MaskOp mask) {
-    if (mask.getBody().walk([](flash::AuxLoadOp) { return WalkResult::interrupt(); })
-            .wasInterrupted()) {
+    if (mask.readsAuxTensors()) {
       Block &region = mask.getBody().front();
       kernel.setBlockSummaryAttr(flash::BlockSummaryAttr::get(
           kernel.getContext(), !region.getArgument(0).use_empty(),

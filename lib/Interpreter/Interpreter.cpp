@@ -11,6 +11,7 @@
 
 #include "KernelExecutor.h"
 
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -304,12 +305,9 @@ LogicalResult KernelExecutor::execCaptures(flash::MaskOp mask) {
   // The captured values' definitions, in program order (the kernel's
   // body and the key loop's are single blocks).
   llvm::SetVector<Operation *> defs;
-  SmallVector<Value> work;
-  mask.getBody().walk([&](Operation *op) {
-    for (Value operand : op->getOperands())
-      if (!mask.getBody().isAncestor(operand.getParentRegion()))
-        work.push_back(operand);
-  });
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(mask.getBody(), captured);
+  SmallVector<Value> work(captured.begin(), captured.end());
   while (!work.empty()) {
     Operation *def = work.pop_back_val().getDefiningOp();
     if (!def || !defs.insert(def))

@@ -19,6 +19,7 @@
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 #include "flashc/Conversion/FlashToNVVM/KernelModule.h"
 
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
@@ -219,13 +220,9 @@ LogicalResult BlockSummaryEmitter::emit() {
 
   // The region's captures (CSE may have merged its flash.dim or constants
   // into the kernel's) must exist before it is emitted.
-  SmallVector<Value> captured;
-  mask.getBody().walk([&](Operation *op) {
-    for (Value operand : op->getOperands())
-      if (!mask.getBody().isAncestor(operand.getParentRegion()))
-        captured.push_back(operand);
-  });
-  if (failed(lowerDefinitions(captured)))
+  llvm::SetVector<Value> captured;
+  getUsedValuesDefinedAbove(mask.getBody(), captured);
+  if (failed(lowerDefinitions(captured.getArrayRef())))
     return error(mask, "the block summary needs a mask region that captures scalars only");
 
   Value offset = blockSummaryOffset(summary, batch, head, queryTile, keyTile);

@@ -396,8 +396,7 @@ IntervalEmitter::Facts IntervalEmitter::classify(MaskOp mask, int64_t groupRows)
 /// (a band the summary empties lies in an empty tile, skipped whole).
 void combineWithBlockSummary(OpBuilder &b, MaskOp mask, IntervalEmitter::Facts &facts) {
   auto kernel = mask->getParentOfType<KernelOp>();
-  if (!kernel || !kernel.getBlockSummaryAttr() ||
-      !mask.getBody().walk([](AuxLoadOp) { return WalkResult::interrupt(); }).wasInterrupted())
+  if (!kernel || !kernel.getBlockSummaryAttr() || !mask.readsAuxTensors())
     return;
   Location loc = mask.getLoc();
   Value blockClass = BlockClassOp::create(b, loc, b.getI32Type(), mask.getBatch(),

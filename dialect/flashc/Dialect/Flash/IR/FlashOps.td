@@ -269,6 +269,11 @@ def Flash_MaskOp : Flash_ElementwiseRegionOp<"mask", [AttrSizedOperandSegments]>
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     bool isClassified() { return static_cast<bool>(getAllVisible()); }
+    /// Whether the region reads an aux tensor (what a block summary is for).
+    bool readsAuxTensors() {
+      return getBody().walk([](AuxLoadOp) { return ::mlir::WalkResult::interrupt(); })
+          .wasInterrupted();
+    }
   }];
 }
 
