@@ -232,10 +232,13 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
       forwardArguments(pkg, none, none, none, none, 0, sizes, params, tensors, summary);
   unsigned rows = static_cast<unsigned>((pkg.summaryPerBatch ? sizes.batch : 1) *
                                         (pkg.summaryPerHead ? sizes.heads : 1));
-  flashrt::Dim3 grid(static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols),
+  // One key block per warp of the summary kernel's CTA.
+  const flashrt::PackageEntry &entry = *pkg.entry("summary");
+  int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
+  int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
+  flashrt::Dim3 grid(static_cast<unsigned>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta),
                      static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows),
                      rows);
-  const flashrt::PackageEntry &entry = *pkg.entry("summary");
   summaryFunction->launch(grid, flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
                           static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }

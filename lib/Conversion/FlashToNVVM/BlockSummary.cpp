@@ -1,14 +1,18 @@
 //===- BlockSummary.cpp - The kernel that classifies a mask's tiles -------===//
 //
 // A flash.kernel with a #flash.block_summary gets a second GPU kernel,
-// `<name>_summary`, launched before it over (ceil(M / Bc), ceil(N / Br),
-// summary batches x heads): each CTA evaluates the mask on every element
-// of its (query tile, key block) inside the problem, each thread walking
-// its columns down the rows, and one bar.red.or and one bar.red.and give
-// the byte the main kernel's flash.block_class reads. Tiles the interval
-// analysis already decides (flash-classify-tiles' facts with the summary
-// taken as partial) are written without evaluating the mask: under a
-// causal document mask that is every tile above the diagonal.
+// `<name>_summary`, launched before it over (ceil(ceil(M / Bc) / 4),
+// ceil(N / Br), summary batches x heads) CTAs of four warps, one key block
+// of the query tile per warp. First each warp runs the mask's interval
+// analysis (MaskIntervals.h) with the range of every aux tensor element the
+// mask reads, reduced over the tile's indices (doc[b, i]: the min and max
+// document id of the tile's rows): sorted document ids, a key length or a
+// causal edge decide most tiles this way, each for a few loads per lane.
+// Then the CTA evaluates the mask on every element of each tile the
+// intervals left undecided, each thread walking its columns down the rows,
+// and one bar.red.or and one bar.red.and give the byte the main kernel's
+// flash.block_class reads. Both paths give the exact class of the tile's
+// elements inside the problem.
 //
 // The ABI is the main kernel's up to and including the summary pointer
 // (the main kernel appends only its target arguments after it), so one
@@ -18,9 +22,12 @@
 
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 #include "flashc/Conversion/FlashToNVVM/KernelModule.h"
+#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
 
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace flashc;
@@ -29,6 +36,11 @@ using namespace flashc::lowering;
 namespace {
 
 constexpr int64_t kSummaryThreads = 128;
+/// Key blocks per CTA: one per warp while the intervals decide.
+constexpr int64_t kKeyBlocksPerCta = kSummaryThreads / 32;
+/// The longest index range of an aux tensor a warp reduces (a tile's rows
+/// or keys are 64-256); a longer one leaves the element unknown.
+constexpr int64_t kMaxRangeElements = 4096;
 
 class BlockSummaryEmitter : public EmitterCore {
 public:
@@ -49,10 +61,18 @@ private:
   /// with the kernel's (b, h, qt) and the loop's kt already mapped; fails
   /// silently when one is not a scalar op (a tile value).
   LogicalResult lowerDefinitions(ArrayRef<Value> values);
-  /// The i1 facts the interval analysis proved (all visible, any visible)
-  /// with the summary read as partial, or null values when they cannot be
-  /// computed here.
-  std::pair<Value, Value> intervalFacts();
+  /// The i1 facts (all visible, any visible) the interval analysis proves
+  /// on (b, h, qt, keyTile) with the aux tensors' ranges over the tile,
+  /// computed by this warp alone; failure when a value cannot be lowered.
+  FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile);
+  /// The [min, max] of `load`'s tensor over the index box [lo, hi] (i64
+  /// each, at most one index not a single value), reduced over the warp:
+  /// i64 bounds for an integer tensor, f32 for a floating-point one; the
+  /// type's whole range where the box is too long or an element is NaN.
+  FailureOr<std::pair<Value, Value>> warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo,
+                                                  ArrayRef<Value> hi);
+  /// Stores the class (i32) of key block `keyTile` where `predicate` holds.
+  void storeClass(Value keyTile, Value blockClass, Value predicate);
   /// Evaluates the mask on this thread's elements of the tile and votes.
   Value classifyElements(Value batch, Value head, Value queryTile, Value keyTile);
 
@@ -60,8 +80,7 @@ private:
   std::string pass;
   flash::MaskOp mask;
   scf::ForOp loop;
-  /// Lowering the interval facts: flash.block_class reads as partial.
-  bool blockClassIsPartial = false;
+  Value batch, head, queryTile;
 };
 
 LogicalResult BlockSummaryEmitter::findMask() {
@@ -104,27 +123,140 @@ LogicalResult BlockSummaryEmitter::lowerDefinitions(ArrayRef<Value> values) {
     return x->isBeforeInBlock(y);
   });
   for (Operation *op : ordered) {
-    if (auto blockClass = dyn_cast<flash::BlockClassOp>(op)) {
-      if (!blockClassIsPartial)
-        return failure();
-      scalars.map(blockClass.getResult(), i32(flash::kBlockPartial));
-      continue;
-    }
-    if (failed(lowerScalarOp(op)))
+    if (isa<flash::BlockClassOp>(op) || failed(lowerScalarOp(op)))
       return failure();
   }
   return success();
 }
 
-std::pair<Value, Value> BlockSummaryEmitter::intervalFacts() {
-  if (!mask.isClassified())
-    return {};
-  blockClassIsPartial = true;
-  LogicalResult lowered = lowerDefinitions({mask.getAllVisible(), mask.getAnyVisible()});
-  blockClassIsPartial = false;
-  if (failed(lowered))
-    return {};
-  return {lookupScalar(mask.getAllVisible()), lookupScalar(mask.getAnyVisible())};
+FailureOr<std::pair<Value, Value>>
+BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, ArrayRef<Value> hi) {
+  using P = arith::CmpIPredicate;
+  bool isFloat = load.getType().isF32();
+  // The box's length along its one varying index (1 when none varies).
+  Value varyingCount = i32(0), length = i64(1);
+  SmallVector<Value> varies;
+  for (auto [first, last] : llvm::zip(lo, hi)) {
+    Value differs = cmpI(P::ne, first, last);
+    varies.push_back(differs);
+    varyingCount = add(varyingCount, arith::ExtUIOp::create(b, loc, b.getI32Type(), differs));
+    length = add(length, select(differs, arith::SubIOp::create(b, loc, last, first), i64(0)));
+  }
+  Value bounded = arith::AndIOp::create(b, loc, cmpI(P::ule, varyingCount, i32(1)),
+                                        cmpI(P::sle, length, i64(kMaxRangeElements)));
+  Value count = select(bounded, arith::TruncIOp::create(b, loc, b.getI32Type(), length), i32(0));
+  float inf = std::numeric_limits<float>::infinity();
+  Value lowest = isFloat ? f32(inf) : i32(std::numeric_limits<int32_t>::max());
+  Value highest = isFloat ? f32(-inf) : i32(std::numeric_limits<int32_t>::min());
+  auto elements = scf::ForOp::create(b, loc, lane, count, i32(32), ValueRange{lowest, highest});
+  auto minOf = [&](Value x, Value y) -> Value {
+    return isFloat ? Value(arith::MinimumFOp::create(b, loc, x, y))
+                   : Value(arith::MinSIOp::create(b, loc, x, y));
+  };
+  auto maxOf = [&](Value x, Value y) -> Value {
+    return isFloat ? Value(arith::MaximumFOp::create(b, loc, x, y))
+                   : Value(arith::MaxSIOp::create(b, loc, x, y));
+  };
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(elements.getBody());
+    Value step = elements.getInductionVar();
+    SmallVector<Value> indices;
+    for (auto [first, differs] : llvm::zip(lo, varies))
+      indices.push_back(add(arith::TruncIOp::create(b, loc, b.getI32Type(), first),
+                            select(differs, step, i32(0))));
+    FailureOr<Value> element = lowerAuxLoadAt(load, indices);
+    if (failed(element))
+      return failure();
+    Value least = elements.getRegionIterArgs()[0], most = elements.getRegionIterArgs()[1];
+    scf::YieldOp::create(b, loc, ValueRange{minOf(least, *element), maxOf(most, *element)});
+  }
+  Value least = elements.getResult(0), most = elements.getResult(1);
+  for (int64_t laneMask = 16; laneMask >= 1; laneMask /= 2) {
+    least = minOf(least, shuffleXor(least, laneMask));
+    most = maxOf(most, shuffleXor(most, laneMask));
+  }
+  if (isFloat) {
+    // minimum/maximum propagate NaN: one NaN element makes the range unknown.
+    Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, least, most);
+    Value known = arith::AndIOp::create(
+        b, loc, bounded, arith::XOrIOp::create(b, loc, nan, arith::ConstantIntOp::create(b, loc, 1, 1)));
+    return std::make_pair(select(known, least, f32(-inf)), select(known, most, f32(inf)));
+  }
+  auto wide = [&](Value x) { return arith::ExtSIOp::create(b, loc, b.getI64Type(), x); };
+  return std::make_pair(select(bounded, wide(least), i64(std::numeric_limits<int32_t>::min())),
+                        select(bounded, wide(most), i64(std::numeric_limits<int32_t>::max())));
+}
+
+FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value keyTile) {
+  // The analysis is emitted as arith IR into a scratch block and lowered op
+  // by op; each aux range is reduced where the analysis asks for it and
+  // enters the scratch IR as two placeholder constants mapped to its bounds.
+  Block scratch;
+  OpBuilder scratchBuilder(kernel.getContext());
+  scratchBuilder.setInsertionPointToEnd(&scratch);
+  Operation *lowered = nullptr;
+  bool lowerFailed = false;
+  auto lowerPending = [&]() {
+    Operation *op = lowered ? lowered->getNextNode() : (scratch.empty() ? nullptr : &scratch.front());
+    for (; op && !lowerFailed; op = op->getNextNode()) {
+      lowerFailed = failed(lowerScalarOp(op));
+      lowered = op;
+    }
+    return !lowerFailed;
+  };
+  auto auxRange = [&](flash::AuxLoadOp load,
+                      ArrayRef<flash::Interval> indices) -> std::optional<flash::Interval> {
+    if (!lowerPending())
+      return std::nullopt;
+    SmallVector<Value> lo, hi;
+    for (const flash::Interval &index : indices) {
+      lo.push_back(lookupScalar(index.lo));
+      hi.push_back(lookupScalar(index.hi));
+    }
+    FailureOr<std::pair<Value, Value>> range = warpAuxRange(load, lo, hi);
+    if (failed(range)) {
+      lowerFailed = true;
+      return std::nullopt;
+    }
+    bool isFloat = load.getType().isF32();
+    auto placeholder = [&](Value bound) {
+      Value value = isFloat ? Value(arith::ConstantOp::create(scratchBuilder, loc,
+                                                              scratchBuilder.getF32FloatAttr(0)))
+                            : Value(arith::ConstantIntOp::create(scratchBuilder, loc, 0, 64));
+      scalars.map(value, bound);
+      lowered = value.getDefiningOp();
+      return value;
+    };
+    Value first = placeholder(range->first), last = placeholder(range->second);
+    return flash::Interval{isFloat ? flash::Interval::Kind::Float : flash::Interval::Kind::Int,
+                           first, last};
+  };
+  scalars.map(loop.getInductionVar(), keyTile);
+  flash::MaskIntervalEmitter::Facts facts =
+      flash::MaskIntervalEmitter(scratchBuilder, mask.getLoc(), auxRange).classify(mask, 0);
+  bool ok = lowerPending();
+  std::pair<Value, Value> result;
+  if (ok)
+    result = {lookupScalar(facts.allVisible), lookupScalar(facts.anyVisible)};
+  // The scratch values die with the block: forget their mappings.
+  for (Operation &op : scratch)
+    for (Value value : op.getResults())
+      scalars.erase(value);
+  scratch.dropAllReferences();
+  scratch.clear();
+  if (!ok)
+    return failure();
+  return result;
+}
+
+void BlockSummaryEmitter::storeClass(Value keyTile, Value blockClass, Value predicate) {
+  Value offset = blockSummaryOffset(kernel.getBlockSummaryAttr(), batch, head, queryTile, keyTile);
+  auto ifStore = scf::IfOp::create(b, loc, TypeRange(), predicate, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifStore.thenBlock());
+  LLVM::StoreOp::create(b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), blockClass),
+                        gepBytes(blockSummaryPtr, offset));
 }
 
 Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value queryTile,
@@ -207,52 +339,71 @@ LogicalResult BlockSummaryEmitter::emit() {
 
   Type i32Type = b.getI32Type();
   flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr();
-  Value keyTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
-  Value queryTile = NVVM::BlockIdYOp::create(b, loc, i32Type);
+  Value keyGroup = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  queryTile = NVVM::BlockIdYOp::create(b, loc, i32Type);
   Value row = NVVM::BlockIdZOp::create(b, loc, i32Type);
   Value heads = summary.getPerHead() ? headCount : i32(1);
-  Value batch = summary.getPerBatch() ? arith::DivUIOp::create(b, loc, row, heads) : i32(0);
-  Value head = summary.getPerHead() ? arith::RemUIOp::create(b, loc, row, heads) : i32(0);
+  batch = summary.getPerBatch() ? arith::DivUIOp::create(b, loc, row, heads) : i32(0);
+  head = summary.getPerHead() ? arith::RemUIOp::create(b, loc, row, heads) : i32(0);
   scalars.map(kernel.getBatch(), batch);
   scalars.map(kernel.getHead(), head);
   scalars.map(kernel.getQueryTile(), queryTile);
-  scalars.map(loop.getInductionVar(), keyTile);
 
   // The region's captures (CSE may have merged its flash.dim or constants
-  // into the kernel's) must exist before it is emitted.
+  // into the kernel's) must exist before it is emitted; none depends on
+  // the key loop's induction variable, which no region op reads.
   llvm::SetVector<Value> captured;
   getUsedValuesDefinedAbove(mask.getBody(), captured);
   if (failed(lowerDefinitions(captured.getArrayRef())))
     return error(mask, "the block summary needs a mask region that captures scalars only");
 
-  Value offset = blockSummaryOffset(summary, batch, head, queryTile, keyTile);
-  Value target = gepBytes(blockSummaryPtr, offset);
-  auto store = [&](Value blockClass) {
-    onFirstThread([&] {
-      LLVM::StoreOp::create(b, loc, arith::TruncIOp::create(b, loc, b.getI8Type(), blockClass),
-                            target);
-    });
-  };
-  auto [allVisible, anyVisible] = intervalFacts();
-  if (allVisible) {
-    // Decided by the intervals (uniform over the CTA): no evaluation.
+  using P = arith::CmpIPredicate;
+  Value keyBlocks = arith::DivUIOp::create(b, loc, add(keyLen, i32(config.bc - 1)), i32(config.bc));
+  Value firstKeyTile = mul(keyGroup, i32(kKeyBlocksPerCta));
+  Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
+
+  // Phase 1: warp w decides key block firstKeyTile + w by its intervals.
+  Value warpKeyTile = add(firstKeyTile, warp);
+  auto ifInside = scf::IfOp::create(b, loc, b.getI1Type(), cmpI(P::ult, warpKeyTile, keyBlocks),
+                                    /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifInside.thenBlock());
+    FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(warpKeyTile);
+    if (failed(facts))
+      return failure();
+    auto [allVisible, anyVisible] = *facts;
     Value empty =
         arith::XOrIOp::create(b, loc, anyVisible, arith::ConstantIntOp::create(b, loc, 1, 1));
     Value decided = arith::OrIOp::create(b, loc, allVisible, empty);
-    auto ifDecided = scf::IfOp::create(b, loc, TypeRange(), decided, /*withElseRegion=*/true);
-    b.setInsertionPointToStart(ifDecided.thenBlock());
-    store(select(allVisible, i32(flash::kBlockFull), i32(flash::kBlockEmpty)));
-    b.setInsertionPointToStart(ifDecided.elseBlock());
+    storeClass(warpKeyTile, select(allVisible, i32(flash::kBlockFull), i32(flash::kBlockEmpty)),
+               arith::AndIOp::create(b, loc, decided, cmpI(P::eq, lane, i32(0))));
+    Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
+    scf::YieldOp::create(b, loc, ValueRange{arith::XOrIOp::create(b, loc, decided, trueValue)});
+    b.setInsertionPointToStart(ifInside.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{falseValue});
+  }
+  Value undecided = ifInside.getResult(0);
+
+  // Phase 2: the CTA evaluates the elements of each undecided block.
+  for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
+    Value mine = arith::AndIOp::create(b, loc, undecided, cmpI(P::eq, warp, i32(slot)));
+    Value word = arith::ExtUIOp::create(b, loc, i32Type, mine);
+    Value anyUndecided =
+        NVVM::BarrierOp::create(b, loc, i32Type, Value(), Value(),
+                                NVVM::BarrierReductionAttr::get(b.getContext(),
+                                                                NVVM::BarrierReduction::OR),
+                                word)
+            .getRes();
+    auto ifEvaluate = scf::IfOp::create(b, loc, TypeRange(), cmpI(P::ne, anyUndecided, i32(0)),
+                                        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifEvaluate.thenBlock());
+    Value keyTile = add(firstKeyTile, i32(slot));
     Value blockClass = classifyElements(batch, head, queryTile, keyTile);
     if (!blockClass)
       return failure();
-    store(blockClass);
-    b.setInsertionPointAfter(ifDecided);
-  } else {
-    Value blockClass = classifyElements(batch, head, queryTile, keyTile);
-    if (!blockClass)
-      return failure();
-    store(blockClass);
+    storeClass(keyTile, blockClass, cmpI(P::eq, tid, i32(0)));
   }
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return success();

@@ -160,13 +160,17 @@ LogicalResult EmitterCore::auxElementIndex(Operation *op, flash::AuxTensorAttr d
 }
 
 FailureOr<Value> EmitterCore::lowerAuxLoad(flash::AuxLoadOp op) {
+  SmallVector<Value> indices;
+  for (Value index : op.getIndices())
+    indices.push_back(lookupScalar(index));
+  return lowerAuxLoadAt(op, indices);
+}
+
+FailureOr<Value> EmitterCore::lowerAuxLoadAt(flash::AuxLoadOp op, ArrayRef<Value> indices) {
   flash::AuxTensorAttr decl = signature.lookupTensor(op.getTensor());
   Value pointer = auxPointers.lookup(op.getTensor());
   if (!decl || !pointer)
     return error(op, "unknown aux tensor '") << op.getTensor() << "'";
-  SmallVector<Value> indices;
-  for (Value index : op.getIndices())
-    indices.push_back(lookupScalar(index));
   Value valid, linear;
   if (failed(auxElementIndex(op, decl, indices, valid, linear)))
     return failure();

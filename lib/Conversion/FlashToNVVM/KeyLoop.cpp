@@ -256,8 +256,72 @@ Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
 
 void KernelEmitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
                                         Value &upper) {
+  if (narrowBySummary(mask, loop, lower, upper))
+    return;
   Value fact = mask.getAnyVisible();
   narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper);
+}
+
+bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &lower,
+                                    Value &upper) {
+  auto kernel = dyn_cast<flash::KernelOp>(kernelOp);
+  if (!blockSummaryPtr || !kernel || !kernel.getBlockSummaryAttr())
+    return false;
+  FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
+  if (failed(slice))
+    return false;
+  flash::BlockClassOp blockClass;
+  for (Operation *op : *slice)
+    if (auto read = dyn_cast<flash::BlockClassOp>(op))
+      blockClass = read;
+  // any_visible is (intervals) && class != empty, and the intervals are sound,
+  // so the class alone says which blocks have a visible element.
+  if (!blockClass || blockClass.getKeyTile() != loop.getInductionVar())
+    return false;
+  Value batch = lookupScalar(blockClass.getBatch()), head = lookupScalar(blockClass.getHead()),
+        queryTile = lookupScalar(blockClass.getQueryTile());
+  if (!batch || !head || !queryTile)
+    return false;
+  // Bytes [start, stop) of the summary are blocks [lower, upper) of this row;
+  // 8 independent byte loads per step (clamped into the range, so nothing
+  // past it is read) instead of one dependent load per block.
+  constexpr int64_t kBytesPerStep = 8;
+  using P = arith::CmpIPredicate;
+  Value rowStart =
+      blockSummaryOffset(kernel.getBlockSummaryAttr(), batch, head, queryTile, i32(0));
+  Value start = add(rowStart, toI64(lower)), stop = add(rowStart, toI64(upper));
+  Value lastByte = arith::SubIOp::create(b, loc, stop, i64(1));
+  Value none = arith::SubIOp::create(b, loc, start, i64(1));
+  auto scan = scf::ForOp::create(b, loc, start, stop, i64(kBytesPerStep), ValueRange{stop, none});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(scan.getBody());
+    Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
+    SmallVector<Value> bytes;
+    for (int64_t k = 0; k < kBytesPerStep; ++k) {
+      Value position = arith::MinSIOp::create(b, loc, add(scan.getInductionVar(), i64(k)), lastByte);
+      bytes.push_back(LLVM::LoadOp::create(b, loc, b.getI8Type(), gepBytes(blockSummaryPtr, position),
+                                           1, /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                           /*isInvariant=*/true));
+    }
+    for (int64_t k = 0; k < kBytesPerStep; ++k) {
+      Value position = add(scan.getInductionVar(), i64(k));
+      Value nonEmpty = arith::AndIOp::create(
+          b, loc, cmpI(P::slt, position, stop),
+          cmpI(P::ne, bytes[k], arith::ConstantIntOp::create(b, loc, flash::kBlockEmpty, 8)));
+      first = select(nonEmpty, arith::MinSIOp::create(b, loc, first, position), first);
+      last = select(nonEmpty, position, last);
+    }
+    scf::YieldOp::create(b, loc, ValueRange{first, last});
+  }
+  // No non-empty block: first = stop and last = start - 1, an empty range.
+  auto toBlock = [&](Value byte) {
+    return arith::TruncIOp::create(b, loc, b.getI32Type(),
+                                   arith::SubIOp::create(b, loc, byte, rowStart));
+  };
+  lower = toBlock(scan.getResult(0));
+  upper = add(toBlock(scan.getResult(1)), i32(1));
+  return true;
 }
 
 bool KernelEmitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,

@@ -170,6 +170,9 @@ public:
                                       mlir::Value &valid, mlir::Value &linear);
   /// Dense row-major aux tensor read; indices outside the tensor read 0.
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
+  /// The element of `op`'s tensor at lowered i32 `indices` (0 outside it).
+  mlir::FailureOr<mlir::Value> lowerAuxLoadAt(flash::AuxLoadOp op,
+                                              llvm::ArrayRef<mlir::Value> indices);
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
   /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
   /// row bands) depend on, in order, or failure when they depend on more

@@ -288,6 +288,13 @@ public:
   /// cannot be hoisted.
   void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
                              mlir::Value &upper);
+  /// narrowToVisibleBlocks for a mask whose any_visible reads the block
+  /// summary at the loop's key block: the exact classes of the query tile's
+  /// row give the span of non-empty blocks, scanned 8 bytes per step (16
+  /// per step spill in the warp-specialized kernel at D = 128).
+  /// Returns false (range untouched) for any other mask.
+  bool narrowBySummary(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
+                       mlir::Value &upper);
   /// The scan of narrowToVisibleBlocks for any test: per block, the slice
   /// of `facts` is lowered with the loop's induction variable mapped to the
   /// block, and `visible` returns the block's i1 from the lowered facts.

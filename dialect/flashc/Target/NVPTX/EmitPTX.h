@@ -40,8 +40,9 @@
 // looping over tiles,
 // A kernel with a block summary has a second entry, `<name>_summary`
 // (grid kind block_summary): the same parameters up to and including the
-// summary pointer, grid (ceil(M / block_cols), ceil(N / block_rows),
-// (B or 1) x (H or 1)), 128 threads, launched first on the same stream.
+// summary pointer, grid (ceil(ceil(M / block_cols) / 4), ceil(N /
+// block_rows), (B or 1) x (H or 1)), 128 threads (a key block per warp),
+// launched first on the same stream.
 // dynamic shared memory dynamic_shared_bytes (call cuFuncSetAttribute(
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
 // Requirements: q, k, v 16-byte aligned and their batch/head/row strides

@@ -69,9 +69,9 @@ def Flash_GridKind : I32EnumAttr<"GridKind", "launch grid of a lowered kernel", 
     // (ceil(N / block_rows), H, B) with threads independent of the rows (the
     // backward's preprocess and dQ conversion).
     I32EnumAttrCase<"PerRowTile", 3, "per_row_tile">,
-    // (ceil(M / block_cols), ceil(N / block_rows), batches x heads of the
-    // summary): one CTA per (query tile, key block), the kernel computing a
-    // forward kernel's block summary.
+    // (ceil(ceil(M / block_cols) / warps), ceil(N / block_rows), batches x
+    // heads of the summary): one CTA per query tile and `warps` key blocks,
+    // the kernel computing a forward kernel's block summary.
     I32EnumAttrCase<"BlockSummary", 4, "block_summary">,
   ]> {
   let cppNamespace = "::flashc::flash";

@@ -1,0 +1,325 @@
+//===- MaskIntervals.cpp - Interval evaluation of a flash.mask ------------===//
+//
+// The region is evaluated over intervals — i in [qt*Br, qt*Br + Br - 1], j in
+// [kt*Bc, kt*Bc + Bc - 1], the other inputs exact. The analysis is sound for
+// any expression of the language: integers are tracked in i64 and widened to
+// the whole i32 range wherever 32-bit wrap-around could occur, and anything
+// it cannot bound (an aux tensor element without an AuxRangeFn, a NaN) is
+// unknown. Affine masks (causal, windows, prefix-LM, chunked) classify
+// exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace flashc::flash;
+
+Interval MaskIntervalEmitter::unknown(Type type) {
+  if (type.isInteger(1))
+    return boolean(i1(true), i1(true));
+  if (type.isF32())
+    return floatRange(f32(-std::numeric_limits<float>::infinity()),
+                      f32(std::numeric_limits<float>::infinity()));
+  return intRange(i64(std::numeric_limits<int32_t>::min()),
+                  i64(std::numeric_limits<int32_t>::max()));
+}
+
+Interval MaskIntervalEmitter::exact(Value value) {
+  Type type = value.getType();
+  if (type.isInteger(1))
+    return boolean(value, lnot(value));
+  if (type.isF32())
+    return floatRange(value, value);
+  Value wide = type.isIndex()
+                   ? Value(arith::IndexCastOp::create(b, loc, b.getI64Type(), value))
+                   : Value(arith::ExtSIOp::create(b, loc, b.getI64Type(), value));
+  return intRange(wide, wide);
+}
+
+Interval MaskIntervalEmitter::clampToI32(Value lo, Value hi) {
+  Value min = i64(std::numeric_limits<int32_t>::min());
+  Value max = i64(std::numeric_limits<int32_t>::max());
+  Value wraps = lor(cmpI(arith::CmpIPredicate::slt, lo, min),
+                    cmpI(arith::CmpIPredicate::sgt, hi, max));
+  return intRange(select(wraps, min, lo), select(wraps, max, hi));
+}
+
+Interval MaskIntervalEmitter::sanitize(Value lo, Value hi) {
+  Value nan = lor(cmpF(arith::CmpFPredicate::UNO, lo, lo),
+                  cmpF(arith::CmpFPredicate::UNO, hi, hi));
+  return floatRange(select(nan, f32(-std::numeric_limits<float>::infinity()), lo),
+                    select(nan, f32(std::numeric_limits<float>::infinity()), hi));
+}
+
+Interval MaskIntervalEmitter::corners(Value p, Value q, Value r, Value s, bool isFloat) {
+  if (isFloat)
+    return sanitize(minF(minF(p, q), minF(r, s)), maxF(maxF(p, q), maxF(r, s)));
+  return clampToI32(minI(minI(p, q), minI(r, s)), maxI(maxI(p, q), maxI(r, s)));
+}
+
+Interval MaskIntervalEmitter::get(Value value) {
+  auto it = ranges.find(value);
+  if (it != ranges.end())
+    return it->second;
+  // Defined above the region: uniform over the tile, so exact.
+  Interval result = exact(value);
+  ranges[value] = result;
+  return result;
+}
+
+Interval MaskIntervalEmitter::visitCmpI(arith::CmpIOp op) {
+  Interval x = get(op.getLhs()), y = get(op.getRhs());
+  using P = arith::CmpIPredicate;
+  if (x.kind == Interval::Kind::Bool) {
+    Value same = lor(land(x.mayTrue(), y.mayTrue()), land(x.mayFalse(), y.mayFalse()));
+    Value differ = lor(land(x.mayTrue(), y.mayFalse()), land(x.mayFalse(), y.mayTrue()));
+    if (op.getPredicate() == P::eq)
+      return boolean(same, differ);
+    if (op.getPredicate() == P::ne)
+      return boolean(differ, same);
+    return unknown(op.getType());
+  }
+  switch (op.getPredicate()) {
+  case P::slt:
+    return boolean(cmpI(P::slt, x.lo, y.hi), cmpI(P::sge, x.hi, y.lo));
+  case P::sle:
+    return boolean(cmpI(P::sle, x.lo, y.hi), cmpI(P::sgt, x.hi, y.lo));
+  case P::sgt:
+    return boolean(cmpI(P::sgt, x.hi, y.lo), cmpI(P::sle, x.lo, y.hi));
+  case P::sge:
+    return boolean(cmpI(P::sge, x.hi, y.lo), cmpI(P::slt, x.lo, y.hi));
+  case P::eq:
+  case P::ne: {
+    Value overlap = land(cmpI(P::sle, x.lo, y.hi), cmpI(P::sle, y.lo, x.hi));
+    Value bothSame = land(land(cmpI(P::eq, x.lo, x.hi), cmpI(P::eq, y.lo, y.hi)),
+                          cmpI(P::eq, x.lo, y.lo));
+    return op.getPredicate() == P::eq ? boolean(overlap, lnot(bothSame))
+                                      : boolean(lnot(bothSame), overlap);
+  }
+  default:
+    return unknown(op.getType()); // unsigned orders: not worth it here
+  }
+}
+
+Interval MaskIntervalEmitter::visitCmpF(arith::CmpFOp op) {
+  Interval x = get(op.getLhs()), y = get(op.getRhs());
+  using P = arith::CmpFPredicate;
+  // An element may be NaN even inside finite bounds (log of a negative), and
+  // an ordered comparison with NaN is false: "may be false" stays true.
+  Value maybe = i1(true);
+  switch (op.getPredicate()) {
+  case P::OLT:
+    return boolean(cmpF(P::OLT, x.lo, y.hi), maybe);
+  case P::OLE:
+    return boolean(cmpF(P::OLE, x.lo, y.hi), maybe);
+  case P::OGT:
+    return boolean(cmpF(P::OGT, x.hi, y.lo), maybe);
+  case P::OGE:
+    return boolean(cmpF(P::OGE, x.hi, y.lo), maybe);
+  default:
+    return unknown(op.getType());
+  }
+}
+
+Interval MaskIntervalEmitter::visitAuxLoad(AuxLoadOp op) {
+  if (!auxRange)
+    return unknown(op.getType());
+  SmallVector<Interval> indices;
+  for (Value index : op.getIndices())
+    indices.push_back(get(index));
+  std::optional<Interval> range = auxRange(op, indices);
+  if (!range)
+    return unknown(op.getType());
+  return op.getType().isF32() ? sanitize(range->lo, range->hi) : *range;
+}
+
+Interval MaskIntervalEmitter::visit(Operation *op) {
+  Type type = op->getResult(0).getType();
+  auto operand = [&](unsigned i) { return get(op->getOperand(i)); };
+  return llvm::TypeSwitch<Operation *, Interval>(op)
+      // Uniform scalars: clone them in front of the mask and use them exactly.
+      .Case<arith::ConstantOp, ParamOp, DimOp>([&](Operation *uniform) {
+        return exact(b.clone(*uniform)->getResult(0));
+      })
+      .Case([&](arith::AddIOp) {
+        Interval x = operand(0), y = operand(1);
+        return clampToI32(arith::AddIOp::create(b, loc, x.lo, y.lo),
+                          arith::AddIOp::create(b, loc, x.hi, y.hi));
+      })
+      .Case([&](arith::SubIOp) {
+        Interval x = operand(0), y = operand(1);
+        return clampToI32(arith::SubIOp::create(b, loc, x.lo, y.hi),
+                          arith::SubIOp::create(b, loc, x.hi, y.lo));
+      })
+      .Case([&](arith::MulIOp) {
+        Interval x = operand(0), y = operand(1);
+        auto mul = [&](Value p, Value q) { return arith::MulIOp::create(b, loc, p, q); };
+        return corners(mul(x.lo, y.lo), mul(x.lo, y.hi), mul(x.hi, y.lo), mul(x.hi, y.hi),
+                       false);
+      })
+      .Case([&](arith::DivSIOp) {
+        // Monotone in each argument while the divisor keeps its sign.
+        Interval x = operand(0), y = operand(1);
+        Value crossesZero = land(cmpI(arith::CmpIPredicate::sle, y.lo, i64(0)),
+                                 cmpI(arith::CmpIPredicate::sge, y.hi, i64(0)));
+        Value safeLo = select(crossesZero, i64(1), y.lo);
+        Value safeHi = select(crossesZero, i64(1), y.hi);
+        auto div = [&](Value p, Value q) { return arith::DivSIOp::create(b, loc, p, q); };
+        Interval q = corners(div(x.lo, safeLo), div(x.lo, safeHi), div(x.hi, safeLo),
+                             div(x.hi, safeHi), false);
+        Interval all = unknown(type);
+        return intRange(select(crossesZero, all.lo, q.lo), select(crossesZero, all.hi, q.hi));
+      })
+      .Case([&](arith::RemSIOp) {
+        // |x rem y| < |y| and the result has the sign of x.
+        Interval x = operand(0), y = operand(1);
+        Value zero = i64(0);
+        Value bound = maxI(maxI(arith::SubIOp::create(b, loc, zero, y.lo), y.hi), i64(1));
+        Value limit = arith::SubIOp::create(b, loc, bound, i64(1));
+        Value negLimit = arith::SubIOp::create(b, loc, zero, limit);
+        Value lo = select(cmpI(arith::CmpIPredicate::sge, x.lo, zero), zero,
+                          maxI(negLimit, x.lo));
+        Value hi = select(cmpI(arith::CmpIPredicate::sle, x.hi, zero), zero, minI(limit, x.hi));
+        return intRange(lo, hi);
+      })
+      .Case([&](arith::MinSIOp) {
+        Interval x = operand(0), y = operand(1);
+        return intRange(minI(x.lo, y.lo), minI(x.hi, y.hi));
+      })
+      .Case([&](arith::MaxSIOp) {
+        Interval x = operand(0), y = operand(1);
+        return intRange(maxI(x.lo, y.lo), maxI(x.hi, y.hi));
+      })
+      .Case([&](math::AbsIOp) {
+        Interval x = operand(0);
+        Value zero = i64(0);
+        Value negLo = arith::SubIOp::create(b, loc, zero, x.lo);
+        Value negHi = arith::SubIOp::create(b, loc, zero, x.hi);
+        Value nonNegative = cmpI(arith::CmpIPredicate::sge, x.lo, zero);
+        Value nonPositive = cmpI(arith::CmpIPredicate::sle, x.hi, zero);
+        Value lo = select(nonNegative, x.lo, select(nonPositive, negHi, zero));
+        Value hi = select(nonNegative, x.hi, select(nonPositive, negLo, maxI(negLo, x.hi)));
+        return clampToI32(lo, hi);
+      })
+      .Case([&](arith::AndIOp) -> Interval {
+        if (!type.isInteger(1))
+          return unknown(type);
+        Interval x = operand(0), y = operand(1);
+        return boolean(land(x.mayTrue(), y.mayTrue()), lor(x.mayFalse(), y.mayFalse()));
+      })
+      .Case([&](arith::OrIOp) -> Interval {
+        if (!type.isInteger(1))
+          return unknown(type);
+        Interval x = operand(0), y = operand(1);
+        return boolean(lor(x.mayTrue(), y.mayTrue()), land(x.mayFalse(), y.mayFalse()));
+      })
+      .Case([&](arith::XOrIOp) -> Interval {
+        if (!type.isInteger(1))
+          return unknown(type);
+        Interval x = operand(0), y = operand(1);
+        return boolean(lor(land(x.mayTrue(), y.mayFalse()), land(x.mayFalse(), y.mayTrue())),
+                       lor(land(x.mayTrue(), y.mayTrue()), land(x.mayFalse(), y.mayFalse())));
+      })
+      .Case([&](arith::SelectOp select) -> Interval {
+        Interval c = get(select.getCondition());
+        Interval x = get(select.getTrueValue()), y = get(select.getFalseValue());
+        if (x.kind == Interval::Kind::Bool)
+          return boolean(lor(land(c.mayTrue(), x.mayTrue()), land(c.mayFalse(), y.mayTrue())),
+                         lor(land(c.mayTrue(), x.mayFalse()), land(c.mayFalse(), y.mayFalse())));
+        bool isFloat = x.kind == Interval::Kind::Float;
+        auto pick = [&](Value fromX, Value fromY, bool low) {
+          Value both = isFloat ? (low ? minF(fromX, fromY) : maxF(fromX, fromY))
+                               : (low ? minI(fromX, fromY) : maxI(fromX, fromY));
+          return this->select(c.mayTrue(), this->select(c.mayFalse(), both, fromX), fromY);
+        };
+        Value lo = pick(x.lo, y.lo, true), hi = pick(x.hi, y.hi, false);
+        return isFloat ? floatRange(lo, hi) : intRange(lo, hi);
+      })
+      .Case([&](arith::CmpIOp cmp) { return visitCmpI(cmp); })
+      .Case([&](AuxLoadOp load) { return visitAuxLoad(load); })
+      .Case([&](arith::CmpFOp cmp) { return visitCmpF(cmp); })
+      .Case([&](arith::SIToFPOp) {
+        Interval x = operand(0);
+        return floatRange(arith::SIToFPOp::create(b, loc, b.getF32Type(), x.lo),
+                          arith::SIToFPOp::create(b, loc, b.getF32Type(), x.hi));
+      })
+      .Case([&](arith::AddFOp) {
+        Interval x = operand(0), y = operand(1);
+        return sanitize(arith::AddFOp::create(b, loc, x.lo, y.lo),
+                        arith::AddFOp::create(b, loc, x.hi, y.hi));
+      })
+      .Case([&](arith::SubFOp) {
+        Interval x = operand(0), y = operand(1);
+        return sanitize(arith::SubFOp::create(b, loc, x.lo, y.hi),
+                        arith::SubFOp::create(b, loc, x.hi, y.lo));
+      })
+      .Case([&](arith::MulFOp) {
+        Interval x = operand(0), y = operand(1);
+        auto mul = [&](Value p, Value q) { return arith::MulFOp::create(b, loc, p, q); };
+        return corners(mul(x.lo, y.lo), mul(x.lo, y.hi), mul(x.hi, y.lo), mul(x.hi, y.hi),
+                       true);
+      })
+      .Case([&](arith::NegFOp) {
+        Interval x = operand(0);
+        return floatRange(arith::NegFOp::create(b, loc, x.hi), arith::NegFOp::create(b, loc, x.lo));
+      })
+      .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](Operation *) {
+        Interval x = operand(0), y = operand(1);
+        return floatRange(maxF(x.lo, y.lo), maxF(x.hi, y.hi));
+      })
+      .Case<arith::MinimumFOp, arith::MinNumFOp>([&](Operation *) {
+        Interval x = operand(0), y = operand(1);
+        return floatRange(minF(x.lo, y.lo), minF(x.hi, y.hi));
+      })
+      // Monotone increasing functions map the bounds.
+      .Case<math::ExpOp, math::Exp2Op, math::LogOp, math::Log2Op, math::SqrtOp,
+            math::TanhOp>([&](Operation *fn) {
+        Interval x = operand(0);
+        Operation *lo = b.clone(*fn);
+        lo->setOperand(0, x.lo);
+        Operation *hi = b.clone(*fn);
+        hi->setOperand(0, x.hi);
+        return sanitize(lo->getResult(0), hi->getResult(0));
+      })
+      .Default([&](Operation *) { return unknown(type); });
+}
+
+Interval MaskIntervalEmitter::evaluate(MaskOp mask, Interval rows, Interval keys) {
+  Block &body = mask.getBody().front();
+  // Region arguments: b and h exact, i and j position ranges.
+  ranges[body.getArgument(0)] = exact(mask.getBatch());
+  ranges[body.getArgument(1)] = exact(mask.getHead());
+  ranges[body.getArgument(2)] = rows;
+  ranges[body.getArgument(3)] = keys;
+  for (Operation &op : body.without_terminator())
+    ranges[op.getResult(0)] = visit(&op);
+  return get(cast<YieldOp>(body.getTerminator()).getValue());
+}
+
+MaskIntervalEmitter::Facts MaskIntervalEmitter::classify(MaskOp mask, int64_t groupRows) {
+  auto tileType = cast<RankedTensorType>(mask.getScores().getType());
+  int64_t rows = tileType.getDimSize(0), cols = tileType.getDimSize(1);
+  Value firstRow = arith::MulIOp::create(b, loc, get(mask.getQueryTile()).lo, i64(rows));
+  auto band = [&](int64_t offset, int64_t extent) {
+    Value first = offset ? arith::AddIOp::create(b, loc, firstRow, i64(offset)) : firstRow;
+    return clampToI32(first, arith::AddIOp::create(b, loc, first, i64(extent - 1)));
+  };
+  Interval tileRows = band(0, rows);
+  Value firstKey = arith::MulIOp::create(b, loc, get(mask.getKeyTile()).lo, i64(cols));
+  Interval keys = clampToI32(firstKey, arith::AddIOp::create(b, loc, firstKey, i64(cols - 1)));
+  Interval visible = evaluate(mask, tileRows, keys);
+  Facts facts{lnot(visible.mayFalse()), visible.mayTrue(), {}};
+  // Bands only where the tile has two or more of them.
+  if (groupRows > 0 && rows > groupRows && rows % groupRows == 0)
+    for (int64_t offset = 0; offset < rows; offset += groupRows)
+      facts.rowsVisible.push_back(evaluate(mask, band(offset, groupRows), keys).mayTrue());
+  return facts;
+}
+
