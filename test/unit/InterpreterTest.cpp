@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
@@ -415,6 +416,117 @@ TEST(BlockSummary, IsExactAndObeyedAndAWrongOneFailsTheReference) {
   AttentionOutputs outputs;
   EXPECT_TRUE(mlir::failed(interp::runKernel(compiled.kernel, shortSummary, outputs, error)));
   EXPECT_NE(error.find("the block summary has 3 bytes"), std::string::npos) << error;
+}
+
+/// The value of `value` when it folds to a constant, given `known` values
+/// for the mask's (b, h, qt, kt): the emitted interval IR, evaluated.
+mlir::Attribute foldedValue(mlir::Value value, llvm::DenseMap<mlir::Value, mlir::Attribute> &known) {
+  auto it = known.find(value);
+  if (it != known.end())
+    return it->second;
+  mlir::Operation *op = value.getDefiningOp();
+  if (!op)
+    return {};
+  llvm::SmallVector<mlir::Attribute> operands;
+  for (mlir::Value operand : op->getOperands())
+    operands.push_back(foldedValue(operand, known));
+  llvm::SmallVector<mlir::OpFoldResult> results;
+  if (mlir::failed(op->fold(operands, results)) || results.size() != 1)
+    return {};
+  mlir::Attribute result = llvm::dyn_cast_if_present<mlir::Attribute>(results[0]);
+  if (!result) // folded to one of its operands
+    result = foldedValue(llvm::cast<mlir::Value>(results[0]), known);
+  known[value] = result;
+  return result;
+}
+
+TEST(MaskIntervals, AuxRangesDecideSortedDocumentTilesSoundly) {
+  // The interval analysis the summary kernel runs, with the min/max of doc
+  // over each tile's rows and keys (what the GPU reduces per warp) given by
+  // a range function computed here: every tile it decides has that exact
+  // class, it decides every tile whose document ranges are disjoint or one
+  // and the same below the diagonal, and without the ranges it decides none
+  // below the diagonal.
+  CompiledKernel compiled =
+      compile(variant("tensor doc: i32[B, N]\nmask = doc[b, i] == doc[b, j] && j <= i"), 32, 32, 16,
+              /*optimize=*/false);
+  ASSERT_TRUE(compiled.kernel);
+  const Sizes sizes{2, 1, 1, 512, 512, 16};
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(sizes), 11, 6);
+  std::vector<uint8_t> exact;
+  std::string error;
+  ASSERT_TRUE(mlir::succeeded(interp::computeBlockSummary(compiled.kernel, inputs, exact, error)))
+      << error;
+  flash::BlockSummaryShape shape = flash::BlockSummaryShape::of(
+      compiled.kernel.getBlockSummaryAttr(), 32, 32, sizes.B, sizes.H, sizes.N, sizes.M);
+  const interp::HostTensor &doc = inputs.tensors.find("doc")->second;
+  flash::MaskOp mask;
+  compiled.kernel.walk([&](flash::MaskOp op) { mask = op; });
+  ASSERT_TRUE(mask);
+  mlir::OpBuilder builder(mask);
+  mlir::Location loc = mask.getLoc();
+
+  int64_t decidedWithRanges = 0, decidedBelowDiagonalWithout = 0;
+  for (int64_t b = 0; b < sizes.B; ++b)
+    for (int64_t qt = 0; qt < shape.queryTiles; ++qt)
+      for (int64_t kt = 0; kt < shape.keyBlocks; ++kt) {
+        SCOPED_TRACE("b " + std::to_string(b) + " qt " + std::to_string(qt) + " kt " +
+                     std::to_string(kt));
+        llvm::DenseMap<mlir::Value, mlir::Attribute> known;
+        auto index = [&](int64_t v) { return builder.getIndexAttr(v); };
+        known[mask.getBatch()] = index(b);
+        known[mask.getHead()] = index(0);
+        known[mask.getQueryTile()] = index(qt);
+        known[mask.getKeyTile()] = index(kt);
+        auto docRange = [&](flash::AuxLoadOp load, llvm::ArrayRef<flash::Interval> indices)
+            -> std::optional<flash::Interval> {
+          EXPECT_EQ(load.getTensor(), "doc");
+          EXPECT_EQ(indices.size(), 2u);
+          auto bound = [&](mlir::Value v) {
+            return llvm::cast<mlir::IntegerAttr>(foldedValue(v, known)).getInt();
+          };
+          EXPECT_EQ(bound(indices[0].lo), bound(indices[0].hi));
+          double least = INFINITY, most = -INFINITY;
+          for (int64_t p = bound(indices[1].lo); p <= bound(indices[1].hi); ++p) {
+            least = std::min(least, doc.at({bound(indices[0].lo), p}));
+            most = std::max(most, doc.at({bound(indices[0].lo), p}));
+          }
+          auto constant = [&](double v) -> mlir::Value {
+            return mlir::arith::ConstantIntOp::create(builder, loc, static_cast<int64_t>(v), 64);
+          };
+          return flash::Interval{flash::Interval::Kind::Int, constant(least), constant(most)};
+        };
+        auto classify = [&](flash::MaskIntervalEmitter::AuxRangeFn range) {
+          flash::MaskIntervalEmitter::Facts facts =
+              flash::MaskIntervalEmitter(builder, loc, range).classify(mask, 0);
+          auto truth = [&](mlir::Value v) {
+            auto attr = llvm::dyn_cast_if_present<mlir::IntegerAttr>(foldedValue(v, known));
+            EXPECT_TRUE(attr) << "the facts fold to constants";
+            return attr && attr.getInt() != 0;
+          };
+          return std::make_pair(truth(facts.allVisible), truth(facts.anyVisible));
+        };
+        auto [all, any] = classify(docRange);
+        int expected = exact[shape.offset(b, 0, qt, kt)];
+        if (all)
+          EXPECT_EQ(expected, flash::kBlockFull);
+        if (!any)
+          EXPECT_EQ(expected, flash::kBlockEmpty);
+        decidedWithRanges += all || !any;
+        double qFirst = doc.at({b, qt * 32}), qLast = doc.at({b, qt * 32 + 31});
+        double kFirst = doc.at({b, kt * 32}), kLast = doc.at({b, kt * 32 + 31});
+        bool disjoint = qLast < kFirst || kLast < qFirst; // ids are sorted
+        bool oneDocument = qFirst == qLast && kFirst == kLast && qFirst == kFirst;
+        if (disjoint || kt > qt)
+          EXPECT_FALSE(any);
+        if (oneDocument && kt < qt)
+          EXPECT_TRUE(all);
+        auto [allWithout, anyWithout] = classify({});
+        if (kt < qt)
+          decidedBelowDiagonalWithout += allWithout || !anyWithout;
+      }
+  EXPECT_GT(decidedWithRanges, shape.queryTiles * shape.keyBlocks); // most of 2 x 256
+  EXPECT_EQ(decidedBelowDiagonalWithout, 0);
 }
 
 //===----------------------------------------------------------------------===//
