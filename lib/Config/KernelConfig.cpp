@@ -9,21 +9,129 @@
 using namespace flashc;
 using namespace flashc::config;
 
-/// Whether the set of keys a mask admits may be a union of pieces (`||`,
-/// `!`, a boolean `select`), so that whole key blocks inside the visible
-/// range can be empty.
-static bool mayLeaveHoles(const frontend::Expr *expr) {
+namespace {
+
+/// For one query row, the shape of the set of keys a boolean admits: the
+/// same for every key (all or none), a prefix (j < e), a suffix (j > e), an
+/// interval, or a union of pieces. Predicates on tensor elements at j
+/// (doc[b, i] == doc[b, j]) are taken as intervals: sorted document ids and
+/// key lengths, what such masks are written for.
+enum class KeySet { Row, Prefix, Suffix, Interval, Pieces };
+
+bool readsKey(const frontend::Expr *expr) {
+  return expr->kind == frontend::ExprKind::Key ||
+         llvm::any_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &operand) {
+           return readsKey(operand.get());
+         });
+}
+
+/// The coefficient c of j in `expr` = c * j + (terms without j), where j
+/// enters through +, - and products with integer literals; std::nullopt
+/// otherwise.
+std::optional<int64_t> keyCoefficient(const frontend::Expr *expr) {
   using frontend::ExprKind;
-  if (!expr)
-    return false;
-  if ((expr->kind == ExprKind::Binary && expr->binaryOp == frontend::BinaryOp::Or) ||
-      (expr->kind == ExprKind::Unary && expr->unaryOp == frontend::UnaryOp::Not) ||
-      (expr->kind == ExprKind::Call && expr->builtin == frontend::Builtin::Select &&
-       expr->type == frontend::ScalarType::Bool))
-    return true;
-  return llvm::any_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &operand) {
-    return mayLeaveHoles(operand.get());
-  });
+  if (!readsKey(expr))
+    return 0;
+  if (expr->kind == ExprKind::Key)
+    return 1;
+  if (expr->kind == ExprKind::Unary && expr->unaryOp == frontend::UnaryOp::Neg) {
+    std::optional<int64_t> inner = keyCoefficient(expr->operands[0].get());
+    return inner ? std::optional<int64_t>(-*inner) : std::nullopt;
+  }
+  if (expr->kind == ExprKind::Binary && expr->binaryOp == frontend::BinaryOp::Mul) {
+    // j times a literal.
+    for (int side = 0; side < 2; ++side) {
+      const frontend::Expr *factor = expr->operands[side].get();
+      if (factor->kind != ExprKind::IntLiteral)
+        continue;
+      std::optional<int64_t> inner = keyCoefficient(expr->operands[1 - side].get());
+      return inner ? std::optional<int64_t>(*inner * factor->intValue) : std::nullopt;
+    }
+    return std::nullopt;
+  }
+  if (expr->kind == ExprKind::Binary && (expr->binaryOp == frontend::BinaryOp::Add ||
+                                         expr->binaryOp == frontend::BinaryOp::Sub)) {
+    std::optional<int64_t> lhs = keyCoefficient(expr->operands[0].get());
+    std::optional<int64_t> rhs = keyCoefficient(expr->operands[1].get());
+    if (!lhs || !rhs)
+      return std::nullopt;
+    return expr->binaryOp == frontend::BinaryOp::Add ? *lhs + *rhs : *lhs - *rhs;
+  }
+  return std::nullopt;
+}
+
+KeySet intersect(KeySet x, KeySet y) {
+  if (x == KeySet::Pieces || y == KeySet::Pieces)
+    return KeySet::Pieces;
+  if (x == KeySet::Row || x == y)
+    return y;
+  if (y == KeySet::Row)
+    return x;
+  return KeySet::Interval; // a prefix and a suffix, or an interval and either
+}
+
+KeySet unite(KeySet x, KeySet y) {
+  // Row: every key or none, so the union is the other set or all keys.
+  if (x == KeySet::Row)
+    return y;
+  if (y == KeySet::Row)
+    return x;
+  // Two prefixes (or suffixes) nest; two intervals may lie apart.
+  return x == y && x != KeySet::Interval ? x : KeySet::Pieces;
+}
+
+KeySet keySetOf(const frontend::Expr *expr) {
+  using frontend::BinaryOp;
+  using frontend::ExprKind;
+  if (!readsKey(expr))
+    return KeySet::Row;
+  if (expr->kind == ExprKind::Unary && expr->unaryOp == frontend::UnaryOp::Not) {
+    KeySet inner = keySetOf(expr->operands[0].get());
+    if (inner == KeySet::Prefix)
+      return KeySet::Suffix;
+    if (inner == KeySet::Suffix)
+      return KeySet::Prefix;
+    return inner == KeySet::Row ? KeySet::Row : KeySet::Pieces;
+  }
+  if (expr->kind == ExprKind::Binary) {
+    const frontend::Expr *lhs = expr->operands[0].get(), *rhs = expr->operands[1].get();
+    switch (expr->binaryOp) {
+    case BinaryOp::And:
+      return intersect(keySetOf(lhs), keySetOf(rhs));
+    case BinaryOp::Or:
+      return unite(keySetOf(lhs), keySetOf(rhs));
+    case BinaryOp::Lt:
+    case BinaryOp::Le:
+    case BinaryOp::Gt:
+    case BinaryOp::Ge: {
+      // lhs - rhs = c * j + r compared with 0: c > 0 bounds j from above
+      // under < and <=.
+      std::optional<int64_t> left = keyCoefficient(lhs), right = keyCoefficient(rhs);
+      if (!left || !right)
+        return KeySet::Interval;
+      int64_t c = *left - *right;
+      if (c == 0)
+        return KeySet::Interval;
+      bool below = expr->binaryOp == BinaryOp::Lt || expr->binaryOp == BinaryOp::Le;
+      return (c > 0) == below ? KeySet::Prefix : KeySet::Suffix;
+    }
+    default:
+      return KeySet::Interval; // ==, != and tensor predicates
+    }
+  }
+  if (expr->kind == ExprKind::Call && expr->builtin == frontend::Builtin::Select &&
+      expr->type == frontend::ScalarType::Bool)
+    return KeySet::Pieces;
+  return KeySet::Interval;
+}
+
+} // namespace
+
+/// Whether the set of keys a mask admits may be a union of pieces (`||` of
+/// two windows, a sink beside a window), so that whole key blocks inside
+/// the visible range can be empty: j < prefix || j <= i is one prefix.
+static bool mayLeaveHoles(const frontend::Expr *expr) {
+  return expr && keySetOf(expr) == KeySet::Pieces;
 }
 
 VariantTraits config::traitsOf(const frontend::Variant &variant) {

@@ -130,9 +130,12 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // 32 fits every example. Br = 64 is 19% faster at D = 128 (H200,
   // bench/results/2026-12-01-h200-backward-wgmma; flashc-tune --bwd kept it
   // with the pipelined query loop, -pipelined/tune.txt).
-  if (gemmKind == "wgmma" && headDim >= 96 && (variant.scored || variant.readsTensors))
-    return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod or tensor reads "
-                     "(2 warpgroups of 64 keys, 32 queries per step)"};
+  // A mask whose keys come in pieces (sink + window) has more index math:
+  // Br = 64 spills 4 bytes there (ptxas -v, D = 128).
+  if (gemmKind == "wgmma" && headDim >= 96 &&
+      (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles))
+    return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod, tensor reads or "
+                     "keys in pieces (2 warpgroups of 64 keys, 32 queries per step)"};
   // At D <= 64 one warpgroup of 64 keys with 32 queries per step (139-168
   // registers, several CTAs per SM) beats Br = 64, Bc = 128 by 1.31x
   // (full) and 1.44x (causal) with the pipelined query loop (H200, N = 4096,

@@ -9,6 +9,7 @@
 
 #include "flashc/Config/ConfigFlags.h"
 #include "flashc/Config/KernelConfig.h"
+#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
 #include "flashc/Frontend/Frontend.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
@@ -36,6 +37,9 @@ attention document {
 attention prefix_lm {
   param prefix: i32 = 128
   mask = j < prefix || j <= i
+}
+attention sink_window {
+  mask = j < 4 || (j <= i && i - j < 256)
 }
 attention softcap { score = 30.0 * tanh(s / 30.0) }
 )";
@@ -91,8 +95,10 @@ TEST(KernelConfig, DefaultTilesFollowTheRules) {
   EXPECT_EQ(tileOf(hopper, parsed.variant("causal"), 256), Tile(128, 80));
   EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 128), Tile(128, 96));
   EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 256), Tile(128, 32));
-  // Keys in pieces keep the one-warpgroup tile.
-  EXPECT_EQ(tileOf(hopper, parsed.variant("prefix_lm"), 128), Tile(64, 64));
+  // Keys in pieces keep the one-warpgroup tile; a prefix beside the causal
+  // range is one piece.
+  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 128), Tile(64, 64));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("prefix_lm"), 128), Tile(128, 128));
   // Short masked queries keep it too; short unmasked ones do not.
   config::KernelConfig shortQueries = resolve(parsed, "sm_90a", 128, 512);
   EXPECT_EQ(tileOf(shortQueries, parsed.variant("causal"), 128), Tile(64, 64));
@@ -252,7 +258,61 @@ TEST(KernelConfig, IRGenChoosesNoTileItself) {
     tiles[kernel.getSymName().str()] = {kernel.getConfig().getBr(), kernel.getConfig().getBc()};
   EXPECT_EQ(tiles["causal"], Tile(128, 128));
   EXPECT_EQ(tiles["document"], Tile(128, 96));
-  EXPECT_EQ(tiles["prefix_lm"], Tile(64, 64));
+  EXPECT_EQ(tiles["prefix_lm"], Tile(128, 128));
+  EXPECT_EQ(tiles["sink_window"], Tile(64, 64));
+}
+
+TEST(KernelConfig, KeyPiecesAgreeWithTheLoweringsAnalysis) {
+  // config::traitsOf answers on the AST (the tile is chosen before IR
+  // exists) and flash::keysMayComeInPieces on the IR the sm90 lowering
+  // checks; a disagreement would give a warp-specialized tile a kernel
+  // without warp specialization, or the reverse.
+  struct {
+    const char *mask;
+    bool pieces;
+  } cases[] = {
+      {"j <= i", false},
+      {"j < prefix || j <= i", false},
+      {"i > 100 || j < 10", false},
+      {"!(j > i)", false},
+      {"j <= i && i - j < 64", false},
+      {"doc[b, i] == doc[b, j] && j <= i", false},
+      {"j * 2 < i || j < 3", false},
+      {"j < 4 || (j <= i && i - j < 256)", true},
+      {"j >= i || j < 2", true},
+      {"!(j <= i && i - j < 64)", true},
+      {"(j < 10 || j > 100) && j < i", true},
+      {"select(i > 3, j < i, j > i)", true},
+      {"i / 64 == j / 64 || j < 1", true},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.mask);
+    std::string source = std::string("attention t {\n  tensor doc: i32[B, N]\n  param prefix: "
+                                     "i32 = 128\n  mask = ") +
+                         c.mask + "\n}\n";
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(source, "t.flash"),
+                                 llvm::SMLoc());
+    std::optional<frontend::Module> ast = frontend::parseFlashFile(sourceMgr);
+    ASSERT_TRUE(ast);
+    const frontend::Variant &variant = *ast->lookup("t");
+    EXPECT_EQ(config::traitsOf(variant).maskMayLeaveHoles, c.pieces);
+
+    mlir::DialectRegistry registry;
+    registerAllDialects(registry);
+    mlir::MLIRContext context(registry);
+    frontend::KernelOptions options;
+    options.blockRows = 64;
+    options.blockCols = 64;
+    options.headDim = 64;
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        frontend::emitFlashIR(context, *ast, options, sourceMgr);
+    ASSERT_TRUE(module);
+    flash::MaskOp mask;
+    module->walk([&](flash::MaskOp op) { mask = op; });
+    ASSERT_TRUE(mask);
+    EXPECT_EQ(flash::keysMayComeInPieces(mask), c.pieces);
+  }
 }
 
 } // namespace

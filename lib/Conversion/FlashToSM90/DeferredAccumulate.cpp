@@ -33,6 +33,8 @@
 #include "SM90Emitter.h"
 #include "Wgmma.h"
 
+#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
+
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 
@@ -49,21 +51,12 @@ flash::RescaleAccumulateOp sm90::deferrableAccumulate(scf::ForOp loop) {
   if (llvm::range_size(body->getOps<flash::QKDotOp>()) != 1)
     return {};
   // A mask that is not classified skips blocks by a CTA-wide vote inside
-  // the range, and one whose keys may come in pieces (or, not, a boolean
-  // select) may leave empty blocks inside it, which a deferring loop would
+  // the range, and one whose keys may come in pieces (a sink beside a
+  // window) may leave empty blocks inside it, which a deferring loop would
   // compute instead of skipping: such loops stay plain.
-  for (flash::MaskOp mask : body->getOps<flash::MaskOp>()) {
-    if (!mask.isClassified())
+  for (flash::MaskOp mask : body->getOps<flash::MaskOp>())
+    if (!mask.isClassified() || flash::keysMayComeInPieces(mask))
       return {};
-    WalkResult pieces = mask.getBody().walk([](Operation *op) {
-      bool boolean = op->getNumResults() == 1 && op->getResult(0).getType().isInteger(1);
-      return boolean && isa<arith::OrIOp, arith::XOrIOp, arith::SelectOp>(op)
-                 ? WalkResult::interrupt()
-                 : WalkResult::advance();
-    });
-    if (pieces.wasInterrupted())
-      return {};
-  }
   // The accumulator must be a loop-carried value the loop yields as
   // diag(α)·A + P·V of its one fused accumulate, with V a block of this loop.
   auto yield = cast<scf::YieldOp>(body->getTerminator());

@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
@@ -323,3 +324,143 @@ MaskIntervalEmitter::Facts MaskIntervalEmitter::classify(MaskOp mask, int64_t gr
   return facts;
 }
 
+
+//===----------------------------------------------------------------------===//
+// The shape of a row's visible keys
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// For one query row: the same for every key (all or none), a prefix
+/// (j < e), a suffix (j > e), an interval, or a union of pieces.
+enum class KeySet { Row, Prefix, Suffix, Interval, Pieces };
+
+class KeySetAnalysis {
+public:
+  explicit KeySetAnalysis(MaskOp mask) : key(mask.getBody().front().getArgument(3)) {}
+
+  KeySet of(Value value) {
+    if (!readsKey(value))
+      return KeySet::Row;
+    Operation *op = value.getDefiningOp();
+    if (auto andOp = dyn_cast<arith::AndIOp>(op))
+      return intersect(of(andOp.getLhs()), of(andOp.getRhs()));
+    if (auto orOp = dyn_cast<arith::OrIOp>(op))
+      return unite(of(orOp.getLhs()), of(orOp.getRhs()));
+    if (auto xorOp = dyn_cast<arith::XOrIOp>(op)) {
+      // !x is x xor true.
+      Value other = matchPattern(xorOp.getRhs(), m_One()) ? xorOp.getLhs()
+                    : matchPattern(xorOp.getLhs(), m_One()) ? xorOp.getRhs()
+                                                             : Value();
+      if (!other)
+        return KeySet::Pieces;
+      KeySet inner = of(other);
+      if (inner == KeySet::Prefix)
+        return KeySet::Suffix;
+      if (inner == KeySet::Suffix)
+        return KeySet::Prefix;
+      return inner == KeySet::Row ? KeySet::Row : KeySet::Pieces;
+    }
+    if (isa<arith::SelectOp>(op))
+      return KeySet::Pieces;
+    if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+      using P = arith::CmpIPredicate;
+      P p = cmp.getPredicate();
+      bool below = p == P::slt || p == P::sle, above = p == P::sgt || p == P::sge;
+      return compare(cmp.getLhs(), cmp.getRhs(), below, above);
+    }
+    if (auto cmp = dyn_cast<arith::CmpFOp>(op)) {
+      using P = arith::CmpFPredicate;
+      P p = cmp.getPredicate();
+      bool below = p == P::OLT || p == P::OLE || p == P::ULT || p == P::ULE;
+      bool above = p == P::OGT || p == P::OGE || p == P::UGT || p == P::UGE;
+      return compare(cmp.getLhs(), cmp.getRhs(), below, above);
+    }
+    return KeySet::Interval; // tensor predicates and the like
+  }
+
+private:
+  bool readsKey(Value value) {
+    auto it = readsKeyCache.find(value);
+    if (it != readsKeyCache.end())
+      return it->second;
+    bool reads = value == key;
+    if (Operation *op = value.getDefiningOp())
+      reads = llvm::any_of(op->getOperands(), [&](Value operand) { return readsKey(operand); });
+    readsKeyCache[value] = reads;
+    return reads;
+  }
+
+  /// c in value = c * j + (terms without j), through +, -, products with
+  /// constants and int-to-float.
+  std::optional<int64_t> keyCoefficient(Value value) {
+    if (!readsKey(value))
+      return 0;
+    if (value == key)
+      return 1;
+    Operation *op = value.getDefiningOp();
+    if (isa<arith::SIToFPOp>(op))
+      return keyCoefficient(op->getOperand(0));
+    if (isa<arith::NegFOp>(op)) {
+      std::optional<int64_t> inner = keyCoefficient(op->getOperand(0));
+      return inner ? std::optional<int64_t>(-*inner) : std::nullopt;
+    }
+    if (isa<arith::MulIOp>(op)) {
+      // j times a constant.
+      for (unsigned side = 0; side < 2; ++side) {
+        APInt factor;
+        if (!matchPattern(op->getOperand(side), m_ConstantInt(&factor)))
+          continue;
+        std::optional<int64_t> inner = keyCoefficient(op->getOperand(1 - side));
+        return inner ? std::optional<int64_t>(*inner * factor.getSExtValue()) : std::nullopt;
+      }
+      return std::nullopt;
+    }
+    bool add = isa<arith::AddIOp, arith::AddFOp>(op), sub = isa<arith::SubIOp, arith::SubFOp>(op);
+    if (!add && !sub)
+      return std::nullopt;
+    std::optional<int64_t> lhs = keyCoefficient(op->getOperand(0));
+    std::optional<int64_t> rhs = keyCoefficient(op->getOperand(1));
+    if (!lhs || !rhs)
+      return std::nullopt;
+    return add ? *lhs + *rhs : *lhs - *rhs;
+  }
+
+  /// lhs - rhs = c * j + r against 0: c > 0 bounds j from above under <.
+  KeySet compare(Value lhs, Value rhs, bool below, bool above) {
+    std::optional<int64_t> left = keyCoefficient(lhs), right = keyCoefficient(rhs);
+    if (!(below || above) || !left || !right || *left == *right)
+      return KeySet::Interval;
+    return (*left - *right > 0) == below ? KeySet::Prefix : KeySet::Suffix;
+  }
+
+  static KeySet intersect(KeySet x, KeySet y) {
+    if (x == KeySet::Pieces || y == KeySet::Pieces)
+      return KeySet::Pieces;
+    if (x == KeySet::Row || x == y)
+      return y;
+    if (y == KeySet::Row)
+      return x;
+    return KeySet::Interval; // a prefix and a suffix, or an interval and either
+  }
+
+  static KeySet unite(KeySet x, KeySet y) {
+    // Row: every key or none, so the union is the other set or all keys.
+    if (x == KeySet::Row)
+      return y;
+    if (y == KeySet::Row)
+      return x;
+    // Two prefixes (or suffixes) nest; two intervals may lie apart.
+    return x == y && x != KeySet::Interval ? x : KeySet::Pieces;
+  }
+
+  Value key;
+  llvm::DenseMap<Value, bool> readsKeyCache;
+};
+
+} // namespace
+
+bool flashc::flash::keysMayComeInPieces(MaskOp mask) {
+  auto yield = cast<YieldOp>(mask.getBody().front().getTerminator());
+  return KeySetAnalysis(mask).of(yield.getValue()) == KeySet::Pieces;
+}

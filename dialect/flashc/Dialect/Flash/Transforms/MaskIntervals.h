@@ -110,6 +110,15 @@ private:
   llvm::DenseMap<mlir::Value, Interval> ranges;
 };
 
+/// Whether, for one query row, the keys `mask` admits may be a union of
+/// pieces (a sink beside a window: `j < 4 || (j <= i && i - j < w)`), so
+/// that whole key blocks inside the first..last visible range may be empty.
+/// One prefix, suffix or interval of j is one piece (`j < p || j <= i` is a
+/// prefix); predicates on tensor elements at j are taken as one piece
+/// (sorted document ids, key lengths). config::traitsOf answers the same
+/// question on the front end's AST, by the same rules.
+bool keysMayComeInPieces(MaskOp mask);
+
 } // namespace flashc::flash
 
 #endif // FLASHC_DIALECT_FLASH_TRANSFORMS_MASKINTERVALS_H
