@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# One device call for the run-time block summary (issue 15): GPU vs
-# interpreter (outputs and the summary bytes), the packed-document bench
-# beside FlexAttention with a BlockMask (same run), a dense regression row,
-# and compute-sanitizer on the summary and main kernels at a small shape.
+# One device call for run-time block sparsity (issue 15): GPU vs
+# interpreter (outputs and the summary bytes), packed documents, sink +
+# window and prefix-LM beside FlexAttention with a BlockMask (same run,
+# ../shared/bench/peers_infer.py), a dense regression row, and
+# compute-sanitizer on the summary and main kernels at a small shape.
 # Expects .device-carry/flashc-tools.tar.xz (flash-run) and
-# .device-carry/peers_docs.py. Prints a table last.
+# .device-carry/peers_infer.py. Prints tables last.
 set -u
 T=$(mktemp -d)
 tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
@@ -17,7 +18,8 @@ DOCS=${DOCS:-20}
 echo "== checks (GPU vs interpreter, summary bytes)"
 fails=0
 for D in 64 128; do
-  for spec in "document B=2,H=4,N=1000" "document B=1,H=8,N=777" "key_padding B=3,H=4,HKV=2,N=513,M=900"; do
+  for spec in "document B=2,H=4,N=1000" "document B=1,H=8,N=777" "key_padding B=3,H=4,HKV=2,N=513,M=900" \
+              "sink_window B=1,H=4,N=1500" "prefix_lm B=2,H=4,N=1100"; do
     set -- $spec
     f=$1; shape=$2
     out=$("$FR" examples/$f.flash --shape $shape,D=$D --iters 0 --docs 7 2>&1)
@@ -38,31 +40,51 @@ for D in 64 128; do
     "$FR" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs $DOCS --csv 2>&1 | tail -1 | tee -a "$OUT/flashc-docs.csv"
   done
 done
+echo "== flashc sink + window and prefix-LM (B=1, H=16; Flex's sink 4, window 256, prefix 1024)"
+echo "name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse" > "$OUT/flashc-masks.csv"
+for D in 64 128; do
+  for N in 8192 16384 32768; do
+    "$FR" examples/sink_window.flash --shape B=1,H=16,N=$N,D=$D --csv 2>&1 | tail -1 | tee -a "$OUT/flashc-masks.csv"
+    "$FR" examples/prefix_lm.flash --shape B=1,H=16,N=$N,D=$D --param prefix=1024 --csv 2>&1 | tail -1 | tee -a "$OUT/flashc-masks.csv"
+  done
+  # prefix-LM's tile before it counted as one piece (one warpgroup, 64 x 64)
+  "$FR" examples/prefix_lm.flash --shape B=1,H=16,N=16384,D=$D --param prefix=1024 --tile Br=64,Bc=64 --csv 2>&1 | tail -1 | sed 's/^prefix_lm/prefix_lm_64x64/' | tee -a "$OUT/flashc-masks.csv"
+done
 echo "== dense causal row (regression)"
 "$FR" examples/causal.flash --shape B=1,H=16,N=16384,D=128 --causal --csv 2>&1 | tail -1 | tee "$OUT/flashc-causal.csv"
 
 echo "== peers (FlexAttention with a BlockMask, same call)"
-timeout 300 python3 .device-carry/peers_docs.py masks --N 8192,16384,32768 --D 64,128 --H 16 --docs $DOCS 2>&1 | grep -v Warning | tee "$OUT/peers-docs.csv"
+timeout 400 python3 .device-carry/peers_infer.py masks --N 8192,16384,32768 --D 64,128 --H 16 --docs $DOCS 2>&1 | grep -v Warning | tee "$OUT/peers-masks.csv"
 
 if [ "${SANITIZE:-1}" = 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   echo "== compute-sanitizer (document and key_padding, B=1 H=2 N=300 D=64: summary + main kernel)"
   for tool in memcheck racecheck synccheck; do
     for f in document key_padding; do
+      log="$T/sanitizer-$tool-$f.log"
       timeout 200 "$sanitizer" --tool $tool "$FR" examples/$f.flash --shape B=1,H=2,N=300,D=64 \
-        --iters 0 --docs 5 > "$OUT/sanitizer-$tool-$f.log" 2>&1
-      echo "$tool $f: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$OUT/sanitizer-$tool-$f.log" | tail -1)"
+        --iters 0 --docs 5 > "$log" 2>&1
+      echo "$tool $f: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tail -1)" | tee -a "$OUT/sanitizer.txt"
     done
   done
 fi
 
-echo "== table: flashc (summary included) vs Flex, ms"
+echo "== table: packed documents, flashc (summary included) vs Flex, ms"
 echo "D N flashc summary cached flex flex/flashc"
 for D in 64 128; do for N in 8192 16384 32768; do
   f=$(awk -F, -v n=$N -v d=$D '$6==n && $8==d {print $10, $14, $15}' "$OUT/flashc-docs.csv")
-  x=$(awk -F, -v n=$N -v d=$D '$1=="flex" && $5==n && $6==d {print $7}' "$OUT/peers-docs.csv")
+  x=$(awk -F, -v n=$N -v d=$D '$1=="flex" && $2=="document" && $5==n && $6==d {print $7}' "$OUT/peers-masks.csv")
   set -- $f
   r=$(python3 -c "print(f'{float(\"$x\")/float(\"$1\"):.2f}')" 2>/dev/null || echo "?")
   echo "$D $N $1 $2 $3 $x $r"
 done; done
+echo "== table: sink + window and prefix-LM, flashc vs Flex, ms"
+echo "mask D N flashc flex flex/flashc"
+for m in sink_window prefix_lm; do for D in 64 128; do for N in 8192 16384 32768; do
+  a=$(awk -F, -v n=$N -v d=$D -v m=$m '$1==m && $6==n && $8==d {print $10}' "$OUT/flashc-masks.csv")
+  x=$(awk -F, -v n=$N -v d=$D -v m=$m '$1=="flex" && $2==m && $5==n && $6==d {print $7}' "$OUT/peers-masks.csv")
+  r=$(python3 -c "print(f'{float(\"$x\")/float(\"$a\"):.2f}')" 2>/dev/null || echo "?")
+  echo "$m $D $N $a $x $r"
+done; done; done
+grep prefix_lm_64x64 "$OUT/flashc-masks.csv" | awk -F, '{print "prefix_lm 64x64 (before) D=" $8 " N=" $6 ": " $10 " ms"}'
 echo "check failures: $fails"
