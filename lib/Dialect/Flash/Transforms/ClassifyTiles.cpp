@@ -55,7 +55,8 @@ struct FlashClassifyTilesPass
         return;
       OpBuilder builder(mask);
       MaskIntervalEmitter::Facts facts =
-          MaskIntervalEmitter(builder, mask.getLoc()).classify(mask, groupRows);
+          MaskIntervalEmitter(builder, mask.getLoc(), {}, /*hoistUniforms=*/true)
+              .classify(mask, groupRows);
       combineWithBlockSummary(builder, mask, facts);
       mask.getAllVisibleMutable().assign(facts.allVisible);
       mask.getAnyVisibleMutable().assign(facts.anyVisible);

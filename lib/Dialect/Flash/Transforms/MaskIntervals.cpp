@@ -129,6 +129,20 @@ Interval MaskIntervalEmitter::visitCmpF(arith::CmpFOp op) {
   }
 }
 
+Value MaskIntervalEmitter::cloneUniform(Operation *uniform) {
+  // Forward kernels only: the backward's skipping does not need it, and
+  // dims live across its loop cost registers (gqa at D = 128 spilled).
+  Region *region = b.getInsertionBlock()->getParent();
+  while (hoistUniforms && region && region->getParentOp() &&
+         !isa<KernelOp, BackwardKernelOp>(region->getParentOp()))
+    region = region->getParentOp()->getParentRegion();
+  if (!hoistUniforms || !region || !isa_and_nonnull<KernelOp>(region->getParentOp()))
+    return b.clone(*uniform)->getResult(0);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&region->front());
+  return b.clone(*uniform)->getResult(0);
+}
+
 Interval MaskIntervalEmitter::visitAuxLoad(AuxLoadOp op) {
   if (!auxRange)
     return unknown(op.getType());
@@ -146,9 +160,8 @@ Interval MaskIntervalEmitter::visit(Operation *op) {
   auto operand = [&](unsigned i) { return get(op->getOperand(i)); };
   return llvm::TypeSwitch<Operation *, Interval>(op)
       // Uniform scalars: clone them in front of the mask and use them exactly.
-      .Case<arith::ConstantOp, ParamOp, DimOp>([&](Operation *uniform) {
-        return exact(b.clone(*uniform)->getResult(0));
-      })
+      .Case<arith::ConstantOp, ParamOp, DimOp>(
+          [&](Operation *uniform) { return exact(cloneUniform(uniform)); })
       .Case([&](arith::AddIOp) {
         Interval x = operand(0), y = operand(1);
         return clampToI32(arith::AddIOp::create(b, loc, x.lo, y.lo),

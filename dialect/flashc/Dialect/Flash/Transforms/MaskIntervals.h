@@ -40,8 +40,13 @@ public:
   using AuxRangeFn =
       std::function<std::optional<Interval>(AuxLoadOp, llvm::ArrayRef<Interval> indices)>;
 
-  MaskIntervalEmitter(mlir::OpBuilder &builder, mlir::Location loc, AuxRangeFn auxRange = {})
-      : b(builder), loc(loc), auxRange(std::move(auxRange)) {}
+  /// With `hoistUniforms`, the constants, params and dims the analysis
+  /// clones go to the start of a forward kernel's body instead of the
+  /// insertion point: the region's own copies then merge (CSE) with ones outside the
+  /// key loop, which the key loop's block skipping needs of its captures.
+  MaskIntervalEmitter(mlir::OpBuilder &builder, mlir::Location loc, AuxRangeFn auxRange = {},
+                      bool hoistUniforms = false)
+      : b(builder), loc(loc), auxRange(std::move(auxRange)), hoistUniforms(hoistUniforms) {}
 
   /// What the analysis proves about one tile (i1 values).
   struct Facts {
@@ -106,7 +111,11 @@ private:
 
   mlir::OpBuilder &b;
   mlir::Location loc;
+  /// A uniform op (no operands) cloned where `hoistUniforms` says.
+  mlir::Value cloneUniform(mlir::Operation *uniform);
+
   AuxRangeFn auxRange;
+  bool hoistUniforms;
   llvm::DenseMap<mlir::Value, Interval> ranges;
 };
 
