@@ -256,7 +256,7 @@ Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
 
 void KernelEmitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
                                         Value &upper) {
-  if (narrowBySummary(mask, loop, lower, upper))
+  if (narrowsBySummaryBytes() && narrowBySummary(mask, loop, lower, upper))
     return;
   Value fact = mask.getAnyVisible();
   narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper);

@@ -288,6 +288,10 @@ public:
   /// cannot be hoisted.
   void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
                              mlir::Value &upper);
+  /// Whether narrowToVisibleBlocks reads the span of a query tile's
+  /// non-empty blocks from its summary bytes (narrowBySummary) rather than
+  /// scanning the facts block by block.
+  virtual bool narrowsBySummaryBytes() const { return true; }
   /// narrowToVisibleBlocks for a mask whose any_visible reads the block
   /// summary at the loop's key block: the exact classes of the query tile's
   /// row give the span of non-empty blocks, scanned 8 bytes per step (16
