@@ -11,13 +11,6 @@ using namespace flashc::config;
 
 namespace {
 
-/// For one query row, the shape of the set of keys a boolean admits: the
-/// same for every key (all or none), a prefix (j < e), a suffix (j > e), an
-/// interval, or a union of pieces. Predicates on tensor elements at j
-/// (doc[b, i] == doc[b, j]) are taken as intervals: sorted document ids and
-/// key lengths, what such masks are written for.
-enum class KeySet { Row, Prefix, Suffix, Interval, Pieces };
-
 bool readsKey(const frontend::Expr *expr) {
   return expr->kind == frontend::ExprKind::Key ||
          llvm::any_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &operand) {
@@ -60,60 +53,26 @@ std::optional<int64_t> keyCoefficient(const frontend::Expr *expr) {
   return std::nullopt;
 }
 
-KeySet intersect(KeySet x, KeySet y) {
-  if (x == KeySet::Pieces || y == KeySet::Pieces)
-    return KeySet::Pieces;
-  if (x == KeySet::Row || x == y)
-    return y;
-  if (y == KeySet::Row)
-    return x;
-  return KeySet::Interval; // a prefix and a suffix, or an interval and either
-}
-
-KeySet unite(KeySet x, KeySet y) {
-  // Row: every key or none, so the union is the other set or all keys.
-  if (x == KeySet::Row)
-    return y;
-  if (y == KeySet::Row)
-    return x;
-  // Two prefixes (or suffixes) nest; two intervals may lie apart.
-  return x == y && x != KeySet::Interval ? x : KeySet::Pieces;
-}
-
 KeySet keySetOf(const frontend::Expr *expr) {
   using frontend::BinaryOp;
   using frontend::ExprKind;
   if (!readsKey(expr))
     return KeySet::Row;
-  if (expr->kind == ExprKind::Unary && expr->unaryOp == frontend::UnaryOp::Not) {
-    KeySet inner = keySetOf(expr->operands[0].get());
-    if (inner == KeySet::Prefix)
-      return KeySet::Suffix;
-    if (inner == KeySet::Suffix)
-      return KeySet::Prefix;
-    return inner == KeySet::Row ? KeySet::Row : KeySet::Pieces;
-  }
+  if (expr->kind == ExprKind::Unary && expr->unaryOp == frontend::UnaryOp::Not)
+    return negateKeySet(keySetOf(expr->operands[0].get()));
   if (expr->kind == ExprKind::Binary) {
     const frontend::Expr *lhs = expr->operands[0].get(), *rhs = expr->operands[1].get();
     switch (expr->binaryOp) {
     case BinaryOp::And:
-      return intersect(keySetOf(lhs), keySetOf(rhs));
+      return intersectKeySets(keySetOf(lhs), keySetOf(rhs));
     case BinaryOp::Or:
-      return unite(keySetOf(lhs), keySetOf(rhs));
+      return uniteKeySets(keySetOf(lhs), keySetOf(rhs));
     case BinaryOp::Lt:
     case BinaryOp::Le:
     case BinaryOp::Gt:
     case BinaryOp::Ge: {
-      // lhs - rhs = c * j + r compared with 0: c > 0 bounds j from above
-      // under < and <=.
-      std::optional<int64_t> left = keyCoefficient(lhs), right = keyCoefficient(rhs);
-      if (!left || !right)
-        return KeySet::Interval;
-      int64_t c = *left - *right;
-      if (c == 0)
-        return KeySet::Interval;
       bool below = expr->binaryOp == BinaryOp::Lt || expr->binaryOp == BinaryOp::Le;
-      return (c > 0) == below ? KeySet::Prefix : KeySet::Suffix;
+      return comparisonKeySet(keyCoefficient(lhs), keyCoefficient(rhs), below, !below);
     }
     default:
       return KeySet::Interval; // ==, != and tensor predicates

@@ -151,3 +151,40 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
     return {32, 128, "the backward's tile at D >= 96 (8 warps of 16 keys, 32 queries per step)"};
   return {64, 128, "the backward's tile at D <= 64 (8 warps of 16 keys, 64 queries per step)"};
 }
+
+KeySet config::intersectKeySets(KeySet x, KeySet y) {
+  if (x == KeySet::Pieces || y == KeySet::Pieces)
+    return KeySet::Pieces;
+  if (x == KeySet::Row || x == y)
+    return y;
+  if (y == KeySet::Row)
+    return x;
+  return KeySet::Interval; // a prefix and a suffix, or an interval and either
+}
+
+KeySet config::uniteKeySets(KeySet x, KeySet y) {
+  // Row: every key or none, so the union is the other set or all keys.
+  if (x == KeySet::Row)
+    return y;
+  if (y == KeySet::Row)
+    return x;
+  // Two prefixes (or suffixes) nest; two intervals may lie apart.
+  return x == y && x != KeySet::Interval ? x : KeySet::Pieces;
+}
+
+KeySet config::negateKeySet(KeySet x) {
+  if (x == KeySet::Prefix)
+    return KeySet::Suffix;
+  if (x == KeySet::Suffix)
+    return KeySet::Prefix;
+  return x == KeySet::Row ? KeySet::Row : KeySet::Pieces;
+}
+
+KeySet config::comparisonKeySet(std::optional<int64_t> lhsCoefficient,
+                                std::optional<int64_t> rhsCoefficient, bool below, bool above) {
+  if (!(below || above) || !lhsCoefficient || !rhsCoefficient ||
+      *lhsCoefficient == *rhsCoefficient)
+    return KeySet::Interval;
+  // c > 0 bounds j from above under < and <=.
+  return (*lhsCoefficient - *rhsCoefficient > 0) == below ? KeySet::Prefix : KeySet::Suffix;
+}

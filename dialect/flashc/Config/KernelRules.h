@@ -29,10 +29,25 @@ struct VariantTraits {
   bool masked = false;       // it has a mask
   bool scored = false;       // it has a score modification
   bool readsTensors = false; // it declares aux tensors
-  /// The keys its mask admits may come in pieces (`||`, `!`, a boolean
-  /// select), so whole key blocks inside the visible range can be empty.
+  /// The keys its mask admits may come in pieces (KeySet::Pieces), so whole
+  /// key blocks inside the visible range can be empty.
   bool maskMayLeaveHoles = false;
 };
+
+/// For one query row, the shape of the set of keys a boolean admits: the
+/// same for every key (all or none), a prefix (j < e), a suffix (j > e),
+/// an interval, or a union of pieces. The lattice both analyses of a mask
+/// use: config::traitsOf on the AST and flash::keysMayComeInPieces on IR.
+enum class KeySet { Row, Prefix, Suffix, Interval, Pieces };
+KeySet intersectKeySets(KeySet x, KeySet y);
+KeySet uniteKeySets(KeySet x, KeySet y);
+KeySet negateKeySet(KeySet x);
+/// `lhs - rhs` = c * j + r compared with 0 by < / <= (`below`) or > / >=
+/// (`above`), c = lhsCoefficient - rhsCoefficient; other comparisons and
+/// terms not linear in j (std::nullopt) are taken as one interval
+/// (predicates on tensor elements at j: sorted document ids, key lengths).
+KeySet comparisonKeySet(std::optional<int64_t> lhsCoefficient,
+                        std::optional<int64_t> rhsCoefficient, bool below, bool above);
 
 /// A tile and why it was chosen (one phrase, for --verbose).
 struct TileChoice {

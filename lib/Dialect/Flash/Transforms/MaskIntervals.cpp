@@ -12,6 +12,8 @@
 
 #include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
 
+#include "flashc/Config/KernelRules.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
@@ -344,9 +346,8 @@ MaskIntervalEmitter::Facts MaskIntervalEmitter::classify(MaskOp mask, int64_t gr
 
 namespace {
 
-/// For one query row: the same for every key (all or none), a prefix
-/// (j < e), a suffix (j > e), an interval, or a union of pieces.
-enum class KeySet { Row, Prefix, Suffix, Interval, Pieces };
+namespace config = flashc::config;
+using config::KeySet;
 
 class KeySetAnalysis {
 public:
@@ -357,9 +358,9 @@ public:
       return KeySet::Row;
     Operation *op = value.getDefiningOp();
     if (auto andOp = dyn_cast<arith::AndIOp>(op))
-      return intersect(of(andOp.getLhs()), of(andOp.getRhs()));
+      return config::intersectKeySets(of(andOp.getLhs()), of(andOp.getRhs()));
     if (auto orOp = dyn_cast<arith::OrIOp>(op))
-      return unite(of(orOp.getLhs()), of(orOp.getRhs()));
+      return config::uniteKeySets(of(orOp.getLhs()), of(orOp.getRhs()));
     if (auto xorOp = dyn_cast<arith::XOrIOp>(op)) {
       // !x is x xor true.
       Value other = matchPattern(xorOp.getRhs(), m_One()) ? xorOp.getLhs()
@@ -367,12 +368,7 @@ public:
                                                              : Value();
       if (!other)
         return KeySet::Pieces;
-      KeySet inner = of(other);
-      if (inner == KeySet::Prefix)
-        return KeySet::Suffix;
-      if (inner == KeySet::Suffix)
-        return KeySet::Prefix;
-      return inner == KeySet::Row ? KeySet::Row : KeySet::Pieces;
+      return config::negateKeySet(of(other));
     }
     if (isa<arith::SelectOp>(op))
       return KeySet::Pieces;
@@ -380,14 +376,16 @@ public:
       using P = arith::CmpIPredicate;
       P p = cmp.getPredicate();
       bool below = p == P::slt || p == P::sle, above = p == P::sgt || p == P::sge;
-      return compare(cmp.getLhs(), cmp.getRhs(), below, above);
+      return config::comparisonKeySet(keyCoefficient(cmp.getLhs()),
+                                      keyCoefficient(cmp.getRhs()), below, above);
     }
     if (auto cmp = dyn_cast<arith::CmpFOp>(op)) {
       using P = arith::CmpFPredicate;
       P p = cmp.getPredicate();
       bool below = p == P::OLT || p == P::OLE || p == P::ULT || p == P::ULE;
       bool above = p == P::OGT || p == P::OGE || p == P::UGT || p == P::UGE;
-      return compare(cmp.getLhs(), cmp.getRhs(), below, above);
+      return config::comparisonKeySet(keyCoefficient(cmp.getLhs()),
+                                      keyCoefficient(cmp.getRhs()), below, above);
     }
     return KeySet::Interval; // tensor predicates and the like
   }
@@ -437,34 +435,6 @@ private:
     if (!lhs || !rhs)
       return std::nullopt;
     return add ? *lhs + *rhs : *lhs - *rhs;
-  }
-
-  /// lhs - rhs = c * j + r against 0: c > 0 bounds j from above under <.
-  KeySet compare(Value lhs, Value rhs, bool below, bool above) {
-    std::optional<int64_t> left = keyCoefficient(lhs), right = keyCoefficient(rhs);
-    if (!(below || above) || !left || !right || *left == *right)
-      return KeySet::Interval;
-    return (*left - *right > 0) == below ? KeySet::Prefix : KeySet::Suffix;
-  }
-
-  static KeySet intersect(KeySet x, KeySet y) {
-    if (x == KeySet::Pieces || y == KeySet::Pieces)
-      return KeySet::Pieces;
-    if (x == KeySet::Row || x == y)
-      return y;
-    if (y == KeySet::Row)
-      return x;
-    return KeySet::Interval; // a prefix and a suffix, or an interval and either
-  }
-
-  static KeySet unite(KeySet x, KeySet y) {
-    // Row: every key or none, so the union is the other set or all keys.
-    if (x == KeySet::Row)
-      return y;
-    if (y == KeySet::Row)
-      return x;
-    // Two prefixes (or suffixes) nest; two intervals may lie apart.
-    return x == y && x != KeySet::Interval ? x : KeySet::Pieces;
   }
 
   Value key;
