@@ -41,6 +41,8 @@ constexpr int64_t kKeyBlocksPerCta = kSummaryThreads / 32;
 /// The longest index range of an aux tensor a warp reduces (a tile's rows
 /// or keys are 64-256); a longer one leaves the element unknown.
 constexpr int64_t kMaxRangeElements = 4096;
+/// Elements of an aux range each lane loads per step.
+constexpr int64_t kLoadsPerLane = 4;
 
 class BlockSummaryEmitter : public EmitterCore {
 public:
@@ -148,7 +150,11 @@ BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, Arr
   float inf = std::numeric_limits<float>::infinity();
   Value lowest = isFloat ? f32(inf) : i32(std::numeric_limits<int32_t>::max());
   Value highest = isFloat ? f32(-inf) : i32(std::numeric_limits<int32_t>::min());
-  auto elements = scf::ForOp::create(b, loc, lane, count, i32(32), ValueRange{lowest, highest});
+  // Each step loads kLoadsPerLane elements per lane, independent of one
+  // another (a tile's 64-256 rows or keys in one step), instead of one
+  // dependent load per step.
+  auto elements = scf::ForOp::create(b, loc, lane, count, i32(32 * kLoadsPerLane),
+                                     ValueRange{lowest, highest});
   auto minOf = [&](Value x, Value y) -> Value {
     return isFloat ? Value(arith::MinimumFOp::create(b, loc, x, y))
                    : Value(arith::MinSIOp::create(b, loc, x, y));
@@ -160,16 +166,23 @@ BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, Arr
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(elements.getBody());
-    Value step = elements.getInductionVar();
-    SmallVector<Value> indices;
-    for (auto [first, differs] : llvm::zip(lo, varies))
-      indices.push_back(add(arith::TruncIOp::create(b, loc, b.getI32Type(), first),
-                            select(differs, step, i32(0))));
-    FailureOr<Value> element = lowerAuxLoadAt(load, indices);
-    if (failed(element))
-      return failure();
     Value least = elements.getRegionIterArgs()[0], most = elements.getRegionIterArgs()[1];
-    scf::YieldOp::create(b, loc, ValueRange{minOf(least, *element), maxOf(most, *element)});
+    for (int64_t k = 0; k < kLoadsPerLane; ++k) {
+      Value step = add(elements.getInductionVar(), i32(32 * k));
+      Value inside = cmpI(P::slt, step, count);
+      // Past the box: the box's first element, not counted.
+      Value offset = select(inside, step, i32(0));
+      SmallVector<Value> indices;
+      for (auto [first, differs] : llvm::zip(lo, varies))
+        indices.push_back(add(arith::TruncIOp::create(b, loc, b.getI32Type(), first),
+                              select(differs, offset, i32(0))));
+      FailureOr<Value> element = lowerAuxLoadAt(load, indices);
+      if (failed(element))
+        return failure();
+      least = select(inside, minOf(least, *element), least);
+      most = select(inside, maxOf(most, *element), most);
+    }
+    scf::YieldOp::create(b, loc, ValueRange{least, most});
   }
   Value least = elements.getResult(0), most = elements.getResult(1);
   for (int64_t laneMask = 16; laneMask >= 1; laneMask /= 2) {
@@ -324,6 +337,9 @@ LogicalResult BlockSummaryEmitter::emit() {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(kSummaryThreads), 1, 1}));
+  // Left alone, ptxas holds this kernel to 32 registers and spills a few
+  // bytes of the warp's range loads (ptxas -v, D >= 128).
+  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(64));
   // Only the aux tensors are read and only the summary is written.
   unsigned summaryArgument = argTypes.size() - 1;
   for (unsigned i = 5 + 12 + 5 + kernel.getParams().size(); i < summaryArgument; ++i) {
