@@ -308,17 +308,8 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
     scf::YieldOp::create(b, loc, rowLoop.getResults());
   }
   Value anyLocal = columnLoop.getResult(0), allLocal = columnLoop.getResult(1);
-  auto vote = [&](Value predicate, NVVM::BarrierReduction reduction) {
-    Value word = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
-    Value result = NVVM::BarrierOp::create(b, loc, b.getI32Type(), Value(), Value(),
-                                           NVVM::BarrierReductionAttr::get(b.getContext(),
-                                                                           reduction),
-                                           word)
-                       .getRes();
-    return cmpI(arith::CmpIPredicate::ne, result, i32(0));
-  };
-  Value any = vote(anyLocal, NVVM::BarrierReduction::OR);
-  Value all = vote(allLocal, NVVM::BarrierReduction::AND);
+  Value any = ctaVote(anyLocal, NVVM::BarrierReduction::OR);
+  Value all = ctaVote(allLocal, NVVM::BarrierReduction::AND);
   return select(any, select(all, i32(flash::kBlockFull), i32(flash::kBlockPartial)),
                 i32(flash::kBlockEmpty));
 }
@@ -404,14 +395,8 @@ LogicalResult BlockSummaryEmitter::emit() {
   // Phase 2: the CTA evaluates the elements of each undecided block.
   for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
     Value mine = arith::AndIOp::create(b, loc, undecided, cmpI(P::eq, warp, i32(slot)));
-    Value word = arith::ExtUIOp::create(b, loc, i32Type, mine);
-    Value anyUndecided =
-        NVVM::BarrierOp::create(b, loc, i32Type, Value(), Value(),
-                                NVVM::BarrierReductionAttr::get(b.getContext(),
-                                                                NVVM::BarrierReduction::OR),
-                                word)
-            .getRes();
-    auto ifEvaluate = scf::IfOp::create(b, loc, TypeRange(), cmpI(P::ne, anyUndecided, i32(0)),
+    Value anyUndecided = ctaVote(mine, NVVM::BarrierReduction::OR);
+    auto ifEvaluate = scf::IfOp::create(b, loc, TypeRange(), anyUndecided,
                                         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifEvaluate.thenBlock());

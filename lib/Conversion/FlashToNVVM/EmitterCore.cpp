@@ -106,6 +106,15 @@ Value EmitterCore::shuffleXor(Value value, int64_t laneMask) {
                               UnitAttr());
 }
 
+Value EmitterCore::ctaVote(Value predicate, NVVM::BarrierReduction reduction) {
+  Value word = arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate);
+  Value result =
+      NVVM::BarrierOp::create(b, loc, b.getI32Type(), Value(), Value(),
+                              NVVM::BarrierReductionAttr::get(b.getContext(), reduction), word)
+          .getRes();
+  return cmpI(arith::CmpIPredicate::ne, result, i32(0));
+}
+
 Value EmitterCore::opaquePointer(Value pointer) {
   Type i64Type = b.getI64Type();
   Value bits = LLVM::PtrToIntOp::create(b, loc, i64Type, pointer);

@@ -382,13 +382,6 @@ FailureOr<Value> KernelEmitter::emitMaskVote(flash::MaskOp op) {
           return failure();
         any = any ? Value(arith::OrIOp::create(b, loc, any, *keep)) : *keep;
       }
-  // bar.red.or.pred: one CTA-wide vote, uniform in every thread.
-  Value predicate = arith::ExtUIOp::create(b, loc, b.getI32Type(), any);
-  Value vote = NVVM::BarrierOp::create(
-                   b, loc, b.getI32Type(), Value(), Value(),
-                   NVVM::BarrierReductionAttr::get(b.getContext(), NVVM::BarrierReduction::OR),
-                   predicate)
-                   .getRes();
-  return cmpI(arith::CmpIPredicate::ne, vote, i32(0));
+  return ctaVote(any, NVVM::BarrierReduction::OR);
 }
 

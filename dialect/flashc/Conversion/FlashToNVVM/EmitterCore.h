@@ -115,6 +115,9 @@ public:
   /// fences, spins): `operands` bound to $0... by `constraints`.
   void emitAsm(llvm::StringRef text, llvm::StringRef constraints = "",
                mlir::ValueRange operands = {});
+  /// One CTA-wide bar.red vote on the i1 `predicate` (OR: some thread's
+  /// holds, AND: every thread's); the i1 result is uniform in every thread.
+  mlir::Value ctaVote(mlir::Value predicate, mlir::NVVM::BarrierReduction reduction);
   /// Emits `body` inside `if (tid == 0)`.
   void onFirstThread(llvm::function_ref<void()> body);
   /// Byte offset `offset` past a pointer of any address space.
