@@ -41,14 +41,20 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
     // overlaps them (bench/results/2026-11-29-h200-persistent).
     bool shortMaskedQueries =
         queryLength && *queryLength <= 512 && variant.masked && headDim <= 128;
-    if (warpSpecializedTiles && headDim > 64 && !shortMaskedQueries &&
-        !variant.maskMayLeaveHoles) {
+    // Masks whose keys come in pieces walk their visible blocks in the
+    // warp-specialized loop too (KernelEmitter::walk).
+    if (warpSpecializedTiles && headDim > 64 && !shortMaskedQueries) {
       // Reads of aux tensors in a mask or score mod need registers of their
       // own: a narrower Bc keeps them free of spills.
       if (headDim > 128) {
         if (variant.readsTensors)
           return {128, 32, "warp-specialized wgmma tile at D = 256; Bc = 32 because the "
                            "variant reads aux tensors (no spills)"};
+        // The walk over visible blocks (keys in pieces) needs registers of
+        // its own: Bc = 80 spills 32 bytes there (ptxas -v), 64 none.
+        if (variant.maskMayLeaveHoles)
+          return {128, 64, "warp-specialized wgmma tile at D = 256; Bc = 64 because the mask's "
+                           "keys may come in pieces (the walk over visible blocks, no spills)"};
         // N <= 1024: Bc = 64, the widest tile whose consumers still fit the
         // persistent grid's tile loop in 240 registers; the grid's overlap
         // of one tile's epilogue with the next tile's loads matters most
@@ -71,9 +77,6 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
       return {64, 128, why + " up to D = 64"};
     if (!warpSpecializedTiles)
       why += " (warp specialization off or K/V not by TMA)";
-    else if (variant.maskMayLeaveHoles)
-      why += " (the mask's keys may come in pieces, which the warp-specialized loop "
-             "would compute)";
     else
       why += " (masked, N <= 512)";
     return {64, 64, why};

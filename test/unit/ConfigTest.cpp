@@ -95,9 +95,9 @@ TEST(KernelConfig, DefaultTilesFollowTheRules) {
   EXPECT_EQ(tileOf(hopper, parsed.variant("causal"), 256), Tile(128, 80));
   EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 128), Tile(128, 96));
   EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 256), Tile(128, 32));
-  // Keys in pieces keep the one-warpgroup tile; a prefix beside the causal
-  // range is one piece.
-  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 128), Tile(64, 64));
+  // Keys in pieces get the warp-specialized tile too (the loop walks the
+  // visible blocks); a prefix beside the causal range is one piece.
+  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 128), Tile(128, 128));
   EXPECT_EQ(tileOf(hopper, parsed.variant("prefix_lm"), 128), Tile(128, 128));
   // Short masked queries keep it too; short unmasked ones do not.
   config::KernelConfig shortQueries = resolve(parsed, "sm_90a", 128, 512);
@@ -259,14 +259,14 @@ TEST(KernelConfig, IRGenChoosesNoTileItself) {
   EXPECT_EQ(tiles["causal"], Tile(128, 128));
   EXPECT_EQ(tiles["document"], Tile(128, 96));
   EXPECT_EQ(tiles["prefix_lm"], Tile(128, 128));
-  EXPECT_EQ(tiles["sink_window"], Tile(64, 64));
+  EXPECT_EQ(tiles["sink_window"], Tile(128, 128));
 }
 
 TEST(KernelConfig, KeyPiecesAgreeWithTheLoweringsAnalysis) {
-  // config::traitsOf answers on the AST (the tile is chosen before IR
-  // exists) and flash::keysMayComeInPieces on the IR the sm90 lowering
-  // checks; a disagreement would give a warp-specialized tile a kernel
-  // without warp specialization, or the reverse.
+  // config::traitsOf answers on the AST (the backward tile is chosen before
+  // IR exists) and flash::keysMayComeInPieces on the IR the lowerings walk
+  // by; a disagreement would give a walking kernel the tile of one that
+  // does not walk, or the reverse.
   struct {
     const char *mask;
     bool pieces;

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
+#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -145,18 +146,17 @@ LogicalResult KernelEmitter::lowerFor(scf::ForOp loop) {
       return error(load, "a K/V block that is loaded must be used");
   // Key blocks the mask removes entirely (above the causal diagonal, outside
   // a window) are skipped by the whole CTA: outside the first..last visible
-  // block by narrowing the loop, inside by a branch (below).
+  // block by narrowing the loop; inside by walking the visible blocks only
+  // where the mask's keys may come in pieces, else by a branch (below).
   flash::MaskOp skipMask = pipelined ? findSkippableMask(loop) : flash::MaskOp();
-  if (skipMask && skipMask.isClassified()) {
-    loc = skipMask.getLoc();
-    narrowToVisibleBlocks(skipMask, loop, lower, upper);
-    loc = loop.getLoc();
-  }
-  bool deferred = pipelined && state.valueLoad && defersAccumulate(loop, skipMask);
+  walk.reset();
+  bool deferred = false;
   if (pipelined) {
-    keyLoopBegin = lower;
-    keyLoopEnd = upper;
-    issueKVCopy(state.keyLoad, lower);
+    enterKeyRange(loop, skipMask, lower, upper, /*wholeWarp=*/true);
+    deferred = state.valueLoad && defersAccumulate(loop, skipMask);
+    lower = keyLoopBegin;
+    upper = keyLoopEnd;
+    issueKVCopy(state.keyLoad, lower, keyLoopFirstBlock);
     if (deferred)
       startDeferredCopies();
     // With Q in registers, K(lower)'s cp.async group may stay in flight.
@@ -171,18 +171,26 @@ LogicalResult KernelEmitter::lowerFor(scf::ForOp loop) {
   size_t flashInits = inits.size();
   if (deferred)
     inits.append(deferredState());
+  size_t deferredInits = inits.size() - flashInits;
+  // A walk carries the key block of each position.
+  if (walk)
+    inits.push_back(keyLoopFirstBlock);
   auto newLoop = scf::ForOp::create(b, loc, lower, upper, step, inits);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(newLoop.getBody());
-  scalars.map(loop.getInductionVar(), newLoop.getInductionVar());
+  Value block = walk ? newLoop.getRegionIterArgs().back() : newLoop.getInductionVar();
+  Value nextBlock = walk ? nextVisibleBlock(add(block, i32(1)), /*wholeWarp=*/true) : Value();
+  scalars.map(loop.getInductionVar(), block);
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(), newLoop.getRegionIterArgs())))
     return failure();
   if (deferred)
-    setDeferredState(newLoop.getRegionIterArgs().drop_front(flashInits));
+    setDeferredState(newLoop.getRegionIterArgs().slice(flashInits, deferredInits));
 
   KVPipeline *outer = pipeline;
   if (pipelined) {
     state.inductionVar = newLoop.getInductionVar();
+    state.block = block;
+    state.nextVisibleBlock = nextBlock;
     state.lowerBound = lower;
     state.upperBound = upper;
     state.step = step;
@@ -191,9 +199,9 @@ LogicalResult KernelEmitter::lowerFor(scf::ForOp loop) {
   // Inside the range, a skipped iteration only keeps the K copies flowing.
   // A classified mask says so in its any_visible scalar (uniform over the
   // CTA, computed ahead of the body); otherwise the CTA evaluates the mask
-  // and votes with one bar.red.or.
+  // and votes with one bar.red.or. A walk visits visible blocks only.
   scf::IfOp skip;
-  if (flash::MaskOp mask = deferred ? flash::MaskOp() : skipMask) {
+  if (flash::MaskOp mask = deferred || walk ? flash::MaskOp() : skipMask) {
     loc = mask.getLoc();
     Value visible = mask.isClassified() ? hoistAnyVisible(mask, loop) : Value();
     if (!visible) {
@@ -231,6 +239,8 @@ LogicalResult KernelEmitter::lowerFor(scf::ForOp loop) {
   }
   if (deferred)
     yielded.append(deferredState());
+  if (walk)
+    yielded.push_back(nextBlock);
   loc = loop.getLoc();
   scf::YieldOp::create(b, loc, yielded);
   if (skip) {
@@ -243,7 +253,75 @@ LogicalResult KernelEmitter::lowerFor(scf::ForOp loop) {
     return failure();
   if (!deferred)
     return success();
-  return finishDeferredAccumulate(loop, newLoop.getResults().drop_front(flashInits));
+  return finishDeferredAccumulate(loop, newLoop.getResults().slice(flashInits, deferredInits));
+}
+
+void KernelEmitter::enterKeyRange(scf::ForOp loop, flash::MaskOp skipMask, Value lower,
+                                  Value upper, bool wholeWarp) {
+  walk.reset();
+  Value count;
+  if (skipMask && skipMask.isClassified()) {
+    Location outer = loc;
+    loc = skipMask.getLoc();
+    bool walks = flash::keysMayComeInPieces(skipMask);
+    narrowToVisibleBlocks(skipMask, loop, lower, upper, walks ? &count : nullptr,
+                          walks && wholeWarp);
+    loc = outer;
+  }
+  keyLoopFirstBlock = lower;
+  if (!count) {
+    keyLoopBegin = lower;
+    keyLoopEnd = upper;
+    return;
+  }
+  walk = VisibleBlockWalk{skipMask, loop, upper};
+  keyLoopBegin = i32(0);
+  keyLoopEnd = count;
+}
+
+Value KernelEmitter::nextVisibleBlock(Value from, bool wholeWarp) {
+  FailureOr<SmallVector<Operation *>> slice = factSlice({walk->mask.getAnyVisible()}, walk->loop);
+  Type i32Type = b.getI32Type();
+  int64_t stride = wholeWarp ? 32 : 1;
+  // Carries the first block of the blocks tested next; yields it and the
+  // answer once the search stops.
+  auto search = scf::WhileOp::create(b, loc, TypeRange{i32Type, i32Type}, ValueRange{from});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&search.getBefore(), {}, {i32Type}, {loc});
+    Value base = before->getArgument(0);
+    Value candidate = wholeWarp ? add(base, lane) : base;
+    // Blocks at or past walk->end are never visible, and their facts could
+    // read past the summary: the last block stands in.
+    Value tested = arith::MinSIOp::create(b, loc, candidate,
+                                          arith::SubIOp::create(b, loc, walk->end, i32(1)));
+    scalars.map(walk->loop.getInductionVar(), tested);
+    // The narrowing scan lowered this slice already, so it lowers here too.
+    (void)lowerSlice(*slice);
+    Value visible = arith::AndIOp::create(b, loc, lookupScalar(walk->mask.getAnyVisible()),
+                                          cmpI(arith::CmpIPredicate::slt, candidate, walk->end));
+    Value found, next;
+    if (wholeWarp) {
+      // Lane l tests block base + l; the lowest lane that sees one wins.
+      Value lanes = NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), visible,
+                                             NVVM::VoteSyncKind::ballot);
+      found = cmpI(arith::CmpIPredicate::ne, lanes, i32(0));
+      Value lowest = LLVM::CountTrailingZerosOp::create(b, loc, i32Type, lanes, false);
+      next = select(found, add(base, lowest), walk->end);
+    } else {
+      found = visible;
+      next = select(found, base, walk->end);
+    }
+    Value advanced = add(base, i32(stride));
+    Value more = arith::AndIOp::create(
+        b, loc, arith::XOrIOp::create(b, loc, found, arith::ConstantIntOp::create(b, loc, 1, 1)),
+        cmpI(arith::CmpIPredicate::slt, advanced, walk->end));
+    scf::ConditionOp::create(b, loc, more, ValueRange{advanced, next});
+    Block *after = b.createBlock(&search.getAfter(), {}, {i32Type, i32Type}, {loc, loc});
+    scf::YieldOp::create(b, loc, ValueRange{after->getArgument(0)});
+  }
+  scalars.map(walk->loop.getInductionVar(), from);
+  return search.getResult(1);
 }
 
 Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
@@ -255,15 +333,16 @@ Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
 }
 
 void KernelEmitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
-                                        Value &upper) {
-  if (narrowsBySummaryBytes() && narrowBySummary(mask, loop, lower, upper))
+                                        Value &upper, Value *count, bool wholeWarp) {
+  if (narrowsBySummaryBytes() && narrowBySummary(mask, loop, lower, upper, count))
     return;
   Value fact = mask.getAnyVisible();
-  narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper);
+  narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper, count,
+                      wholeWarp);
 }
 
 bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &lower,
-                                    Value &upper) {
+                                    Value &upper, Value *count) {
   auto kernel = dyn_cast<flash::KernelOp>(kernelOp);
   if (!blockSummaryPtr || !kernel || !kernel.getBlockSummaryAttr())
     return false;
@@ -292,11 +371,13 @@ bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &
   Value start = add(rowStart, toI64(lower)), stop = add(rowStart, toI64(upper));
   Value lastByte = arith::SubIOp::create(b, loc, stop, i64(1));
   Value none = arith::SubIOp::create(b, loc, start, i64(1));
-  auto scan = scf::ForOp::create(b, loc, start, stop, i64(kBytesPerStep), ValueRange{stop, none});
+  auto scan = scf::ForOp::create(b, loc, start, stop, i64(kBytesPerStep),
+                                 ValueRange{stop, none, i32(0)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(scan.getBody());
     Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
+    Value visible = scan.getRegionIterArgs()[2];
     SmallVector<Value> bytes;
     for (int64_t k = 0; k < kBytesPerStep; ++k) {
       Value position = arith::MinSIOp::create(b, loc, add(scan.getInductionVar(), i64(k)), lastByte);
@@ -311,9 +392,12 @@ bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &
           cmpI(P::ne, bytes[k], arith::ConstantIntOp::create(b, loc, flash::kBlockEmpty, 8)));
       first = select(nonEmpty, arith::MinSIOp::create(b, loc, first, position), first);
       last = select(nonEmpty, position, last);
+      visible = add(visible, arith::ExtUIOp::create(b, loc, b.getI32Type(), nonEmpty));
     }
-    scf::YieldOp::create(b, loc, ValueRange{first, last});
+    scf::YieldOp::create(b, loc, ValueRange{first, last, visible});
   }
+  if (count)
+    *count = scan.getResult(2);
   // No non-empty block: first = stop and last = start - 1, an empty range.
   auto toBlock = [&](Value byte) {
     return arith::TruncIOp::create(b, loc, b.getI32Type(),
@@ -326,35 +410,65 @@ bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &
 
 bool KernelEmitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
                                       function_ref<Value()> visible, Value &lower,
-                                      Value &upper) {
+                                      Value &upper, Value *count, bool wholeWarp) {
   // The scan below walks blocks one by one.
   if (getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
     return false;
   FailureOr<SmallVector<Operation *>> slice = factSlice(facts, loop);
   if (failed(slice))
     return false;
-  // Every thread tests every block: a handful of integer ops per block. A
-  // lane-strided scan with a shuffle reduction would be shorter, but ptxas
-  // then cannot see that the key loop's bounds are uniform and gives the
-  // loop ~40 more registers (measured: causal D = 128, 127 -> 168).
+  // By default every thread tests every block: a handful of integer ops per
+  // block. The lane-strided scan (wholeWarp) is 32x shorter, but ptxas then
+  // cannot see that the key loop's bounds are uniform and gives the loop ~40
+  // more registers (measured: causal D = 128, 127 -> 168); only walks, whose
+  // empty stretches make the scan the larger cost, take it.
+  Type i32Type = b.getI32Type();
+  int64_t stride = wholeWarp ? 32 : 1;
   Value none = arith::SubIOp::create(b, loc, lower, i32(1));
-  auto scan = scf::ForOp::create(b, loc, lower, upper, i32(1), ValueRange{upper, none});
+  auto scan =
+      scf::ForOp::create(b, loc, lower, upper, i32(stride), ValueRange{upper, none, i32(0)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(scan.getBody());
-    Value block = scan.getInductionVar();
-    scalars.map(loop.getInductionVar(), block);
+    Value base = scan.getInductionVar();
+    Value candidate = wholeWarp ? add(base, lane) : base;
+    // Lanes past the range test the last block, and their answer is dropped.
+    Value tested = wholeWarp ? Value(arith::MinSIOp::create(
+                                   b, loc, candidate, arith::SubIOp::create(b, loc, upper, i32(1))))
+                             : base;
+    scalars.map(loop.getInductionVar(), tested);
     Value blockVisible = succeeded(lowerSlice(*slice)) ? visible() : Value();
     if (!blockVisible) {
       scan.erase();
       return false;
     }
     Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
-    scf::YieldOp::create(
-        b, loc,
-        ValueRange{select(blockVisible, arith::MinSIOp::create(b, loc, first, block), first),
-                   select(blockVisible, block, last)});
+    Value visibleBlocks = scan.getRegionIterArgs()[2];
+    if (wholeWarp) {
+      blockVisible = arith::AndIOp::create(b, loc, blockVisible,
+                                           cmpI(arith::CmpIPredicate::slt, candidate, upper));
+      Value lanes = NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), blockVisible,
+                                             NVVM::VoteSyncKind::ballot);
+      Value any = cmpI(arith::CmpIPredicate::ne, lanes, i32(0));
+      Value lowest = add(base, LLVM::CountTrailingZerosOp::create(b, loc, i32Type, lanes, false));
+      Value highest = arith::SubIOp::create(
+          b, loc, add(base, i32(31)),
+          LLVM::CountLeadingZerosOp::create(b, loc, i32Type, lanes, false));
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{select(any, arith::MinSIOp::create(b, loc, first, lowest), first),
+                     select(any, highest, last),
+                     add(visibleBlocks, LLVM::CtPopOp::create(b, loc, i32Type, lanes))});
+    } else {
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{select(blockVisible, arith::MinSIOp::create(b, loc, first, base), first),
+                     select(blockVisible, base, last),
+                     add(visibleBlocks, arith::ExtUIOp::create(b, loc, i32Type, blockVisible))});
+    }
   }
+  if (count)
+    *count = scan.getResult(2);
   // Clamped to the original range, which stays empty when it was; with no
   // visible block first = upper and last = lower - 1 give an empty range.
   Value first = scan.getResult(0), end = add(scan.getResult(1), i32(1));

@@ -37,7 +37,7 @@ void KernelEmitter::skipKVBlock(Value next, Value upper) {
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(more.thenBlock()->getTerminator());
-  issueKVCopy(pipeline->keyLoad, next);
+  issueKVCopy(pipeline->keyLoad, next, next);
 }
 
 LogicalResult KernelEmitter::lowerLoadQ(flash::LoadQOp op) {
@@ -63,7 +63,7 @@ void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
                 queryLen, smemQ);
 }
 
-void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
+void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value /*position*/, Value keyTile) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   Value *strides = isKey ? kStrides : vStrides;
   Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
@@ -113,7 +113,7 @@ LogicalResult KernelEmitter::acquireKV(Operation *user, const TileValue &tile) {
     if (queryLoad && !config.qInRegisters)
       queryAcquired = true;
     if (state.valueLoad)
-      issueKVCopy(state.valueLoad, state.inductionVar);
+      issueKVCopy(state.valueLoad, state.inductionVar, state.block);
     state.keyAcquired = true;
   };
   acquireKey();
@@ -126,7 +126,7 @@ LogicalResult KernelEmitter::acquireKV(Operation *user, const TileValue &tile) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(more.thenBlock()->getTerminator());
-    issueKVCopy(state.keyLoad, next);
+    issueKVCopy(state.keyLoad, next, state.blockAt(next));
   }
   state.valueAcquired = true;
   return success();

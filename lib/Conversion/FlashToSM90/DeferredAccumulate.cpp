@@ -25,15 +25,16 @@
 //
 // A deferring loop has no skip branch inside its range (the range itself is
 // still narrowed to the first..last visible block): a block the mask removes
-// entirely gives P = 0 and α = 1, so computing it changes nothing.
+// entirely gives P = 0 and α = 1, so computing it changes nothing. Under a
+// mask whose keys come in pieces the loop walks the visible blocks only
+// (positions instead of blocks: KernelEmitter::walk), and the copies of
+// "the next block" are of the next visible one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "InlineAsm.h"
 #include "SM90Emitter.h"
 #include "Wgmma.h"
-
-#include "flashc/Dialect/Flash/Transforms/MaskIntervals.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
@@ -51,11 +52,11 @@ flash::RescaleAccumulateOp sm90::deferrableAccumulate(scf::ForOp loop) {
   if (llvm::range_size(body->getOps<flash::QKDotOp>()) != 1)
     return {};
   // A mask that is not classified skips blocks by a CTA-wide vote inside
-  // the range, and one whose keys may come in pieces (a sink beside a
-  // window) may leave empty blocks inside it, which a deferring loop would
-  // compute instead of skipping: such loops stay plain.
+  // the range: such loops stay plain. One whose keys may come in pieces (a
+  // sink beside a window) leaves empty blocks inside the range, which the
+  // loop skips by walking the visible blocks only (KernelEmitter::walk).
   for (flash::MaskOp mask : body->getOps<flash::MaskOp>())
-    if (!mask.isClassified() || flash::keysMayComeInPieces(mask))
+    if (!mask.isClassified())
       return {};
   // The accumulator must be a loop-carried value the loop yields as
   // diag(α)·A + P·V of its one fused accumulate, with V a block of this loop.
@@ -90,7 +91,9 @@ bool SM90Emitter::defersAccumulate(scf::ForOp loop, flash::MaskOp skipMask) {
   return true;
 }
 
-void SM90Emitter::startDeferredCopies() { issueKVCopy(deferredValueLoad, keyLoopBegin); }
+void SM90Emitter::startDeferredCopies() {
+  issueKVCopy(deferredValueLoad, keyLoopBegin, keyLoopFirstBlock);
+}
 
 SmallVector<Value> SM90Emitter::deferredState() { return pendingProbs; }
 
@@ -158,7 +161,8 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
   } else {
     // Every warp is done with K(j): K(j+1) may replace it.
     NVVM::Barrier0Op::create(b, loc);
-    issueKVCopy(pipeline->keyLoad, add(iteration, i32(1)));
+    Value next = add(iteration, i32(1));
+    issueKVCopy(pipeline->keyLoad, next, pipeline->blockAt(next));
   }
   return SmallVector<Value>(results.take_front(scores.size()));
 }
@@ -186,7 +190,8 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
   } else {
     // Every warp is done with V(j-1)'s buffer: V(j+1) may replace it.
     NVVM::Barrier0Op::create(b, loc);
-    issueKVCopy(deferredValueLoad, add(iteration, i32(1)));
+    Value next = add(iteration, i32(1));
+    issueKVCopy(deferredValueLoad, next, pipeline->blockAt(next));
   }
   FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
   if (failed(scaled))

@@ -103,7 +103,7 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
       why = "Br is above 192 (at most three consumer warpgroups)";
     else if (!specializable(kernel, loops))
       why = "the key loop is not one top-level loop of the plain recurrence with classified "
-            "masks whose keys come in one piece";
+            "masks";
     else if (specialized.sharedBytes() > kMaxSharedBytes)
       why = "its K/V rings do not fit in shared memory";
     if (why.empty())

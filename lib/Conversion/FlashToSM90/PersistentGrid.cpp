@@ -145,18 +145,17 @@ FailureOr<Value> SM90Emitter::emitProducerTile(scf::ForOp keyLoop) {
   Value upper = lookupScalar(keyLoop.getUpperBound());
   if (!lower || !upper)
     return error(keyLoop, "loop bounds must be scalars defined before the loop");
-  // The same range the consumers' loop narrows to (lowerFor).
-  flash::MaskOp skipMask = lowering::findSkippableMask(keyLoop);
-  if (skipMask && skipMask.isClassified())
-    narrowToVisibleBlocks(skipMask, keyLoop, lower, upper);
-  keyLoopBegin = lower;
-  keyLoopEnd = upper;
+  // The same range (or walk) the consumers' loop takes (lowerFor), found by
+  // one thread.
+  enterKeyRange(keyLoop, lowering::findSkippableMask(keyLoop), lower, upper,
+                /*wholeWarp=*/false);
   lowering::KVPipeline state;
   for (flash::LoadKVOp load : keyLoop.getBody()->getOps<flash::LoadKVOp>())
     (load.getOperand() == flash::KVOperand::Key ? state.keyLoad : state.valueLoad) = load;
   emitKeyBlockCopies(state);
   loc = outer;
-  return Value(arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, upper, lower), i32(0)));
+  return Value(arith::MaxSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, keyLoopEnd, keyLoopBegin), i32(0)));
 }
 
 void SM90Emitter::issueQueryCopy(flash::LoadQOp op) {

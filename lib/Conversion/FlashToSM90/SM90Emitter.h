@@ -109,7 +109,7 @@ public:
   void waitForCopies(int64_t pendingGroups) override;
 
   // TensorMemoryAccess.cpp (K and V by TMA when hopper.kvTensorMaps).
-  void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile) override;
+  void issueKVCopy(flash::LoadKVOp op, mlir::Value position, mlir::Value block) override;
   void waitForKVBlock(flash::KVOperand operand) override;
   void skipKVBlock(mlir::Value next, mlir::Value upper) override;
   bool acquireQueryBeforeLoop() override {
@@ -281,9 +281,10 @@ private:
   /// Waits until the phase of `barrier` with parity `parity` (i32 0/1) is
   /// complete.
   void waitForPhase(mlir::Value barrier, mlir::Value parity);
-  /// Key blocks from the loop's first to `keyTile` (i32; the loop has unit
-  /// step).
-  mlir::Value blockOrdinal(mlir::Value keyTile);
+  /// Blocks from the loop's first to the one at `position` (i32; the loop
+  /// has unit step), plus a persistent tile's ordinalBase: with a walk,
+  /// visible blocks only.
+  mlir::Value blockOrdinal(mlir::Value position);
 
   /// S = Q·Kᵀ with the K block at shared address `keyBuffer` (i64), issued
   /// and committed: the scores in flight.

@@ -102,22 +102,22 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
   NVVM::Barrier0Op::create(b, loc);
 }
 
-void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value keyTile) {
+void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
   if (!hopper.kvTensorMaps)
-    return KernelEmitter::issueKVCopy(op, keyTile);
+    return KernelEmitter::issueKVCopy(op, position, block);
   // Warp-specialized: the producer issues every copy (emitProducerLoop).
   if (hopper.warpSpecialized)
     return;
-  Slot slot = deferredOp ? kvSlot(op.getOperand(), blockOrdinal(keyTile))
+  Slot slot = deferredOp ? kvSlot(op.getOperand(), blockOrdinal(position))
                          : kvSlot(op.getOperand(), i32(0));
   // No copy past the loop's last block: a CTA must not exit with one in
   // flight (the prologue's K(first) when the range is empty).
   Value issue = arith::AndIOp::create(
-      b, loc, isCopyThread, cmpI(arith::CmpIPredicate::slt, keyTile, keyLoopEnd));
+      b, loc, isCopyThread, cmpI(arith::CmpIPredicate::slt, position, keyLoopEnd));
   auto branch = scf::IfOp::create(b, loc, issue, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
-  issueTensorCopy(op, keyTile, slot.address, slot.full);
+  issueTensorCopy(op, block, slot.address, slot.full);
 }
 
 void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value address,
@@ -154,8 +154,8 @@ void SM90Emitter::issueBoxCopy(Value map, Value firstRow, Value head, Value batc
   }
 }
 
-Value SM90Emitter::blockOrdinal(Value keyTile) {
-  Value ordinal = arith::SubIOp::create(b, loc, keyTile, keyLoopBegin);
+Value SM90Emitter::blockOrdinal(Value position) {
+  Value ordinal = arith::SubIOp::create(b, loc, position, keyLoopBegin);
   return ordinalBase ? add(ordinal, ordinalBase) : ordinal;
 }
 
@@ -229,5 +229,5 @@ void SM90Emitter::skipKVBlock(Value next, Value upper) {
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(more.thenBlock()->getTerminator());
-  issueKVCopy(pipeline->keyLoad, next);
+  issueKVCopy(pipeline->keyLoad, next, next);
 }

@@ -192,14 +192,26 @@ void SM90Emitter::emitProducerLoop(const lowering::KVPipeline &state) {
 
 void SM90Emitter::emitKeyBlockCopies(const lowering::KVPipeline &state) {
   OpBuilder::InsertionGuard guard(b);
-  auto loop = scf::ForOp::create(b, loc, keyLoopBegin, keyLoopEnd, i32(1));
-  b.setInsertionPoint(loop.getBody()->getTerminator());
-  RematerializedAddresses addresses(*this);
-  Value block = loop.getInductionVar();
-  Value ordinal = blockOrdinal(block);
-  for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad}) {
-    Slot slot = kvSlot(load.getOperand(), ordinal);
-    waitForPhase(slot.empty, arith::XOrIOp::create(b, loc, slot.parity, i32(1)));
-    issueTensorCopy(load, block, slot.address, slot.full);
+  // A walk carries the visible block of each position (the consumers walk
+  // the same sequence).
+  SmallVector<Value> carried;
+  if (walk)
+    carried.push_back(keyLoopFirstBlock);
+  auto loop = scf::ForOp::create(b, loc, keyLoopBegin, keyLoopEnd, i32(1), carried);
+  b.setInsertionPointToStart(loop.getBody());
+  Value block = walk ? loop.getRegionIterArgs().front() : loop.getInductionVar();
+  {
+    RematerializedAddresses addresses(*this);
+    Value ordinal = blockOrdinal(loop.getInductionVar());
+    for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad}) {
+      Slot slot = kvSlot(load.getOperand(), ordinal);
+      waitForPhase(slot.empty, arith::XOrIOp::create(b, loc, slot.parity, i32(1)));
+      issueTensorCopy(load, block, slot.address, slot.full);
+    }
   }
+  // The search for the next block runs while the copies fly (one thread:
+  // block by block).
+  if (walk)
+    scf::YieldOp::create(
+        b, loc, ValueRange{nextVisibleBlock(add(block, i32(1)), /*wholeWarp=*/false)});
 }

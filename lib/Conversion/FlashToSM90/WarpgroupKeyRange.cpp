@@ -35,7 +35,9 @@ std::pair<Value, Value> SM90Emitter::threadKeyRange(flash::MaskOp skipMask, scf:
   warpgroupBegin = lower;
   warpgroupEnd = upper;
   narrowedPerWarpgroup = false;
-  if (!hopper.warpSpecialized || !skipMask || !skipMask.isClassified())
+  // A walk's positions are not blocks: its warpgroups take every visible
+  // block of the tile.
+  if (!hopper.warpSpecialized || !skipMask || !skipMask.isClassified() || walk)
     return {lower, upper};
   // One band per consumer warpgroup (64 rows each).
   SmallVector<Value> bands(skipMask.getRowsVisible());

@@ -12,8 +12,9 @@
 // CHECK: %[[QT:.*]] = arith.subi %[[LAST]], %[[CTA]] : i32
 // CHECK-NOT: nvvm.barrier #nvvm.reduction
 // Before the loop, a scan of every key block with any_visible finds the
-// first and last visible one; the loop runs over that range only.
-// CHECK: %[[SCAN:.*]]:2 = scf.for %[[BLOCK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// first and last visible one (and counts the visible blocks, which a mask
+// whose keys come in pieces walks); the loop runs over that range only.
+// CHECK: %[[SCAN:.*]]:3 = scf.for %[[BLOCK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
 // CHECK: %[[SJLO:.*]] = arith.muli %[[BLOCK]], %{{.*}} : i32
 // CHECK: %[[SANY:.*]] = arith.cmpi sle, %[[SJLO]], %{{.*}} : i32
 // CHECK: %[[MIN:.*]] = arith.minsi %{{.*}}, %[[BLOCK]]

@@ -59,6 +59,14 @@ struct TileValue {
 struct KVPipeline {
   flash::LoadKVOp keyLoad, valueLoad; // valueLoad may be null
   mlir::Value inductionVar, lowerBound, upperBound, step; // lowered (i32)
+  /// The key block of this iteration (i32): the induction variable, unless
+  /// the loop walks its visible blocks (KernelEmitter::walk), whose
+  /// induction variable is a position; then also the next visible block.
+  mlir::Value block, nextVisibleBlock;
+  /// The block at position `nextPosition` (the induction variable + step).
+  mlir::Value blockAt(mlir::Value nextPosition) const {
+    return nextVisibleBlock ? nextVisibleBlock : nextPosition;
+  }
   bool keyAcquired = false, valueAcquired = false;
 };
 
@@ -173,7 +181,11 @@ public:
   mlir::LogicalResult lowerLoadQ(flash::LoadQOp op);
   mlir::LogicalResult lowerLoadKV(flash::LoadKVOp op);
   mlir::LogicalResult lowerStore(flash::StoreOp op);
-  virtual void issueKVCopy(flash::LoadKVOp op, mlir::Value keyTile);
+  /// Starts the copy of K or V block `block`, the one at `position` of the
+  /// loop's sequence [keyLoopBegin, keyLoopEnd) (which picks the buffer
+  /// and its phase). Position and block are the same value unless the loop
+  /// walks its visible blocks.
+  virtual void issueKVCopy(flash::LoadKVOp op, mlir::Value position, mlir::Value block);
   /// Waits until the K or V block of the current iteration has landed and
   /// every thread is done with the buffer the next copy overwrites.
   virtual void waitForKVBlock(flash::KVOperand operand);
@@ -183,9 +195,37 @@ public:
   /// Whether the Q copy is waited for before the key loop (else at the
   /// first K wait, which covers it when both are cp.async).
   virtual bool acquireQueryBeforeLoop() { return config.qInRegisters; }
-  /// The key-block range [keyLoopBegin, keyLoopEnd) of the loop being
-  /// lowered, after narrowing (i32).
-  mlir::Value keyLoopBegin, keyLoopEnd;
+  /// The positions [keyLoopBegin, keyLoopEnd) of the loop being lowered,
+  /// after narrowing (i32), and the key block at keyLoopBegin: the blocks
+  /// themselves, unless the loop walks its visible blocks.
+  mlir::Value keyLoopBegin, keyLoopEnd, keyLoopFirstBlock;
+  /// A loop under a classified mask whose keys may come in pieces (a sink
+  /// beside a window) walks its visible blocks only: positions [0, count)
+  /// are the blocks any_visible admits in [keyLoopFirstBlock, end), in
+  /// order, and the loop carries the block of each (nextVisibleBlock finds
+  /// the next). Producer and consumers walk the same sequence, so block
+  /// ordinals (the K/V rings' buffers and phases) count visible blocks only
+  /// and an empty block between two pieces costs neither a copy nor a GEMM
+  /// nor a wait.
+  struct VisibleBlockWalk {
+    flash::MaskOp mask;
+    mlir::scf::ForOp loop;
+    mlir::Value end;
+  };
+  std::optional<VisibleBlockWalk> walk;
+  /// Narrows `loop`'s block range [lower, upper) by its classified
+  /// `skipMask` (if any) and sets keyLoopBegin, keyLoopEnd,
+  /// keyLoopFirstBlock and walk (when the mask's keys may come in pieces
+  /// and the scan could count the visible blocks). `wholeWarp`: every lane
+  /// of the warp runs this (a walk's scan then tests 32 blocks per step).
+  void enterKeyRange(mlir::scf::ForOp loop, flash::MaskOp skipMask, mlir::Value lower,
+                     mlir::Value upper, bool wholeWarp);
+  /// With a walk: the first block in [from, walk->end) that any_visible
+  /// admits, or walk->end (`from` <= walk->end, and the range is not
+  /// empty). `wholeWarp`: every lane of the warp runs this, and the lanes
+  /// test 32 blocks per step (one ballot); otherwise one block per step.
+  /// Leaves the walked loop's induction variable mapped to `from`.
+  mlir::Value nextVisibleBlock(mlir::Value from, bool wholeWarp);
   /// Waits for the Q copy and, with q-in-registers, loads its fragments.
   /// `pendingGroups` cp.async groups committed after Q may stay in flight.
   virtual void acquireQuery(int64_t pendingGroups);
@@ -286,8 +326,11 @@ public:
   /// block before the loop), so blocks before the first and after the last visible one cost
   /// nothing, not even a copy. Leaves the range alone when any_visible
   /// cannot be hoisted.
+  /// With `count`, also sets *count to the number of visible blocks in
+  /// the range (null when the range was left alone).
   void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
-                             mlir::Value &upper);
+                             mlir::Value &upper, mlir::Value *count = nullptr,
+                             bool wholeWarp = false);
   /// Whether narrowToVisibleBlocks reads the span of a query tile's
   /// non-empty blocks from its summary bytes (narrowBySummary) rather than
   /// scanning the facts block by block.
@@ -298,14 +341,17 @@ public:
   /// per step spill in the warp-specialized kernel at D = 128).
   /// Returns false (range untouched) for any other mask.
   bool narrowBySummary(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
-                       mlir::Value &upper);
+                       mlir::Value &upper, mlir::Value *count);
   /// The scan of narrowToVisibleBlocks for any test: per block, the slice
   /// of `facts` is lowered with the loop's induction variable mapped to the
   /// block, and `visible` returns the block's i1 from the lowered facts.
-  /// Returns false (range untouched) when the facts cannot be hoisted.
+  /// `wholeWarp`: every lane runs the scan, lane l testing block base + l
+  /// (32 blocks per step, one ballot). Returns false (range untouched) when
+  /// the facts cannot be hoisted.
   bool narrowToBlocksWhere(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Value> facts,
                            llvm::function_ref<mlir::Value()> visible, mlir::Value &lower,
-                           mlir::Value &upper);
+                           mlir::Value &upper, mlir::Value *count = nullptr,
+                           bool wholeWarp = false);
   mlir::LogicalResult lowerMaskKeyBounds(flash::MaskKeyBoundsOp op);
 };
 
