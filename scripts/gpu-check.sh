@@ -76,6 +76,23 @@ run examples/gqa.flash --shape B=4,H=16,HKV=4,N=300,M=520,D=128 --tile Br=128,Bc
 run examples/full.flash --shape B=4,H=16,N=300,D=256
 run examples/causal.flash --shape B=2,H=4,N=1000,D=128 --tile Br=128,Bc=128 --persistent=false
 run examples/full.flash --shape B=1,H=2,N=333,D=256 --persistent=false
+# Masks whose keys come in pieces walk their visible blocks only: one
+# warpgroup (D = 64, also overlapped), warp-specialized on the persistent
+# grid and not, D = 256, mma.sync; GQA, M != N, BSHD, no visible key at all.
+for gemm in auto mma.sync; do
+  for D in 64 128; do
+    run test/GPU/pieces.flash --variant two_windows --shape "B=2,H=4,HKV=2,N=1000,M=1300,D=$D"
+    run test/GPU/pieces.flash --variant sink_beside_future --shape "B=1,H=4,HKV=1,N=1500,M=1200,D=$D"
+    run test/GPU/pieces.flash --variant anti_window --shape "B=2,H=2,N=900,D=$D"
+    run test/GPU/pieces.flash --variant nothing_visible --shape "B=1,H=2,N=700,D=$D"
+  done
+done
+gemm=auto
+run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,M=3000,D=128 --persistent=false
+run examples/sink_window.flash --shape B=4,H=16,HKV=4,N=300,M=300,D=128 --tile Br=128,Bc=128
+run examples/sink_window.flash --shape B=2,H=4,HKV=4,N=1000,M=1000,D=64 --overlap-softmax --layout bshd
+run examples/sink_window.flash --shape B=1,H=2,HKV=2,N=700,M=700,D=256
+run test/GPU/pieces.flash --variant two_windows --shape B=1,H=2,HKV=2,N=1500,M=1500,D=256 --persistent=false
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1
 # Nothing ran: no GPU here. Exit 3 so ctest reports the check as skipped.

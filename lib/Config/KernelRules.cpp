@@ -41,8 +41,16 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
     // overlaps them (bench/results/2026-11-29-h200-persistent).
     bool shortMaskedQueries =
         queryLength && *queryLength <= 512 && variant.masked && headDim <= 128;
-    // Masks whose keys come in pieces walk their visible blocks in the
-    // warp-specialized loop too (KernelEmitter::walk).
+    // Masks whose keys come in pieces walk their visible blocks in every
+    // kernel, the warp-specialized one included (KernelEmitter::walk). Up
+    // to D = 128 the one-warpgroup 64 x 64 walk is the fastest on sink +
+    // window: 1.53-1.88x the warp-specialized 128 x 128 at D = 128 and
+    // 1.11-1.21x the 64 x 128 at D = 64, N = 8k-32k: a narrow band of
+    // visible keys computes fewer empty elements in smaller tiles
+    // (bench/results/2026-12-02-h200-walk/sink-tiles.csv).
+    if (variant.maskMayLeaveHoles && headDim <= 128)
+      return {64, 64, "one-warpgroup wgmma tile: the mask's keys may come in pieces (the 64 x 64 "
+                      "walk over visible blocks was fastest on sink + window)"};
     if (warpSpecializedTiles && headDim > 64 && !shortMaskedQueries) {
       // Reads of aux tensors in a mask or score mod need registers of their
       // own: a narrower Bc keeps them free of spills.

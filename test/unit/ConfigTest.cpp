@@ -95,9 +95,12 @@ TEST(KernelConfig, DefaultTilesFollowTheRules) {
   EXPECT_EQ(tileOf(hopper, parsed.variant("causal"), 256), Tile(128, 80));
   EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 128), Tile(128, 96));
   EXPECT_EQ(tileOf(hopper, parsed.variant("document"), 256), Tile(128, 32));
-  // Keys in pieces get the warp-specialized tile too (the loop walks the
-  // visible blocks); a prefix beside the causal range is one piece.
-  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 128), Tile(128, 128));
+  // Keys in pieces take the one-warpgroup 64 x 64 walk up to D = 128 (the
+  // fastest measured), the warp-specialized walk with Bc = 64 at D = 256;
+  // a prefix beside the causal range is one piece.
+  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 128), Tile(64, 64));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 64), Tile(64, 64));
+  EXPECT_EQ(tileOf(hopper, parsed.variant("sink_window"), 256), Tile(128, 64));
   EXPECT_EQ(tileOf(hopper, parsed.variant("prefix_lm"), 128), Tile(128, 128));
   // Short masked queries keep it too; short unmasked ones do not.
   config::KernelConfig shortQueries = resolve(parsed, "sm_90a", 128, 512);
@@ -259,7 +262,7 @@ TEST(KernelConfig, IRGenChoosesNoTileItself) {
   EXPECT_EQ(tiles["causal"], Tile(128, 128));
   EXPECT_EQ(tiles["document"], Tile(128, 96));
   EXPECT_EQ(tiles["prefix_lm"], Tile(128, 128));
-  EXPECT_EQ(tiles["sink_window"], Tile(128, 128));
+  EXPECT_EQ(tiles["sink_window"], Tile(64, 64));
 }
 
 TEST(KernelConfig, KeyPiecesAgreeWithTheLoweringsAnalysis) {
