@@ -2,8 +2,8 @@
 # One device call for the walk over visible blocks (issue 15, deliverable
 # 2): the walking kernels against the interpreter first, then sink + window
 # and prefix-LM beside FlexAttention with a BlockMask (same call), a dense
-# causal row, and the sink + window kernel from before the walk (--tile
-# Br=64,Bc=64 --warp-specialize=off: the old default) for the A/B.
+# causal row, and sink + window in the warp-specialized walk (--tile
+# Br=128,Bc=128) beside the default one-warpgroup 64 x 64 walk.
 # Expects .device-carry/flashc-tools.tar.xz (flash-run) and
 # .device-carry/peers_masks.py (see bench/block-summary.sh). Tables last.
 set -u
@@ -37,8 +37,8 @@ for D in 64 128; do
     "$FR" examples/sink_window.flash --shape B=1,H=16,N=$N,D=$D --csv 2>&1 | tail -1 | tee -a "$OUT/flashc-masks.csv"
     "$FR" examples/prefix_lm.flash --shape B=1,H=16,N=$N,D=$D --param prefix=1024 --csv 2>&1 | tail -1 | tee -a "$OUT/flashc-masks.csv"
   done
-  # Before the walk: the one-warpgroup 64 x 64 kernel with its skip branch.
-  "$FR" examples/sink_window.flash --shape B=1,H=16,N=16384,D=$D --tile Br=64,Bc=64 --warp-specialize=off --csv 2>&1 | tail -1 | sed 's/^sink_window/sink_window_before/' | tee -a "$OUT/flashc-masks.csv"
+  # The warp-specialized walk (the default tile is the 64 x 64 one).
+  "$FR" examples/sink_window.flash --shape B=1,H=16,N=16384,D=$D --tile Br=128,Bc=128 --csv 2>&1 | tail -1 | sed 's/^sink_window/sink_window_ws/' | tee -a "$OUT/flashc-masks.csv"
 done
 echo "== dense causal row (regression)"
 "$FR" examples/causal.flash --shape B=1,H=16,N=16384,D=128 --causal --csv 2>&1 | tail -1 | tee "$OUT/flashc-causal.csv"
@@ -56,4 +56,4 @@ for m in sink_window prefix_lm; do for D in 64 128; do for N in 8192 16384 32768
   r=$(python3 -c "print(f'{float(\"$x\")/float(\"$a\"):.2f}')" 2>/dev/null || echo "?")
   echo "$m $D $N $a $x $r"
 done; done; done | tee "$OUT/table.txt"
-grep sink_window_before "$OUT/flashc-masks.csv" | awk -F, '{print "sink_window before the walk D=" $8 " N=" $6 ": " $10 " ms"}' | tee -a "$OUT/table.txt"
+grep sink_window_ws "$OUT/flashc-masks.csv" | awk -F, '{print "sink_window, warp-specialized 128x128 walk, D=" $8 " N=" $6 ": " $10 " ms"}' | tee -a "$OUT/table.txt"
