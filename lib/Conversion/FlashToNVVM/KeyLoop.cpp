@@ -279,10 +279,30 @@ void KernelEmitter::enterKeyRange(scf::ForOp loop, flash::MaskOp skipMask, Value
   keyLoopEnd = count;
 }
 
+Value KernelEmitter::visibleBlockBits(scf::ForOp loop, ArrayRef<Operation *> slice,
+                                      function_ref<Value()> visible, Value base, Value end,
+                                      bool wholeWarp) {
+  Type i32Type = b.getI32Type();
+  Value candidate = wholeWarp ? add(base, lane) : base;
+  // Blocks at or past `end` are never visible, and their facts could read
+  // past the summary: the last block stands in.
+  Value tested =
+      arith::MinSIOp::create(b, loc, candidate, arith::SubIOp::create(b, loc, end, i32(1)));
+  scalars.map(loop.getInductionVar(), tested);
+  Value blockVisible = succeeded(lowerSlice(slice)) ? visible() : Value();
+  if (!blockVisible)
+    return {};
+  blockVisible = arith::AndIOp::create(b, loc, blockVisible,
+                                       cmpI(arith::CmpIPredicate::slt, candidate, end));
+  if (!wholeWarp)
+    return arith::ExtUIOp::create(b, loc, i32Type, blockVisible);
+  return NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), blockVisible,
+                                  NVVM::VoteSyncKind::ballot);
+}
+
 Value KernelEmitter::nextVisibleBlock(Value from, bool wholeWarp) {
   FailureOr<SmallVector<Operation *>> slice = factSlice({walk->mask.getAnyVisible()}, walk->loop);
   Type i32Type = b.getI32Type();
-  int64_t stride = wholeWarp ? 32 : 1;
   // Carries the first block of the blocks tested next; yields it and the
   // answer once the search stops.
   auto search = scf::WhileOp::create(b, loc, TypeRange{i32Type, i32Type}, ValueRange{from});
@@ -290,29 +310,16 @@ Value KernelEmitter::nextVisibleBlock(Value from, bool wholeWarp) {
     OpBuilder::InsertionGuard guard(b);
     Block *before = b.createBlock(&search.getBefore(), {}, {i32Type}, {loc});
     Value base = before->getArgument(0);
-    Value candidate = wholeWarp ? add(base, lane) : base;
-    // Blocks at or past walk->end are never visible, and their facts could
-    // read past the summary: the last block stands in.
-    Value tested = arith::MinSIOp::create(b, loc, candidate,
-                                          arith::SubIOp::create(b, loc, walk->end, i32(1)));
-    scalars.map(walk->loop.getInductionVar(), tested);
     // The narrowing scan lowered this slice already, so it lowers here too.
-    (void)lowerSlice(*slice);
-    Value visible = arith::AndIOp::create(b, loc, lookupScalar(walk->mask.getAnyVisible()),
-                                          cmpI(arith::CmpIPredicate::slt, candidate, walk->end));
-    Value found, next;
-    if (wholeWarp) {
-      // Lane l tests block base + l; the lowest lane that sees one wins.
-      Value lanes = NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), visible,
-                                             NVVM::VoteSyncKind::ballot);
-      found = cmpI(arith::CmpIPredicate::ne, lanes, i32(0));
-      Value lowest = LLVM::CountTrailingZerosOp::create(b, loc, i32Type, lanes, false);
-      next = select(found, add(base, lowest), walk->end);
-    } else {
-      found = visible;
-      next = select(found, base, walk->end);
-    }
-    Value advanced = add(base, i32(stride));
+    Value bits = visibleBlockBits(
+        walk->loop, *slice, [&] { return lookupScalar(walk->mask.getAnyVisible()); }, base,
+        walk->end, wholeWarp);
+    assert(bits && "the walk's narrowing scan lowered this slice");
+    // The lowest block that is visible wins.
+    Value found = cmpI(arith::CmpIPredicate::ne, bits, i32(0));
+    Value lowest = LLVM::CountTrailingZerosOp::create(b, loc, i32Type, bits, false);
+    Value next = select(found, add(base, lowest), walk->end);
+    Value advanced = add(base, i32(wholeWarp ? 32 : 1));
     Value more = arith::AndIOp::create(
         b, loc, arith::XOrIOp::create(b, loc, found, arith::ConstantIntOp::create(b, loc, 1, 1)),
         cmpI(arith::CmpIPredicate::slt, advanced, walk->end));
@@ -431,24 +438,14 @@ bool KernelEmitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(scan.getBody());
     Value base = scan.getInductionVar();
-    Value candidate = wholeWarp ? add(base, lane) : base;
-    // Lanes past the range test the last block, and their answer is dropped.
-    Value tested = wholeWarp ? Value(arith::MinSIOp::create(
-                                   b, loc, candidate, arith::SubIOp::create(b, loc, upper, i32(1))))
-                             : base;
-    scalars.map(loop.getInductionVar(), tested);
-    Value blockVisible = succeeded(lowerSlice(*slice)) ? visible() : Value();
-    if (!blockVisible) {
-      scan.erase();
-      return false;
-    }
     Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
     Value visibleBlocks = scan.getRegionIterArgs()[2];
     if (wholeWarp) {
-      blockVisible = arith::AndIOp::create(b, loc, blockVisible,
-                                           cmpI(arith::CmpIPredicate::slt, candidate, upper));
-      Value lanes = NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), blockVisible,
-                                             NVVM::VoteSyncKind::ballot);
+      Value lanes = visibleBlockBits(loop, *slice, visible, base, upper, /*wholeWarp=*/true);
+      if (!lanes) {
+        scan.erase();
+        return false;
+      }
       Value any = cmpI(arith::CmpIPredicate::ne, lanes, i32(0));
       Value lowest = add(base, LLVM::CountTrailingZerosOp::create(b, loc, i32Type, lanes, false));
       Value highest = arith::SubIOp::create(
@@ -460,6 +457,12 @@ bool KernelEmitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
                      select(any, highest, last),
                      add(visibleBlocks, LLVM::CtPopOp::create(b, loc, i32Type, lanes))});
     } else {
+      scalars.map(loop.getInductionVar(), base);
+      Value blockVisible = succeeded(lowerSlice(*slice)) ? visible() : Value();
+      if (!blockVisible) {
+        scan.erase();
+        return false;
+      }
       scf::YieldOp::create(
           b, loc,
           ValueRange{select(blockVisible, arith::MinSIOp::create(b, loc, first, base), first),

@@ -126,7 +126,7 @@ LogicalResult KernelEmitter::acquireKV(Operation *user, const TileValue &tile) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(more.thenBlock()->getTerminator());
-    issueKVCopy(state.keyLoad, next, state.blockAt(next));
+    issueKVCopy(state.keyLoad, next, state.nextBlock(next));
   }
   state.valueAcquired = true;
   return success();

@@ -162,7 +162,7 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
     // Every warp is done with K(j): K(j+1) may replace it.
     NVVM::Barrier0Op::create(b, loc);
     Value next = add(iteration, i32(1));
-    issueKVCopy(pipeline->keyLoad, next, pipeline->blockAt(next));
+    issueKVCopy(pipeline->keyLoad, next, pipeline->nextBlock(next));
   }
   return SmallVector<Value>(results.take_front(scores.size()));
 }
@@ -191,7 +191,7 @@ LogicalResult SM90Emitter::lowerDeferredAccumulate(Operation *op, Value acc, Val
     // Every warp is done with V(j-1)'s buffer: V(j+1) may replace it.
     NVVM::Barrier0Op::create(b, loc);
     Value next = add(iteration, i32(1));
-    issueKVCopy(deferredValueLoad, next, pipeline->blockAt(next));
+    issueKVCopy(deferredValueLoad, next, pipeline->nextBlock(next));
   }
   FailureOr<SmallVector<Value>> scaled = checkAccumulate(op, acc, alpha, probs, value);
   if (failed(scaled))

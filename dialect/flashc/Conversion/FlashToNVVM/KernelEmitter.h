@@ -63,8 +63,8 @@ struct KVPipeline {
   /// the loop walks its visible blocks (KernelEmitter::walk), whose
   /// induction variable is a position; then also the next visible block.
   mlir::Value block, nextVisibleBlock;
-  /// The block at position `nextPosition` (the induction variable + step).
-  mlir::Value blockAt(mlir::Value nextPosition) const {
+  /// The block at `nextPosition`, the position after this iteration's.
+  mlir::Value nextBlock(mlir::Value nextPosition) const {
     return nextVisibleBlock ? nextVisibleBlock : nextPosition;
   }
   bool keyAcquired = false, valueAcquired = false;
@@ -226,6 +226,16 @@ public:
   /// test 32 blocks per step (one ballot); otherwise one block per step.
   /// Leaves the walked loop's induction variable mapped to `from`.
   mlir::Value nextVisibleBlock(mlir::Value from, bool wholeWarp);
+  /// One step of the scans over blocks [.., end): with the slice of the
+  /// facts lowered for the block tested (the loop's induction variable
+  /// mapped to it), bit l of the i32 result says `visible` admits block
+  /// base + l. `wholeWarp`: lane l tests block base + l (one ballot);
+  /// otherwise block base alone (bit 0). Blocks at or past `end` read no
+  /// facts of their own and are never visible. Null when the slice does
+  /// not lower.
+  mlir::Value visibleBlockBits(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Operation *> slice,
+                               llvm::function_ref<mlir::Value()> visible, mlir::Value base,
+                               mlir::Value end, bool wholeWarp);
   /// Waits for the Q copy and, with q-in-registers, loads its fragments.
   /// `pendingGroups` cp.async groups committed after Q may stay in flight.
   virtual void acquireQuery(int64_t pendingGroups);
