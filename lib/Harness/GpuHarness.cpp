@@ -158,6 +158,10 @@ uint64_t computeSummary(const flashrun::AttentionKernel &kernel, flashrt::Stream
 std::optional<Validation> harness::validate(const flashrun::AttentionKernel &kernel,
                                             flashrt::Stream &stream, DeviceProblem &problem,
                                             flash::KernelOp flashKernel, std::string &error) {
+  // A persistent kernel must leave its tile counter ready for the next
+  // launch: the checked launch is the second on this stream.
+  if (kernel.package().persistent)
+    launch(kernel, stream, problem);
   problem.o->fill(0xFF); // NaN in bf16 and f16
   problem.lse->fill(0xFF);
   Validation v;

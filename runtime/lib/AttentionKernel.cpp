@@ -191,6 +191,8 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
     args.add(tensorMap(k, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols))
         .add(tensorMap(v, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols));
   }
+  if (kernelPackage.persistent)
+    args.add(tileCounter(stream));
   int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
   flashrt::Dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(sizes.heads),
                      static_cast<unsigned>(sizes.batch));
@@ -202,8 +204,23 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
 }
 
-size_t AttentionKernel::blockSummaryBytes(const Sizes &sizes) const {
-  const flashrt::KernelPackage &pkg = kernelPackage;
+uint64_t AttentionKernel::tileCounter(const flashrt::Stream &stream) const {
+  std::lock_guard<std::mutex> guard(tileCounters->lock);
+  auto found = tileCounters->byStream.find(stream.handle());
+  if (found != tileCounters->byStream.end())
+    return found->second.devicePtr();
+  flashrt::DeviceBuffer counter(*context, 2 * sizeof(uint32_t));
+  counter.fill(0);
+  // The fill runs on the legacy default stream, which a non-blocking
+  // stream does not wait for.
+  context->synchronize();
+  uint64_t address = counter.devicePtr();
+  tileCounters->byStream.emplace(stream.handle(), std::move(counter));
+  return address;
+}
+
+size_t AttentionKernel::blockSummaryBytes(const flashrt::KernelPackage &pkg,
+                                          const Sizes &sizes) {
   if (!pkg.blockSummary)
     return 0;
   auto blocks = [](int64_t length, int64_t block) {

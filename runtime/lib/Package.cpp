@@ -66,7 +66,7 @@ std::string KernelPackage::serialize() const {
      << "block-cols " << blockCols << '\n'
      << "threads " << threadsPerBlock << '\n'
      << "dynamic-shared-bytes " << dynamicSharedBytes << '\n'
-     << (persistent ? "grid persistent\n"
+     << (persistent ? "grid persistent tile-counter\n"
          : backward ? "grid ceil(M/block-cols) HKV B\n"
                     : "grid ceil(N/block-rows) H B\n");
   list("static-sizes", staticSizes);
@@ -141,8 +141,11 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       expect(1);
       package.dynamicSharedBytes = toInt(args[0], line);
     } else if (key == "grid") {
-      if (args == std::vector<std::string>{"persistent"})
+      if (args == std::vector<std::string>{"persistent", "tile-counter"})
         package.persistent = true;
+      else if (args == std::vector<std::string>{"persistent"})
+        fail(line, "a persistent kernel of flashc 0.2 (static tile schedule, no tile "
+                   "counter argument): compile it again");
       else if (args == std::vector<std::string>{"ceil(M/block-cols)", "HKV", "B"})
         sawKeyGrid = true;
       else if (args != std::vector<std::string>{"ceil(N/block-rows)", "H", "B"})

@@ -20,3 +20,13 @@ cmake -S "$src/python-free-driver/examples/aot" -B "$work/build" "${generator[@]
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build"
 echo "built $work/build/aot-causal"
+
+# A mask that reads aux tensors adds the cached block summary's entry
+# points: the generated source compiles against the runtime's headers, the
+# header as C.
+"$flashc" "$src/examples/document.flash" --emit=aot --shape D=64 --ptxas=none -o "$work/gen-doc"
+grep -q "flashc_document_launch_with_summary" "$work/gen-doc/document.h" ||
+  { echo "document.h declares no launch_with_summary" >&2; exit 1; }
+c++ -std=c++17 -fsyntax-only -I"$src/runtime/include" -I"$work/gen-doc" "$work/gen-doc/document.cpp"
+cc -fsyntax-only -x c "$work/gen-doc/document.h"
+echo "compiled $work/gen-doc/document.cpp"

@@ -51,8 +51,9 @@ LogicalResult KernelEmitter::emit() {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(config.numThreads), 1, 1}));
-  // Every pointer is distinct from the others; all but o and lse are read-only.
-  for (unsigned i = 0; i < argTypes.size(); ++i) {
+  // Every pointer is distinct from the others; all but o and lse are
+  // read-only. The backend annotates its own arguments.
+  for (unsigned i = 0; i < firstTargetArgument; ++i) {
     if (argTypes[i] != globalPtr)
       continue;
     func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());

@@ -20,12 +20,28 @@
 // block ordinals continue from tile to tile (ordinalBase), so the rings'
 // phases need no reset, and the Q barriers complete one phase per tile.
 //
-// Tile order: tile t = (batch · H + head) · T + q with T = ceil(N / Br), q
-// the query tile (T - 1 - q under a mask: longest first), i.e. the
-// non-persistent grid's order, which keeps the CTAs that run together on
-// the same heads' K/V (L2). CTA c takes position c of even rounds and
-// G - 1 - c of odd ones (G CTAs per round): under a causal mask a CTA that
-// drew a long tile draws a short one next.
+// The schedule is dynamic: a CTA's first tile is blockIdx.x, every later
+// one gridDim.x + the next value of a global tile counter (a kernel
+// argument), drawn by the producer once it has issued the last tile's
+// copies, so a CTA takes new work when it is nearly free, whatever its
+// tiles cost. The producer writes the tile into a shared slot (two,
+// alternating by tile iteration) before the Q copy's expect_tx arrives on
+// queryFull (a release); the consumers wait for queryFull (an acquire) and
+// read it. A tile past the last ends both loops (the slot then holds -1):
+// the producer completes queryFull's phase with a plain arrive instead of a
+// copy. The slot of
+// iteration t was last read in iteration t - 2, before the consumers
+// released that tile's Q, which the producer waited for in iteration t - 1.
+//
+// Tile order: position t → (group, query tile, head). A group is G (batch,
+// head) pairs whose K and V together fit in an L2 budget (G ≥ 1; query
+// heads of one KV head count once), so the CTAs that run together share
+// them. Within a group the query tiles go last first under a mask (longest
+// first, so the short ones fill the end) with the group's heads side by
+// side. The last CTA to finish resets the counter (tiles drawn, CTAs done)
+// to zero: the next launch on the stream starts from zero without a memset.
+// Launches of one kernel on two streams at once need two counters
+// (flashrun::AttentionKernel keeps one per stream).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +55,15 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::lowering;
 using namespace flashc::sm90;
+
+namespace {
+// K and V of the heads of one schedule group fit in this much of the L2
+// (50 MB on the H100 and H200).
+constexpr int64_t kTileGroupL2Bytes = 32 << 20;
+// What the producer writes into the tile slot once the tiles have run out
+// (tile indices stay below 2^31).
+constexpr int64_t kEndOfTiles = -1;
+} // namespace
 
 LogicalResult SM90Emitter::emitKernelBody() {
   if (!hopper.persistent)
@@ -55,12 +80,13 @@ LogicalResult SM90Emitter::emitKernelBody() {
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(elected.thenBlock()->getTerminator());
-    producerResult = forEachTile([&] { return emitProducerTile(keyLoop); });
+    producerResult =
+        forEachTile(/*isProducer=*/true, [&] { return emitProducerTile(keyLoop); });
   });
   if (failed(producerResult))
     return failure();
   openGemmTurns();
-  LogicalResult consumerResult = forEachTile([&]() -> FailureOr<Value> {
+  LogicalResult consumerResult = forEachTile(/*isProducer=*/false, [&]() -> FailureOr<Value> {
     if (failed(lowerBlock(kernel.getEntryBlock())))
       return failure();
     return Value(arith::MaxSIOp::create(
@@ -72,48 +98,150 @@ LogicalResult SM90Emitter::emitKernelBody() {
   return success();
 }
 
-LogicalResult SM90Emitter::forEachTile(function_ref<FailureOr<Value>()> work) {
-  Type i32Type = b.getI32Type();
-  Value tilesPerHead = arith::DivUIOp::create(b, loc, add(queryLen, i32(config.br - 1)),
-                                              i32(config.br));
-  Value tiles = mul(mul(tilesPerHead, headCount), batchSize);
-  Value ctas = NVVM::GridDimXOp::create(b, loc, i32Type);
-  Value cta = NVVM::BlockIdXOp::create(b, loc, i32Type);
-  Value rounds = arith::DivUIOp::create(
-      b, loc, add(tiles, arith::SubIOp::create(b, loc, ctas, i32(1))), ctas);
-  auto roundLoop = scf::ForOp::create(b, loc, i32(0), rounds, i32(1), ValueRange{i32(0), i32(0)});
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(roundLoop.getBody());
-  Value round = roundLoop.getInductionVar();
-  Value base = roundLoop.getRegionIterArgs()[0], iteration = roundLoop.getRegionIterArgs()[1];
-  Value odd = cmpI(arith::CmpIPredicate::ne, arith::AndIOp::create(b, loc, round, i32(1)), i32(0));
-  Value position = select(
-      odd, arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, ctas, i32(1)), cta), cta);
-  Value tile = add(mul(round, ctas), position);
-  auto mine = scf::IfOp::create(b, loc, TypeRange{i32Type, i32Type},
-                                cmpI(arith::CmpIPredicate::ult, tile, tiles),
-                                /*withElseRegion=*/true);
-  scf::YieldOp::create(b, loc, mine.getResults());
+SM90Emitter::TileSchedule SM90Emitter::emitTileSchedule() {
+  // The sizes through opaque moves: computed per tile, so that LLVM does
+  // not hoist the schedule out of the tile loop into registers held across
+  // it (the consumers at D = 256 have none to spare).
+  Value queryLen = opaqueValue(this->queryLen), keyLen = opaqueValue(this->keyLen);
+  Value headCount = opaqueValue(this->headCount), batchSize = opaqueValue(this->batchSize);
+  Value kvHeadCount = opaqueValue(this->kvHeadCount);
+  TileSchedule schedule;
+  schedule.tilesPerHead =
+      arith::DivUIOp::create(b, loc, add(queryLen, i32(config.br - 1)), i32(config.br));
+  Value pairs = mul(headCount, batchSize);
+  schedule.pairs = pairs;
+  schedule.tiles = mul(schedule.tilesPerHead, pairs);
+  // KV heads whose K and V (M x D elements each) fit in the budget, at
+  // least one; times the query heads that share each. In 64 bits: the
+  // product can pass 2^32 before it is clamped to the pair count.
+  Type i64Type = b.getI64Type();
+  Value kvHeads = arith::DivUIOp::create(
+      b, loc, i64(kTileGroupL2Bytes / (4 * config.headDim)),
+      arith::ExtUIOp::create(b, loc, i64Type, keyLen));
+  kvHeads = arith::MaxUIOp::create(b, loc, kvHeads, i64(1));
+  Value sharing = arith::ExtUIOp::create(
+      b, loc, i64Type, arith::DivUIOp::create(b, loc, headCount, kvHeadCount));
+  Value group = arith::MinUIOp::create(b, loc, mul(kvHeads, sharing),
+                                       arith::ExtUIOp::create(b, loc, i64Type, pairs));
+  schedule.headsPerGroup = arith::TruncIOp::create(b, loc, b.getI32Type(), group);
+  schedule.heads = headCount;
+  return schedule;
+}
 
-  b.setInsertionPointToStart(mine.elseBlock());
-  scf::YieldOp::create(b, loc, ValueRange{base, iteration});
-
-  b.setInsertionPointToStart(mine.thenBlock());
-  Value query = arith::RemUIOp::create(b, loc, tile, tilesPerHead);
-  Value batchHead = arith::DivUIOp::create(b, loc, tile, tilesPerHead);
+void SM90Emitter::mapTile(const TileSchedule &schedule, Value tile) {
+  Value groupTiles = mul(schedule.headsPerGroup, schedule.tilesPerHead);
+  Value group = arith::DivUIOp::create(b, loc, tile, groupTiles);
+  Value firstPair = mul(group, schedule.headsPerGroup);
+  // The last group may hold fewer pairs.
+  Value pairs = arith::MinUIOp::create(b, loc, schedule.headsPerGroup,
+                                       arith::SubIOp::create(b, loc, schedule.pairs, firstPair));
+  Value within = arith::SubIOp::create(b, loc, tile, mul(group, groupTiles));
+  Value query = arith::DivUIOp::create(b, loc, within, pairs);
+  Value pair = add(firstPair, arith::RemUIOp::create(b, loc, within, pairs));
   if (visitsLongestFirst())
-    query = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, tilesPerHead, i32(1)),
-                                  query);
+    query = arith::SubIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, schedule.tilesPerHead, i32(1)), query);
   scalars.map(kernel.getQueryTile(), query);
-  scalars.map(kernel.getHead(), arith::RemUIOp::create(b, loc, batchHead, headCount));
-  scalars.map(kernel.getBatch(), arith::DivUIOp::create(b, loc, batchHead, headCount));
-  ordinalBase = base;
-  tileIteration = iteration;
+  scalars.map(kernel.getHead(), arith::RemUIOp::create(b, loc, pair, schedule.heads));
+  scalars.map(kernel.getBatch(), arith::DivUIOp::create(b, loc, pair, schedule.heads));
+}
+
+Value SM90Emitter::tileSlot(Value iteration) {
+  Value slots = arith::TruncIOp::create(b, loc, b.getI32Type(),
+                                        add(sharedBase, i64(hopper.tileSlotsSmemOffset())));
+  return add(slots, mul(arith::AndIOp::create(b, loc, iteration, i32(1)), i32(4)));
+}
+
+LogicalResult SM90Emitter::forEachTile(bool isProducer,
+                                       function_ref<FailureOr<Value>()> work) {
+  Type i32Type = b.getI32Type();
+  // The producer tests each tile it draws against the tile count; the
+  // consumers read kEndOfTiles once it has run out.
+  Value tiles;
+  if (isProducer)
+    tiles = emitTileSchedule().tiles;
+  Value ctas = NVVM::GridDimXOp::create(b, loc, i32Type);
+  // Carried: (the producer's next tile,) the ordinal base, the iteration.
+  SmallVector<Value> initial;
+  if (isProducer)
+    initial.push_back(NVVM::BlockIdXOp::create(b, loc, i32Type));
+  initial.append({i32(0), i32(0)});
+  SmallVector<Type> carriedTypes(initial.size(), i32Type);
+  SmallVector<Location> carriedLocs(initial.size(), loc);
+  // Results and the after block: (tile, ordinal base, iteration).
+  SmallVector<Type> tileTypes(3, i32Type);
+  SmallVector<Location> tileLocs(3, loc);
+  auto loop = scf::WhileOp::create(b, loc, tileTypes, initial);
+  OpBuilder::InsertionGuard guard(b);
+
+  // Before: the tile of this iteration, handed over through its slot.
+  Block *before = b.createBlock(&loop.getBefore(), {}, carriedTypes, carriedLocs);
+  Value base = before->getArgument(before->getNumArguments() - 2);
+  Value iteration = before->getArguments().back();
+  Value tile, more;
+  if (isProducer) {
+    tile = before->getArgument(0);
+    more = cmpI(arith::CmpIPredicate::ult, tile, tiles);
+    AsmCall store;
+    store.addInput(tileSlot(iteration));
+    store.addInput(select(more, tile, i32(kEndOfTiles)));
+    store.emit(b, loc, "st.shared.u32 [$0], $1;");
+  } else {
+    waitForPhase(queryFull, arith::AndIOp::create(b, loc, iteration, i32(1)));
+    AsmCall load;
+    load.addOutputs(i32Type, 1);
+    load.addInput(tileSlot(iteration));
+    tile = load.emit(b, loc, "ld.shared.u32 $0, [$1];").front();
+    more = cmpI(arith::CmpIPredicate::ne, tile, i32(kEndOfTiles));
+  }
+  scf::ConditionOp::create(b, loc, more, ValueRange{tile, base, iteration});
+
+  // After: one tile.
+  Block *after = b.createBlock(&loop.getAfter(), {}, tileTypes, tileLocs);
+  mapTile(emitTileSchedule(), after->getArgument(0));
+  ordinalBase = after->getArgument(1);
+  tileIteration = after->getArgument(2);
   FailureOr<Value> blocks = work();
   if (failed(blocks))
     return failure();
-  scf::YieldOp::create(b, loc, ValueRange{add(base, *blocks), add(iteration, i32(1))});
+  SmallVector<Value> next;
+  if (isProducer) {
+    AsmCall draw;
+    draw.addOutputs(i32Type, 1);
+    draw.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), tileCounter));
+    next.push_back(add(ctas, draw.emit(b, loc, "atom.global.add.u32 $0, [$1], 1;").front()));
+  }
+  next.append({add(ordinalBase, *blocks), add(tileIteration, i32(1))});
+  scf::YieldOp::create(b, loc, next);
+
+  b.setInsertionPointAfter(loop);
+  if (isProducer)
+    finishTileSchedule(loop.getResult(2));
   return success();
+}
+
+void SM90Emitter::finishTileSchedule(Value iteration) {
+  {
+    RematerializedAddresses addresses(*this);
+    // queryFull's last phase must have been seen by every consumer before
+    // this one completes (they released that tile's Q after their wait).
+    waitForPhase(queryEmpty,
+                 arith::XOrIOp::create(b, loc, arith::AndIOp::create(b, loc, iteration, i32(1)),
+                                       i32(1)));
+    arriveOn(queryFull);
+  }
+  // acq_rel: every CTA's draws come before its count, and the last CTA's
+  // reset after all of them.
+  AsmCall done;
+  done.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), tileCounter));
+  done.addInput(arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, b.getI32Type()),
+                                      i32(1)));
+  done.emit(b, loc,
+            "{\n.reg .u32 done, zero;\n.reg .pred last;\n"
+            "atom.acq_rel.gpu.global.add.u32 done, [$0+4], 1;\n"
+            "setp.eq.u32 last, done, $1;\nmov.u32 zero, 0;\n"
+            "@last st.relaxed.gpu.global.u32 [$0], zero;\n"
+            "@last st.relaxed.gpu.global.u32 [$0+4], zero;\n}");
 }
 
 FailureOr<Value> SM90Emitter::emitProducerTile(scf::ForOp keyLoop) {

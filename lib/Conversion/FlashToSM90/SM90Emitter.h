@@ -46,11 +46,13 @@ struct HopperConfig : lowering::KernelConfig {
   /// issuing their GEMMs (named barriers), so one's softmax runs under the
   /// others' GEMMs.
   bool pingPong = false;
-  /// Warp-specialized: a persistent grid. Each CTA loops over query tiles
-  /// (a static snake over the tile order, longest first under a mask); the
-  /// producer also loads each tile's Q by TMA (a third tensor map) into a
-  /// buffer with its own full/empty barriers, so it fetches the next tile's
-  /// Q and K/V while the consumers finish the current one.
+  /// Warp-specialized: a persistent grid. Each CTA loops over query tiles,
+  /// which its producer draws from a global tile counter (PersistentGrid.cpp:
+  /// longest first under a mask, heads in groups whose K/V fit in L2) and
+  /// hands to the consumers through shared memory; the producer also loads
+  /// each tile's Q by TMA (a third tensor map) into a buffer with its own
+  /// full/empty barriers, so it fetches the next tile's Q and K/V while the
+  /// consumers finish the current one.
   bool persistent = false;
 
   int64_t panels() const { return (headDim + 63) / 64; }
@@ -74,7 +76,10 @@ struct HopperConfig : lowering::KernelConfig {
   int64_t barrierSmemOffset() const {
     return vSmemOffset() + valueBuffers() * valueBufferBytes();
   }
-  int64_t sharedBytes() const { return barrierSmemOffset() + 8 * barrierCount() + 1024; }
+  /// Persistent: two i32 slots after the barriers, where the producer
+  /// writes the tile of each even and odd tile iteration.
+  int64_t tileSlotsSmemOffset() const { return barrierSmemOffset() + 8 * barrierCount(); }
+  int64_t sharedBytes() const { return tileSlotsSmemOffset() + (persistent ? 8 : 0) + 1024; }
   /// CUtensorMap kernel arguments: k and v with TMA, q too when persistent.
   int64_t tensorMaps() const { return kvTensorMaps ? (persistent ? 3 : 2) : 0; }
 };
@@ -195,11 +200,35 @@ private:
   mlir::LogicalResult emitKernelBody() override;
   void issueQueryCopy(flash::LoadQOp op) override;
   void acquireQuery(int64_t pendingGroups) override;
+  /// The schedule's constants, computed where needed from opaque copies of
+  /// the sizes: query tiles per head, tiles in all, the (batch, head) pairs
+  /// of one group (whose K/V the tiles of the group share in L2), all
+  /// pairs, and H.
+  struct TileSchedule {
+    mlir::Value tilesPerHead, tiles, headsPerGroup, pairs, heads;
+  };
+  TileSchedule emitTileSchedule();
+  /// Maps (b, h, qt) to schedule position `tile`: group by group, within a
+  /// group query tile by query tile (the last first under a mask: longest
+  /// first), its heads side by side.
+  void mapTile(const TileSchedule &schedule, mlir::Value tile);
   /// Loops over this CTA's query tiles: maps (b, h, qt) to each and runs
-  /// `work`, which returns the tile's key-block count. Carries the ordinal
-  /// of the tile's first key block (ordinalBase) and the tile's index among
+  /// `work`, which returns the tile's key-block count. The producer draws
+  /// each tile (the first is blockIdx.x, then gridDim.x + the global tile
+  /// counter's next value) and writes it to the iteration's tile slot
+  /// before Q's copy arms queryFull (kEndOfTiles once they have run out);
+  /// the consumers wait for queryFull and read it; the end stops both. Carries the ordinal of
+  /// the tile's first key block (ordinalBase) and the tile's index among
   /// this CTA's (tileIteration).
-  mlir::LogicalResult forEachTile(llvm::function_ref<mlir::FailureOr<mlir::Value>()> work);
+  mlir::LogicalResult forEachTile(bool isProducer,
+                                  llvm::function_ref<mlir::FailureOr<mlir::Value>()> work);
+  /// The producer after its last tile, in iteration `iteration`: completes
+  /// queryFull's phase without a copy (the consumers read the end), then
+  /// counts this CTA done; the last CTA resets the counter for the next
+  /// launch on the stream.
+  void finishTileSchedule(mlir::Value iteration);
+  /// The 32-bit shared address of the tile slot of `iteration`.
+  mlir::Value tileSlot(mlir::Value iteration);
   /// The producer's part of one tile: the scalars before the key loop, Q by
   /// TMA, the key range and its K/V copies; returns the block count.
   mlir::FailureOr<mlir::Value> emitProducerTile(mlir::scf::ForOp keyLoop);
@@ -209,6 +238,9 @@ private:
   mlir::Value ordinalBase, tileIteration;
   /// Persistent: the CTA's Q tile (i64 shared address) and its barriers.
   mlir::Value queryTileAddress, queryFull, queryEmpty;
+  /// Persistent: the global tile counter (the last kernel argument: two
+  /// u32, tiles drawn and CTAs done, zero before a launch and after it).
+  mlir::Value tileCounter;
   /// Ping-pong: this consumer warpgroup's index; waits until the previous
   /// warpgroup has issued its GEMMs (named barrier 1 + w); lets the next one
   /// go (one tile: not after the last block of the last warpgroup, so every

@@ -30,6 +30,8 @@ using namespace flashc::sm90;
 
 void SM90Emitter::appendTargetArguments(SmallVectorImpl<Type> &types) {
   types.append(hopper.tensorMaps(), LLVM::LLVMPointerType::get(b.getContext()));
+  if (hopper.persistent)
+    types.push_back(LLVM::LLVMPointerType::get(b.getContext(), 1));
 }
 
 void SM90Emitter::annotateTargetArguments(unsigned first) {
@@ -41,6 +43,10 @@ void SM90Emitter::annotateTargetArguments(unsigned first) {
     func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
     func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
   }
+  // The tile counter: read and written by atomics only.
+  if (hopper.persistent)
+    func.setArgAttr(first + hopper.tensorMaps(), LLVM::LLVMDialect::getNoAliasAttrName(),
+                    b.getUnitAttr());
 }
 
 void SM90Emitter::bindTargetArguments(ValueRange arguments) {
@@ -51,6 +57,8 @@ void SM90Emitter::bindTargetArguments(ValueRange arguments) {
     qTensorMap = arguments[arg++];
   kTensorMap = arguments[arg++];
   vTensorMap = arguments[arg++];
+  if (hopper.persistent)
+    tileCounter = arguments[arg++];
 }
 
 int64_t SM90Emitter::assignBarriers(Value sharedBase, int64_t *fullCount) {

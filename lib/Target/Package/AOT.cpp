@@ -42,6 +42,13 @@ std::string launchParameters(const flashrt::KernelPackage &package) {
          sizeParameters() + argumentParameters(package);
 }
 
+/// The block summary function's parameter list: the sizes and run-time
+/// arguments the mask reads, and the summary written.
+std::string summaryParameters(const flashrt::KernelPackage &package) {
+  return "void *stream, " + sizeParameters() + argumentParameters(package) +
+         ", uint64_t summary";
+}
+
 /// The backward function's parameter list: the forward's tensors, O, LSE
 /// and dO in, dQ, dK, dV and one f32 gradient per aux tensor out.
 std::string backwardParameters(const flashrt::KernelPackage &package) {
@@ -66,8 +73,19 @@ std::string collectArguments(const flashrt::KernelPackage &package) {
   return text;
 }
 
-/// The catch clauses every entry point ends with.
-constexpr llvm::StringLiteral kCatchErrors = R"(  } catch (const flashrt::Error &error) {
+/// How every entry point that launches starts: the loaded kernels, their
+/// context current, the caller's stream.
+constexpr llvm::StringLiteral kEnterCall = R"(  try {
+    Loaded &state = loaded();
+    state.context.makeCurrent();
+    flashrt::Stream launchStream =
+        flashrt::Stream::borrow(state.context, static_cast<CUstream_st *>(stream));
+)";
+
+/// How it ends: success, or the error's message and return code.
+constexpr llvm::StringLiteral kReturnSuccess = R"(    lastError.clear();
+    return 0;
+  } catch (const flashrt::Error &error) {
     lastError = error.what();
     return error.kind() == flashrt::ErrorKind::InvalidArgument
                ? 2
@@ -116,6 +134,20 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << " * or driver, 4 when the PTX does not JIT, 5 for other driver errors;\n"
     << " * flashc_" << name << "_error() then says why. */\n"
     << "int flashc_" << name << "_launch(" << launchParameters(package) << ");\n\n";
+  if (package.blockSummary)
+    h << "/* The mask reads aux tensors: flashc_" << name << "_launch first classifies\n"
+      << " * every (query tile, key block) into a block summary (empty, partial,\n"
+      << " * full) on `stream`. One summary serves every launch with the same sizes,\n"
+      << " * parameters and aux tensor contents (the layers and heads that share the\n"
+      << " * mask): compute it once into device memory of\n"
+      << " * flashc_" << name << "_summary_bytes(...) bytes with flashc_" << name
+      << "_summary, then\n"
+      << " * launch with flashc_" << name << "_launch_with_summary. A summary of other\n"
+      << " * inputs gives wrong results. Same return codes and stream rules. */\n"
+      << "uint64_t flashc_" << name << "_summary_bytes(" << sizeParameters() << ");\n"
+      << "int flashc_" << name << "_summary(" << summaryParameters(package) << ");\n"
+      << "int flashc_" << name << "_launch_with_summary(" << launchParameters(package)
+      << ", uint64_t summary);\n\n";
   if (backward)
     h << "/* The backward pass from the forward's O and lse and the output gradient\n"
       << " * d_o (like o): writes dq (like q), dk and dv (like k, v) and adds into\n"
@@ -163,26 +195,44 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << "flashrun::TensorRef ref(const flashc_tensor &t) {\n"
     << "  return {t.data, t.batch_stride, t.head_stride, t.row_stride};\n}\n\n"
     << "} // namespace\n\n"
-    << "extern \"C\" int flashc_" << name << "_launch(" << launchParameters(package) << ") {\n"
-    << "  try {\n"
-    << "    Loaded &state = loaded();\n"
-    << "    state.context.makeCurrent();\n"
-    << "    flashrt::Stream launchStream =\n"
-    << "        flashrt::Stream::borrow(state.context, static_cast<CUstream_st *>(stream));\n"
-    << collectArguments(package)
-    << "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
-    << "                        {batch, heads, kv_heads, query_len, key_len}, params, tensors);\n"
-    << "    lastError.clear();\n"
-    << "    return 0;\n"
-    << kCatchErrors << "\n";
+    << "extern \"C\" int flashc_" << name << "_launch(" << launchParameters(package) << ") {\n";
+  auto emitLaunchBody = [&](llvm::StringRef summary) {
+    c << kEnterCall
+      << collectArguments(package)
+      << "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+      << "                        {batch, heads, kv_heads, query_len, key_len}, params, tensors"
+      << summary << ");\n"
+      << kReturnSuccess << "\n";
+  };
+  emitLaunchBody("");
+  if (package.blockSummary) {
+    c << "extern \"C\" int flashc_" << name << "_launch_with_summary("
+      << launchParameters(package) << ", uint64_t summary) {\n"
+      << "  if (summary == 0) {\n"
+      << "    lastError = \"the block summary is a null pointer (flashc_" << name
+      << "_launch computes one)\";\n"
+      << "    return 2;\n  }\n";
+    emitLaunchBody(", summary");
+    c << "extern \"C\" uint64_t flashc_" << name << "_summary_bytes(" << sizeParameters()
+      << ") {\n"
+      << "  // The summary's size depends on the package's tile only: no GPU needed.\n"
+      << "  static const flashrt::KernelPackage package = flashrt::KernelPackage::parse(kPackage);\n"
+      << "  return flashrun::AttentionKernel::blockSummaryBytes(\n"
+      << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
+      << "}\n\n"
+      << "extern \"C\" int flashc_" << name << "_summary(" << summaryParameters(package)
+      << ") {\n"
+      << kEnterCall
+      << collectArguments(package)
+      << "    state.kernel.computeBlockSummary(launchStream, {batch, heads, kv_heads, query_len, "
+         "key_len},\n"
+      << "                                     params, tensors, summary);\n"
+      << kReturnSuccess << "\n";
+  }
   if (backward) {
     c << "extern \"C\" int flashc_" << name << "_backward(" << backwardParameters(*backward)
       << ") {\n"
-      << "  try {\n"
-      << "    Loaded &state = loaded();\n"
-      << "    state.context.makeCurrent();\n"
-      << "    flashrt::Stream launchStream =\n"
-      << "        flashrt::Stream::borrow(state.context, static_cast<CUstream_st *>(stream));\n"
+      << kEnterCall
       << collectArguments(*backward)
       << "    flashrun::BackwardTensors t;\n"
       << "    t.q = ref(q);\n    t.k = ref(k);\n    t.v = ref(v);\n    t.out = ref(o);\n"
@@ -193,9 +243,7 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     c << "    state.backward.launch(launchStream, t, {batch, heads, kv_heads, query_len, "
          "key_len},\n"
       << "                          params, tensors);\n"
-      << "    lastError.clear();\n"
-      << "    return 0;\n"
-      << kCatchErrors << "\n"
+      << kReturnSuccess << "\n"
       << "extern \"C\" uint64_t flashc_" << name << "_backward_workspace(" << sizeParameters()
       << ") {\n"
       << "  // The workspace depends on the package's tile only: no GPU needed.\n"

@@ -15,7 +15,7 @@
 //   block-cols 64
 //   threads 128
 //   dynamic-shared-bytes 49152
-//   grid ceil(N/block-rows) H B         (or: grid persistent)
+//   grid ceil(N/block-rows) H B         (or: grid persistent tile-counter)
 //   static-sizes -1 -1 -1 -1 -1 128     (B H HKV N M D; -1 = free)
 //   dim-classes 0 1 2 3 4 5             (role tied to the smallest equal role)
 //   param window i32 128                (one line per parameter, ABI order)
@@ -95,10 +95,12 @@ struct KernelPackage {
   /// The kernel takes CUtensorMaps of k and v (TMA) after the aux tensors:
   /// dims {D, M, HKV, B}, box {64, blockCols, 1, 1}, 128-byte swizzle.
   bool kvTensorMaps = false;
-  /// `grid persistent`: the grid is (min(tiles, CTAs resident at once), 1,
-  /// 1) with tiles = ceil(N/block-rows)·H·B, each CTA looping over tiles;
-  /// the kernel also takes q's CUtensorMap (dims {D, N, H, B}, box {64,
-  /// blockRows, 1, 1}) before k's.
+  /// `grid persistent tile-counter`: the grid is (min(tiles, CTAs resident
+  /// at once), 1, 1) with tiles = ceil(N/block-rows)·H·B, each CTA drawing
+  /// tiles from a counter; the kernel also takes q's CUtensorMap (dims {D,
+  /// N, H, B}, box {64, blockRows, 1, 1}) before k's, and after the tensor
+  /// maps the counter: two u32 in device memory, zero before the first
+  /// launch (each launch leaves them zero), one per stream that launches it.
   bool persistent = false;
   /// A backward package: the main kernel over (ceil(M / block-cols), HKV,
   /// B), `entries` holding its preprocess and convert kernels.

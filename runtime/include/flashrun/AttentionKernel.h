@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,8 +113,10 @@ public:
                 const TensorRef &o, const std::map<std::string, double> &params,
                 const std::vector<uint64_t> &tensors) const;
 
-  /// Validates, then launches over grid (ceil(N / Br), H, B). O is written
-  /// in the package's element type, LSE as dense f32 [B, H, N].
+  /// Validates, then launches over grid (ceil(N / Br), H, B), or, for a
+  /// persistent package, as many CTAs as fit at once (each draws tiles from
+  /// the stream's tile counter). O is written in the package's element
+  /// type, LSE as dense f32 [B, H, N].
   ///
   /// A package whose mask reads aux tensors (hasBlockSummary()) reads a
   /// block summary of them: `blockSummary` is one computeBlockSummary wrote
@@ -130,7 +133,11 @@ public:
   bool hasBlockSummary() const { return kernelPackage.blockSummary; }
   /// Bytes of the block summary at `sizes` (one per (b, h, query tile, key
   /// block), b and h only where the mask reads them); 0 without one.
-  size_t blockSummaryBytes(const Sizes &sizes) const;
+  size_t blockSummaryBytes(const Sizes &sizes) const {
+    return blockSummaryBytes(kernelPackage, sizes);
+  }
+  /// The same from the package alone (no GPU needed).
+  static size_t blockSummaryBytes(const flashrt::KernelPackage &package, const Sizes &sizes);
   /// Classifies every (query tile, key block) of the mask as empty, partial
   /// or full into `summary` (device memory of blockSummaryBytes(sizes)
   /// bytes), on `stream`. Throws InvalidArgument without a summary entry or
@@ -157,6 +164,16 @@ private:
   std::shared_ptr<BackwardKernel> backwardPass;
   /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
   int64_t residentCtas = 0;
+  /// Persistent packages: the tile counter of each stream launched on (two
+  /// u32 that every launch leaves zero), so launches on two streams at
+  /// once never draw from one counter. Launches on one stream are ordered.
+  struct TileCounters {
+    std::mutex lock;
+    std::map<CUstream_st *, flashrt::DeviceBuffer> byStream;
+  };
+  std::shared_ptr<TileCounters> tileCounters = std::make_shared<TileCounters>();
+  /// The device address of `stream`'s tile counter (zeroed when new).
+  uint64_t tileCounter(const flashrt::Stream &stream) const;
 };
 
 } // namespace flashrun

@@ -1,6 +1,8 @@
 // RUN: flashc-opt %s -flash-to-sm90 | FileCheck %s
 // RUN: flashc-opt %s -flash-to-sm90=persistent=false | FileCheck %s --check-prefix=OFF
-// RUN: flashc-opt %s -flash-to-sm90 -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: flashc-opt %s -flash-to-sm90 -canonicalize -cse -convert-scf-to-cf -convert-arith-to-llvm -convert-cf-to-llvm -reconcile-unrealized-casts -nvvm-attach-target="module=flashc_kernels chip=sm_90a features=+ptx80 O=3" -gpu-module-to-binary="format=isa" > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: FileCheck %s --check-prefix=SCHEDULE --input-file=%t.ptx
 
 // The persistent grid (this pass's default for warp-specialized kernels;
 // the tools ask for it when they know N <= 8192): causal
@@ -9,26 +11,32 @@
 
 // CHECK: grid = persistent,
 // CHECK-SAME: tensor_maps = 3,
-// Three grid-constant CUtensorMaps (q, k, v) after the aux tensors.
+// Three grid-constant CUtensorMaps (q, k, v) after the aux tensors, then
+// the tile counter.
 // CHECK-LABEL: llvm.func @causal(
 // CHECK-COUNT-3: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
+// CHECK-SAME: !llvm.ptr<1> {llvm.noalias})
 // Five full barriers (K, K', V, V', Q: one arrival) and five empty ones
 // (one per consumer thread), initialized once; the CTA splits once.
 // CHECK-COUNT-5: "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r" %{{[0-9]+}}, %c1_i32
 // CHECK-COUNT-5: "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r" %{{[0-9]+}}, %c256_i32
 // CHECK: nvvm.barrier0
 // CHECK: llvm.cond_br %{{.*}}, ^[[PRODUCER:.*]], ^[[CONSUMER:.*]]
-// The producer's thread walks this CTA's tiles (rounds of gridDim.x tiles,
-// position blockIdx.x or gridDim.x - 1 - blockIdx.x), last query tile first:
-// per tile it waits until Q is released, copies Q (128 rows x 128 bytes),
-// scans the visible key range and fills the K/V rings.
+// The producer's thread draws this CTA's tiles: blockIdx.x first, then
+// gridDim.x + the tile counter's next value. It writes each into the
+// iteration's shared slot before the iteration's Q copy; per tile it waits
+// until Q is released, copies Q (128 rows x 128 bytes), scans the visible
+// key range and fills the K/V rings. A tile past the last ends the loop:
+// queryFull completes without a copy, the CTA counts itself done and the
+// last one resets the counter.
 // CHECK: ^[[PRODUCER]]:
 // CHECK-NEXT: "setmaxnreg.dec.sync.aligned.u32 40;"
 // CHECK: nvvm.read.ptx.sreg.nctaid.x
 // CHECK: nvvm.read.ptx.sreg.ctaid.x
-// CHECK: scf.for
-// CHECK: arith.select
-// CHECK: scf.if
+// CHECK: scf.while
+// CHECK: "st.shared.u32 [$0], $1;"
+// CHECK: scf.condition
+// CHECK: arith.divui
 // CHECK: arith.remui
 // CHECK: arith.subi
 // CHECK: mbarrier.try_wait.parity
@@ -42,18 +50,27 @@
 // CHECK: mbarrier.try_wait.parity
 // CHECK: "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 8192;"
 // CHECK: "cp.async.bulk.tensor.4d
+// CHECK: "atom.global.add.u32 $0, [$1], 1;"
+// CHECK: scf.yield
+// CHECK: mbarrier.try_wait.parity
+// CHECK-NEXT: "mbarrier.arrive.shared::cta.b64 _, [$0];"
+// CHECK: atom.acq_rel.gpu.global.add.u32 done, [$0+4], 1;
 // CHECK: llvm.return
 // The consumers walk the same tiles: wait for Q, ping-pong, the overlapped
 // loop, release Q once every Q·Kᵀ is done (before the last P·V), store. No
 // CTA barrier and no copy of their own. The last warpgroup opens warpgroup
 // 0's first GEMM turn once, before the first tile: the turns run on from
 // tile to tile, so no tile opens them again.
+// Each iteration waits for queryFull, then reads the tile the producer
+// wrote.
 // CHECK: ^[[CONSUMER]]:
 // CHECK-NEXT: "setmaxnreg.inc.sync.aligned.u32 232;"
 // CHECK: scf.if
 // CHECK: "bar.arrive $0, 256;"
-// CHECK: scf.for
-// CHECK: scf.if
+// CHECK: scf.while
+// CHECK: mbarrier.try_wait.parity
+// CHECK: "ld.shared.u32 $0, [$1];"
+// CHECK: scf.condition
 // CHECK: scf.for
 // CHECK: mbarrier.try_wait.parity
 // CHECK-NOT: "bar.arrive $0, 256;"
@@ -75,7 +92,15 @@
 // OFF-SAME: tensor_maps = 2,
 // OFF-COUNT-2: nvvm.grid_constant
 // OFF-NOT: nvvm.grid_constant
+// OFF-NOT: atom.global.add
 // OFF: nvvm.cp.async.wait.group 0
+
+// The schedule in the PTX text -- the slot's store, the draw, the count and reset.
+// SCHEDULE-DAG: st.shared.u32
+// SCHEDULE-DAG: atom.global.add.u32
+// SCHEDULE-DAG: atom.acq_rel.gpu.global.add.u32
+// SCHEDULE-DAG: st.relaxed.gpu.global.u32
+// SCHEDULE-DAG: ld.shared.u32
 
 // PTX: .maxnreg 168
 // PTX: setmaxnreg.dec.sync.aligned.u32 40;

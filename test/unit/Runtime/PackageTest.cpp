@@ -88,13 +88,17 @@ TEST(Package, RecordsThePersistentGrid) {
   package.kvTensorMaps = true;
   package.persistent = true;
   std::string text = package.serialize();
-  EXPECT_NE(text.find("\ngrid persistent\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ngrid persistent tile-counter\n"), std::string::npos) << text;
   EXPECT_TRUE(flashrt::KernelPackage::parse(text).persistent);
   EXPECT_FALSE(flashrt::KernelPackage::parse(samplePackage().serialize()).persistent);
   // Its Q comes by TMA: a persistent package without tensor maps is wrong.
   expectParseError(replacedOnce(text, "kv-tensor-maps\n", ""),
                    "a persistent grid needs kv-tensor-maps");
   expectParseError(replacedOnce(text, "grid persistent", "grid dynamic"), "unknown grid rule");
+  // flashc 0.2's persistent kernels took no tile counter: a clear error,
+  // never a launch with the wrong arguments.
+  expectParseError(replacedOnce(text, "grid persistent tile-counter", "grid persistent"),
+                   "compile it again");
 }
 
 flashrt::KernelPackage sampleBackwardPackage() {

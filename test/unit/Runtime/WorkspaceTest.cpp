@@ -1,4 +1,4 @@
-//===- WorkspaceTest.cpp - The backward's workspace layout ----------------===//
+//===- WorkspaceTest.cpp - The scratch sizes callers allocate -------------===//
 //
 // BackwardKernel::workspaceBytes is all a caller (AOT programs included)
 // knows of the scratch; it must grow with the deterministic mode's
@@ -54,6 +54,25 @@ TEST(BackwardWorkspace, RoleExtentsFollowTheSizes) {
   EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(package, sizes) -
                 flashrun::BackwardKernel::workspaceBytes(plain, sizes),
             roundUp((1 + 2 * 3 * 40 * 70) * 8));
+}
+
+// The block summary's size, from the package alone (AOT programs allocate
+// a cached summary with it): one byte per (b, h, query tile, key block),
+// b and h only where the mask reads them.
+TEST(BlockSummaryBytes, CountsTheTilesOfThePackage) {
+  flashrt::KernelPackage package;
+  package.kernelName = "document";
+  package.blockRows = 128;
+  package.blockCols = 96;
+  flashrun::Sizes sizes{3, 5, 5, 1000, 1100};
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 0u);
+  package.blockSummary = true;
+  size_t tiles = 8 * 12; // ceil(1000 / 128) x ceil(1100 / 96)
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), tiles);
+  package.summaryPerBatch = true;
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 3 * tiles);
+  package.summaryPerHead = true;
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 15 * tiles);
 }
 
 } // namespace

@@ -31,13 +31,16 @@
 //          {64, block_cols, 1, 1}, 128-byte swizzle, zero fill; a
 //          persistent kernel takes q's before them (dims {D, N, H, B}, box
 //          {64, block_rows, 1, 1})
+//   then   a persistent kernel's tile counter: a u32[2] global pointer
+//          (tiles drawn, CTAs done), zero before the launch; the kernel
+//          leaves it zero. Launches that may run at once need their own.
 // LSE is dense [B, H, N] f32. K/V head of query head h: h / (H / HKV).
 //
 // Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1)
 // (threads_per_block = 32 · block_rows / rows_per_warp; a kernel with a mask
 // maps CTA x to query tile grid.x - 1 - x); persistent kernels: grid
 // (min(ceil(N / block_rows) · H · B, CTAs resident at once), 1, 1), each CTA
-// looping over tiles,
+// drawing tiles from the tile counter until none is left.
 // A kernel with a block summary has a second entry, `<name>_summary`
 // (grid kind block_summary): the same parameters up to and including the
 // summary pointer, grid (ceil(ceil(M / block_cols) / 4), ceil(N /
