@@ -9,6 +9,8 @@
 #     2. compute-sanitizer (memcheck, racecheck, synccheck) on one;
 #     3. packed documents (20 docs) over tiles and grids, FlexAttention
 #        with a BlockMask in the same call.
+#   bench/scheduler.sh recheck  (one call, after a change: the checks and
+#     the sanitizer, then the short queries beside the static schedule)
 #   bench/scheduler.sh grid     (one call)
 #     the dense forward timed on the persistent grid with the dynamic
 #     schedule and on one CTA per tile (these tools) and, where
@@ -36,7 +38,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 
 PART=${1:-all}
 
-if [ "$PART" = checks ] || [ "$PART" = all ]; then
+if [ "$PART" = checks ] || [ "$PART" = recheck ] || [ "$PART" = all ]; then
 echo "== persistent kernels vs the interpreter"
 # A check passes when flash-run does and its kernel is on the persistent grid.
 check() {
@@ -76,6 +78,9 @@ for tool in memcheck racecheck synccheck; do
   echo "$tool causal persistent: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$T/san.log" | tail -1)" | tee -a "$OUT/sanitizer.txt"
 done
 
+fi
+
+if [ "$PART" = checks ] || [ "$PART" = all ]; then
 echo "== packed documents (B=1, H=16, 20 docs): tiles and grids"
 echo "config,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/docs.csv"
 for D in 64 128; do for N in 8192 16384 32768; do
@@ -104,6 +109,47 @@ for D in 64 128; do for N in 8192 16384 32768; do
   awk -F, -v n=$N -v d=$D -v x="$x" '$7==n && $9==d {r = (x != "" && $11 > 0) ? sprintf("%.2f", x / $11) : "?";
     printf "%s D=%s N=%s %s ms (summary %s) flex %s ratio %s\n", $1, d, n, $11, $15, x, r}' "$OUT/docs.csv"
 done; done | tee "$OUT/docs-table.txt"
+echo "checks: $(grep -c '^ok' "$OUT/checks.txt") passed, $(grep -c '^FAIL' "$OUT/checks.txt") failed"
+cat "$OUT/sanitizer.txt"
+fi
+
+# The follow-up call: the checks and the sanitizer again, then the short
+# queries beside the static schedule, 16k beside one CTA per tile, and the
+# documents' warp-specialized 128 x 128 tile on the persistent grid (no
+# peers: their rows are the grid call's).
+if [ "$PART" = recheck ]; then
+echo "== short queries (static schedule beside), 16k (one CTA per tile beside)"
+echo "config,causal,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse" > "$OUT/flashc.csv"
+for D in 128 256; do
+  H=$((2048 / D))
+  tile=; [ $D -eq 256 ] && tile="--tile Br=128,Bc=64"
+  for N in 512 2048 8192 16384; do
+    B=$((16384 / N))
+    for causal in 0 1; do
+      if [ $causal -eq 1 ]; then f=examples/causal.flash; c=--causal; else f=examples/full.flash; c=; fi
+      if [ $N -eq 16384 ]; then configs="dynamic per-tile"; else configs="dynamic static"; fi
+      for config in $configs; do
+        case $config in
+          dynamic) tool=$NEW; grid=--persistent=true ;;
+          per-tile) tool=$NEW; grid=--persistent=false ;;
+          static) tool=$OLD; grid=--persistent=true ;;
+        esac
+        # shellcheck disable=SC2086
+        row=$(timeout 90 "$tool" $f --shape B=$B,H=$H,N=$N,D=$D $tile $grid $c --iters 30 --csv 2>&1 | tail -1)
+        echo "$config,$causal,$row" | tee -a "$OUT/flashc.csv"
+      done
+    done
+  done
+done
+echo "== documents, D = 128 (20 docs)"
+for N in 16384 32768; do for flags in "" "--tile Br=128,Bc=128 --persistent=true"; do
+  # shellcheck disable=SC2086
+  "$NEW" examples/document.flash --shape B=1,H=16,N=$N,D=128 --docs 20 $flags --iters 30 --csv 2>&1 | tail -1 | sed "s/^/${flags:-default} /"
+done; done | tee "$OUT/docs.csv"
+echo "== table: TFLOP/s, the other grid beside"
+for D in 128 256; do for N in 512 2048 8192 16384; do for causal in 0 1; do
+  awk -F, -v k=$causal -v n=$N -v d=$D '$2==k && $8==n && $10==d {printf "%s=%s ", $1, $13} END {print ""}' "$OUT/flashc.csv" | sed "s/^/D=$D N=$N causal=$causal /"
+done; done; done | tee "$OUT/table.txt"
 echo "checks: $(grep -c '^ok' "$OUT/checks.txt") passed, $(grep -c '^FAIL' "$OUT/checks.txt") failed"
 cat "$OUT/sanitizer.txt"
 fi

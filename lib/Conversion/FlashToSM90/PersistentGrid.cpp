@@ -22,9 +22,9 @@
 //
 // The schedule is dynamic: a CTA's first tile is blockIdx.x, every later
 // one gridDim.x + the next value of a global tile counter (a kernel
-// argument), drawn by the producer once it has issued the last tile's
-// copies, so a CTA takes new work when it is nearly free, whatever its
-// tiles cost. The producer writes the tile into a shared slot (two,
+// argument), drawn by the producer as the tile before it starts (the
+// atomic's latency hides under that tile's copies), so a CTA takes new
+// work when it is nearly free, whatever its tiles cost. The producer writes the tile into a shared slot (two,
 // alternating by tile iteration) before the Q copy's expect_tx arrives on
 // queryFull (a release); the consumers wait for queryFull (an acquire) and
 // read it. A tile past the last ends both loops (the slot then holds -1):
@@ -33,12 +33,13 @@
 // iteration t was last read in iteration t - 2, before the consumers
 // released that tile's Q, which the producer waited for in iteration t - 1.
 //
-// Tile order: position t → (group, query tile, head). A group is G (batch,
-// head) pairs whose K and V together fit in an L2 budget (G ≥ 1; query
-// heads of one KV head count once), so the CTAs that run together share
-// them. Within a group the query tiles go last first under a mask (longest
-// first, so the short ones fill the end) with the group's heads side by
-// side. The last CTA to finish resets the counter (tiles drawn, CTAs done)
+// Tile order under a mask: position t → (group, query tile, head). A group
+// is G (batch, head) pairs whose K and V together fit in an L2 budget
+// (G ≥ 1; query heads of one KV head count once), so the CTAs that run
+// together share them. Within a group the query tiles go last first
+// (longest first, so the short ones fill the end) with the group's heads
+// side by side. Without a mask G = 1: head by head, query tile by query
+// tile. The last CTA to finish resets the counter (tiles drawn, CTAs done)
 // to zero: the next launch on the stream starts from zero without a memset.
 // Launches of one kernel on two streams at once need two counters
 // (flashrun::AttentionKernel keeps one per stream).
@@ -111,6 +112,14 @@ SM90Emitter::TileSchedule SM90Emitter::emitTileSchedule() {
   Value pairs = mul(headCount, batchSize);
   schedule.pairs = pairs;
   schedule.tiles = mul(schedule.tilesPerHead, pairs);
+  // Without a mask every tile costs the same: one pair per group, the
+  // query tiles of a head in a row (the order of one CTA per tile), which
+  // measured faster than head groups on the dense grid.
+  if (!visitsLongestFirst()) {
+    schedule.headsPerGroup = i32(1);
+    schedule.heads = headCount;
+    return schedule;
+  }
   // KV heads whose K and V (M x D elements each) fit in the budget, at
   // least one; times the query heads that share each. In 64 bits: the
   // product can pass 2^32 before it is clamped to the pair count.
@@ -198,6 +207,16 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
 
   // After: one tile.
   Block *after = b.createBlock(&loop.getAfter(), {}, tileTypes, tileLocs);
+  // The producer draws the next tile as this one starts: the atomic's
+  // round trip runs under this tile's copies instead of delaying the next
+  // tile's Q (short tiles are a few microseconds).
+  Value nextTile;
+  if (isProducer) {
+    AsmCall draw;
+    draw.addOutputs(i32Type, 1);
+    draw.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), tileCounter));
+    nextTile = add(ctas, draw.emit(b, loc, "atom.global.add.u32 $0, [$1], 1;").front());
+  }
   mapTile(emitTileSchedule(), after->getArgument(0));
   ordinalBase = after->getArgument(1);
   tileIteration = after->getArgument(2);
@@ -205,12 +224,8 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
   if (failed(blocks))
     return failure();
   SmallVector<Value> next;
-  if (isProducer) {
-    AsmCall draw;
-    draw.addOutputs(i32Type, 1);
-    draw.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), tileCounter));
-    next.push_back(add(ctas, draw.emit(b, loc, "atom.global.add.u32 $0, [$1], 1;").front()));
-  }
+  if (isProducer)
+    next.push_back(nextTile);
   next.append({add(ordinalBase, *blocks), add(tileIteration, i32(1))});
   scf::YieldOp::create(b, loc, next);
 
