@@ -114,8 +114,7 @@ cat "$OUT/sanitizer.txt"
 fi
 
 # The follow-up call: the checks and the sanitizer again, then the short
-# queries beside the static schedule, 16k beside one CTA per tile, and the
-# documents' warp-specialized 128 x 128 tile on the persistent grid (no
+# queries beside the static schedule and 16k beside one CTA per tile (no
 # peers: their rows are the grid call's).
 if [ "$PART" = recheck ]; then
 echo "== short queries (static schedule beside), 16k (one CTA per tile beside)"
@@ -123,7 +122,7 @@ echo "config,causal,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse" > "
 for D in 128 256; do
   H=$((2048 / D))
   tile=; [ $D -eq 256 ] && tile="--tile Br=128,Bc=64"
-  for N in 512 2048 8192 16384; do
+  for N in 512 2048 16384; do
     B=$((16384 / N))
     for causal in 0 1; do
       if [ $causal -eq 1 ]; then f=examples/causal.flash; c=--causal; else f=examples/full.flash; c=; fi
@@ -141,13 +140,8 @@ for D in 128 256; do
     done
   done
 done
-echo "== documents, D = 128 (20 docs)"
-for N in 16384 32768; do for flags in "" "--tile Br=128,Bc=128 --persistent=true"; do
-  # shellcheck disable=SC2086
-  "$NEW" examples/document.flash --shape B=1,H=16,N=$N,D=128 --docs 20 $flags --iters 30 --csv 2>&1 | tail -1 | sed "s/^/${flags:-default} /"
-done; done | tee "$OUT/docs.csv"
 echo "== table: TFLOP/s, the other grid beside"
-for D in 128 256; do for N in 512 2048 8192 16384; do for causal in 0 1; do
+for D in 128 256; do for N in 512 2048 16384; do for causal in 0 1; do
   awk -F, -v k=$causal -v n=$N -v d=$D '$2==k && $8==n && $10==d {printf "%s=%s ", $1, $13} END {print ""}' "$OUT/flashc.csv" | sed "s/^/D=$D N=$N causal=$causal /"
 done; done; done | tee "$OUT/table.txt"
 echo "checks: $(grep -c '^ok' "$OUT/checks.txt") passed, $(grep -c '^FAIL' "$OUT/checks.txt") failed"
