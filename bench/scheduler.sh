@@ -114,9 +114,11 @@ cat "$OUT/sanitizer.txt"
 fi
 
 # The follow-up call: the checks and the sanitizer again, then the short
-# queries beside the static schedule and 16k beside one CTA per tile (no
-# peers: their rows are the grid call's).
+# queries and 16k beside one CTA per tile (and the static schedule where
+# the tools before are there), SDPA's cuDNN backend in the same call.
 if [ "$PART" = recheck ]; then
+PYTHONUNBUFFERED=1 timeout 200 python3 .device-carry/peers.py --hdims 128,256 --seqs 512,2048,16384 \
+  --peers sdpa-cudnn > "$OUT/peers.csv" 2> "$OUT/peers.log"
 echo "== short queries (static schedule beside), 16k (one CTA per tile beside)"
 echo "config,causal,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse" > "$OUT/flashc.csv"
 for D in 128 256; do
@@ -126,7 +128,7 @@ for D in 128 256; do
     B=$((16384 / N))
     for causal in 0 1; do
       if [ $causal -eq 1 ]; then f=examples/causal.flash; c=--causal; else f=examples/full.flash; c=; fi
-      if [ $N -eq 16384 ]; then configs="dynamic per-tile"; else configs="dynamic static"; fi
+      configs="dynamic per-tile"; [ $N -ne 16384 ] && [ -n "$OLD" ] && configs="$configs static"
       for config in $configs; do
         case $config in
           dynamic) tool=$NEW; grid=--persistent=true ;;
@@ -142,7 +144,8 @@ for D in 128 256; do
 done
 echo "== table: TFLOP/s, the other grid beside"
 for D in 128 256; do for N in 512 2048 16384; do for causal in 0 1; do
-  awk -F, -v k=$causal -v n=$N -v d=$D '$2==k && $8==n && $10==d {printf "%s=%s ", $1, $13} END {print ""}' "$OUT/flashc.csv" | sed "s/^/D=$D N=$N causal=$causal /"
+  cu=$(awk -F, -v k=$causal -v n=$N -v d=$D '$1=="sdpa-cudnn" && $8==k && $6==n && $7==d {print $10}' "$OUT/peers.csv")
+  awk -F, -v k=$causal -v n=$N -v d=$D '$2==k && $8==n && $10==d {printf "%s=%s ", $1, $13} END {print ""}' "$OUT/flashc.csv" | sed "s/^/D=$D N=$N causal=$causal cudnn=$cu /"
 done; done; done | tee "$OUT/table.txt"
 echo "checks: $(grep -c '^ok' "$OUT/checks.txt") passed, $(grep -c '^FAIL' "$OUT/checks.txt") failed"
 cat "$OUT/sanitizer.txt"

@@ -30,7 +30,9 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
@@ -88,6 +90,12 @@ cl::opt<std::string> checkShapeSpec(
 cl::opt<bool> csv("csv", cl::desc("Print one CSV row: name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,"
                                    "rel_err_o,rel_err_lse (then summary_ms,cached_ms for a kernel with a block summary)"),
                   cl::cat(category));
+cl::opt<std::string> auxOut(
+    "save-aux",
+    cl::desc("Write the timed run's aux tensors into this directory, one raw little-endian file "
+             "NAME.bin each (i32 tensors as int32, float ones as float32), so that a peer can "
+             "run on the same inputs"),
+    cl::cat(category));
 cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel package here"),
                                 cl::cat(category));
 config::BackwardFlags backwardFlags(category);
@@ -115,6 +123,44 @@ interp::ProblemShape parseShape(llvm::StringRef spec, llvm::StringRef option,
   if (!given)
     die(2, llvm::toString(given.takeError()));
   return interp::resolveShape(kernel, *given, base);
+}
+
+/// The aux tensors of `inputs` as raw little-endian files in `dir` (what
+/// --save-aux promises), one line per file on stderr.
+void saveAuxTensors(flash::KernelOp kernel, const interp::AttentionInputs &inputs,
+                    llvm::StringRef dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    die(1, "cannot create '" + dir + "': " + ec.message());
+  for (mlir::Attribute attr : kernel.getTensors()) {
+    auto decl = mlir::cast<flash::AuxTensorAttr>(attr);
+    llvm::StringRef name = decl.getName().getValue();
+    const interp::HostTensor &tensor = inputs.tensors.find(name)->second;
+    bool integer = decl.getElementType().isSignlessInteger(32);
+    std::string bytes;
+    for (double value : tensor.data) {
+      char raw[4];
+      if (integer) {
+        int32_t element = static_cast<int32_t>(value);
+        std::memcpy(raw, &element, 4);
+      } else {
+        float element = static_cast<float>(value);
+        std::memcpy(raw, &element, 4);
+      }
+      bytes.append(raw, 4);
+    }
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name + ".bin");
+    std::error_code ec;
+    llvm::raw_fd_ostream file(path, ec);
+    if (ec)
+      die(1, "cannot write '" + path + "': " + ec.message());
+    file << bytes;
+    std::string extents;
+    for (int64_t extent : tensor.shape)
+      extents += (extents.empty() ? "" : ", ") + std::to_string(extent);
+    llvm::errs() << "flash-run: wrote " << path << " (" << (integer ? "i32" : "f32") << "["
+                 << extents << "])\n";
+  }
 }
 
 } // namespace
@@ -278,6 +324,9 @@ int main(int argc, char **argv) {
                                                            flashKernel, shape, seed));
     if (!why.empty())
       die(1, why);
+    if (!auxOut.empty())
+      saveAuxTensors(flashKernel, interp::makeRandomInputs(flashKernel, shape, seed, documents),
+                     auxOut);
 
     // Validate at the run's sizes when the interpreter can afford it.
     harness::Layout dataLayout = layout == "bshd" ? harness::Layout::BSHD : harness::Layout::BHSD;

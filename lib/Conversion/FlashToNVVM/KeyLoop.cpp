@@ -264,8 +264,7 @@ void KernelEmitter::enterKeyRange(scf::ForOp loop, flash::MaskOp skipMask, Value
     Location outer = loc;
     loc = skipMask.getLoc();
     bool walks = flash::keysMayComeInPieces(skipMask);
-    narrowToVisibleBlocks(skipMask, loop, lower, upper, walks ? &count : nullptr,
-                          walks && wholeWarp);
+    narrowToVisibleBlocks(skipMask, loop, lower, upper, walks ? &count : nullptr, wholeWarp);
     loc = outer;
   }
   keyLoopFirstBlock = lower;
@@ -341,11 +340,24 @@ Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
 
 void KernelEmitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, Value &lower,
                                         Value &upper, Value *count, bool wholeWarp) {
-  if (narrowsBySummaryBytes() && narrowBySummary(mask, loop, lower, upper, count))
+  // A summary read is a global load per block: a whole warp tests 32
+  // blocks per step (one ballot), one thread 8 (independent loads).
+  bool readsSummary = readsBlockSummary(mask, loop);
+  if (readsSummary && !wholeWarp && narrowBySummary(mask, loop, lower, upper, count))
     return;
   Value fact = mask.getAnyVisible();
+  // The lane-strided scan costs registers (narrowToBlocksWhere), so only
+  // tests that are expensive per block take it: walks, whose empty
+  // stretches are long, and summary reads.
+  bool laneStrided = wholeWarp && (count || readsSummary);
   narrowToBlocksWhere(loop, {fact}, [&] { return lookupScalar(fact); }, lower, upper, count,
-                      wholeWarp);
+                      laneStrided);
+}
+
+bool KernelEmitter::readsBlockSummary(flash::MaskOp mask, scf::ForOp loop) {
+  FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
+  return succeeded(slice) &&
+         llvm::any_of(*slice, [](Operation *op) { return isa<flash::BlockClassOp>(op); });
 }
 
 bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &lower,

@@ -92,11 +92,6 @@ public:
 
   llvm::StringRef passName() const override { return "flash-to-sm90"; }
   bool storesWide() const override { return true; }
-  // Packed documents on the H200 (bench/results/2026-12-02-h200-block-
-  // summary-intervals/ab.csv): the byte span is 1.06-1.08x faster in the
-  // one-warpgroup kernel (D = 64) and 1.05-1.57x slower in the
-  // warp-specialized one (D = 128), which keeps the block-by-block scan.
-  bool narrowsBySummaryBytes() const override { return !hopper.warpSpecialized; }
   int64_t dynamicSharedBytes() const override { return hopper.sharedBytes(); }
   bool persistentGrid() const override { return hopper.persistent; }
 

@@ -337,19 +337,18 @@ public:
   /// nothing, not even a copy. Leaves the range alone when any_visible
   /// cannot be hoisted.
   /// With `count`, also sets *count to the number of visible blocks in
-  /// the range (null when the range was left alone).
+  /// the range (null when the range was left alone). `wholeWarp`: every
+  /// lane of the warp runs this, so a scan may test 32 blocks per step.
   void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
                              mlir::Value &upper, mlir::Value *count = nullptr,
                              bool wholeWarp = false);
-  /// Whether narrowToVisibleBlocks reads the span of a query tile's
-  /// non-empty blocks from its summary bytes (narrowBySummary) rather than
-  /// scanning the facts block by block.
-  virtual bool narrowsBySummaryBytes() const { return true; }
-  /// narrowToVisibleBlocks for a mask whose any_visible reads the block
-  /// summary at the loop's key block: the exact classes of the query tile's
-  /// row give the span of non-empty blocks, scanned 8 bytes per step (16
-  /// per step spill in the warp-specialized kernel at D = 128).
-  /// Returns false (range untouched) for any other mask.
+  /// Whether any_visible of `mask` reads the block summary (a global load
+  /// per key block).
+  bool readsBlockSummary(flash::MaskOp mask, mlir::scf::ForOp loop);
+  /// narrowToVisibleBlocks in one thread for a mask whose any_visible reads
+  /// the block summary at the loop's key block: the exact classes of the
+  /// query tile's row give the span of non-empty blocks, scanned 8 bytes
+  /// per step. Returns false (range untouched) for any other mask.
   bool narrowBySummary(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
                        mlir::Value &upper, mlir::Value *count);
   /// The scan of narrowToVisibleBlocks for any test: per block, the slice

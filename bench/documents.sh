@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Device calls for packed documents (issue 15), FlexAttention beside on the
+# same inputs. Every flash-run* in .device-carry/flashc-tools.tar.xz is run
+# (variants of one change, named flash-run-<variant>).
+#   bench/documents.sh compare [D list] [N list]
+#     1. the document kernel of each variant against the interpreter
+#        (D = 64 and 128, both grids);
+#     2. B = 1, H = 16, 20 documents: each variant on the default grid and
+#        on the persistent one; the first run writes the document ids
+#        (flash-run --save-aux) and bench/flex_documents.py runs Flex with
+#        a BlockMask on exactly those ids, in the same call;
+#     3. a table: ms (summary included), the summary's share, Flex / flashc.
+#   bench/documents.sh diagnose
+#     the same kernel over 20 documents, over one document (its summary
+#     then says what the causal classification says) and the causal
+#     kernel, D = 128, 16k and 32k: what the summary path costs per block.
+#   bench/documents.sh profile
+#     Nsight Compute (where the device lets it read counters) on the last
+#     variant's document kernel at D = 128, 16k: speed of light, warp
+#     states and per-instruction stall samples (ncu-sass.csv).
+set -u
+T=$(mktemp -d)
+tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
+export FLASHC_CACHE_DIR="$T/cache"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+TOOLS=$(cd "$T" && ls flash-run* | tr '\n' ' ')
+LAST=${TOOLS% }; LAST=${LAST##* }
+PART=${1:-compare}
+DS=${2:-64 128}
+NS=${3:-8192 16384 32768}
+
+if [ "$PART" = compare ]; then
+echo "== checks"
+for tool in $TOOLS; do for D in 64 128; do for grid in false true; do
+  timeout 120 "$T/$tool" examples/document.flash --shape B=2,H=4,N=3000,D=$D --docs 7 \
+    --persistent=$grid --iters 0 > "$T/c.log" 2>&1 \
+    && echo "ok   $tool document D=$D persistent=$grid" \
+    || { echo "FAIL $tool document D=$D persistent=$grid"; tail -5 "$T/c.log"; }
+done; done; done | tee "$OUT/checks.txt"
+
+echo "== documents: flashc variants, then Flex on the same ids"
+echo "tool,grid,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/docs.csv"
+echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex.csv"
+for D in $DS; do for N in $NS; do
+  ids="$T/ids-$D-$N"
+  for tool in $TOOLS; do for grid in default persistent; do
+    flags=; [ $grid = persistent ] && flags=--persistent=true
+    save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
+    # shellcheck disable=SC2086
+    row=$(timeout 120 "$T/$tool" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs 20 \
+      --check-shape B=1,H=2,N=2048,D=$D $flags $save --iters 30 --csv 2>&1 | tail -1)
+    echo "$tool,$grid,$row" | tee -a "$OUT/docs.csv"
+  done; done
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_documents.py --doc "$ids/doc.bin" --N $N --D $D \
+    --H 16 2>&1 | grep -E "^flex" | tee -a "$OUT/flex.csv"
+done; done
+fi
+
+if [ "$PART" = diagnose ]; then
+echo "== the summary path per block: 20 documents, one document, causal"
+echo "tool,case,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/diagnose.csv"
+for N in 16384 32768; do for tool in $TOOLS; do
+  for c in "docs20:examples/document.flash --docs 20" "docs1:examples/document.flash --docs 1" \
+           "causal:examples/causal.flash --causal"; do
+    # shellcheck disable=SC2086
+    row=$(timeout 120 "$T/$tool" ${c#*:} --shape B=1,H=16,N=$N,D=128 --check-shape B=1,H=2,N=2048,D=128 \
+      --iters 30 --csv 2>&1 | tail -1)
+    echo "$tool,${c%%:*},$row" | tee -a "$OUT/diagnose.csv"
+  done
+done; done
+fi
+
+if [ "$PART" = profile ]; then
+echo "== ncu: $LAST document kernel, D = 128, N = 16384"
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+timeout 240 "$NCU" --clock-control none -k regex:'^document$' --launch-skip 2 --launch-count 1 \
+  --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+  --section LaunchStats --section SourceCounters --import-source no -o "$OUT/document" \
+  "$T/$LAST" examples/document.flash --shape B=1,H=16,N=16384,D=128 --docs 20 --iters 3 --warmup 1 \
+  --check-shape B=1,H=2,N=2048,D=128 > "$T/ncu.log" 2>&1
+echo "ncu exit $?"; tail -3 "$T/ncu.log"
+if [ -f "$OUT/document.ncu-rep" ]; then
+  "$NCU" -i "$OUT/document.ncu-rep" --page details > "$OUT/ncu-details.txt" 2>&1
+  "$NCU" -i "$OUT/document.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-sass.csv" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Stall|Warp Cycles|Issued Ipc|Achieved Occupancy" \
+    "$OUT/ncu-details.txt" | head -30
+fi
+fi
+
+if [ "$PART" = compare ]; then
+echo "== table: ms (summary included), summary share, Flex / flashc on the same ids"
+cat "$OUT/checks.txt"
+for D in $DS; do for N in $NS; do
+  x=$(awk -F, -v n=$N -v d=$D '$1=="flex" && $5==n && $6==d {print $7}' "$OUT/flex.csv")
+  m=$(awk -F, -v n=$N -v d=$D '$1=="flex" && $5==n && $6==d {print $8 "/" $10}' "$OUT/flex.csv")
+  awk -F, -v n=$N -v d=$D -v x="$x" '$8==n && $10==d && $12 > 0 {
+    r = (x != "") ? sprintf("%.2f", x / $12) : "?";
+    printf "D=%s N=%s %-18s %-10s %s ms (summary %s = %.1f%%) flex %s flex/flashc %s\n", d, n, $1, $2, $12, $16, 100 * $16 / $12, x, r}' "$OUT/docs.csv"
+  echo "D=$D N=$N flex create_block_mask ms (first/again): $m"
+done; done
+fi
