@@ -7,15 +7,18 @@
 #        (D = 64 and 128, both grids);
 #     2. B = 1, H = 16, 20 documents: each variant on the default grid and
 #        on the persistent one; the first run writes the document ids
-#        (flash-run --save-aux) and bench/flex_documents.py runs Flex with
+#        (flash-run --save-aux) and bench/flex_aux_masks.py runs Flex with
 #        a BlockMask on exactly those ids, in the same call;
 #     3. a table: ms (summary included), the summary's share, Flex / flashc.
+#   bench/documents.sh padding [D list]
+#     key padding (examples/key_padding.flash, random key lengths per batch
+#     entry) at B x N = 32k tokens, Flex on the same lengths.
 #   bench/documents.sh diagnose
 #     the same kernel over 20 documents, over one document (its summary
 #     then says what the causal classification says) and the causal
 #     kernel, D = 128, 16k and 32k: what the summary path costs per block.
 #   bench/documents.sh profile
-#     Nsight Compute (where the device lets it read counters) on the last
+#     Nsight Compute (where the device lets it read counters) on the newest
 #     variant's document kernel at D = 128, 16k: speed of light, warp
 #     states and per-instruction stall samples (ncu-sass.csv).
 set -u
@@ -25,8 +28,10 @@ export FLASHC_CACHE_DIR="$T/cache"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-TOOLS=$(cd "$T" && ls flash-run* | tr '\n' ' ')
-LAST=${TOOLS% }; LAST=${LAST##* }
+# Newest variant first: it writes the document ids (--save-aux) that the
+# others and Flex read.
+TOOLS=$(cd "$T" && ls -r flash-run* | tr '\n' ' ')
+LAST=${TOOLS%% *}
 PART=${1:-compare}
 DS=${2:-64 128}
 NS=${3:-8192 16384 32768}
@@ -53,9 +58,33 @@ for D in $DS; do for N in $NS; do
       --check-shape B=1,H=2,N=2048,D=$D $flags $save --iters 30 --csv 2>&1 | tail -1)
     echo "$tool,$grid,$row" | tee -a "$OUT/docs.csv"
   done; done
-  PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_documents.py --doc "$ids/doc.bin" --N $N --D $D \
-    --H 16 2>&1 | grep -E "^flex" | tee -a "$OUT/flex.csv"
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_aux_masks.py --mask document --aux "$ids" \
+    --B 1 --N $N --D $D --H 16 2>&1 | grep -E "^flex" | tee -a "$OUT/flex.csv"
 done; done
+fi
+
+if [ "$PART" = padding ]; then
+echo "== key padding (fp16, H = 16, random key lengths): flashc, then Flex on the same lengths"
+echo "tool,grid,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/padding.csv"
+echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex-padding.csv"
+for D in $DS; do for shape in "8 4096" "4 8192" "2 16384"; do
+  set -- $shape; B=$1; N=$2
+  lens="$T/lens-$D-$N"
+  for tool in $TOOLS; do
+    save=; [ -f "$lens/kv_len.bin" ] || save="--save-aux $lens"
+    # shellcheck disable=SC2086
+    row=$(timeout 120 "$T/$tool" examples/key_padding.flash --shape B=$B,H=16,N=$N,D=$D \
+      --check-shape B=2,H=2,N=2048,D=$D $save --iters 30 --csv 2>&1 | tail -1)
+    echo "$tool,default,$row" | tee -a "$OUT/padding.csv"
+  done
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_aux_masks.py --mask key_padding --aux "$lens" \
+    --B $B --N $N --D $D --H 16 2>&1 | grep -E "^flex" | tee -a "$OUT/flex-padding.csv"
+done; done
+echo "== table: key padding, Flex / flashc on the same key lengths"
+awk -F, 'NR == FNR {if (FNR > 1) flex[$3 "," $5 "," $6] = $7; next}
+  FNR > 1 && $12 > 0 {x = flex[$5 "," $8 "," $10];
+    printf "D=%s B=%s N=%s %-18s %s ms (summary %s) flex %s flex/flashc %s\n", $10, $5, $8, $1, $12, $16, x,
+      (x != "" ? sprintf("%.2f", x / $12) : "?")}' "$OUT/flex-padding.csv" "$OUT/padding.csv"
 fi
 
 if [ "$PART" = diagnose ]; then

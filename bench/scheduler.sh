@@ -11,6 +11,9 @@
 #        with a BlockMask in the same call.
 #   bench/scheduler.sh recheck  (one call, after a change: the checks and
 #     the sanitizer, then the short queries beside the static schedule)
+#   bench/scheduler.sh quick    (after a change to the draw: five checks,
+#     memcheck and racecheck, causal 16k and unmasked 512 beside one CTA
+#     per tile)
 #   bench/scheduler.sh grid     (one call)
 #     the dense forward timed on the persistent grid with the dynamic
 #     schedule and on one CTA per tile (these tools) and, where
@@ -38,8 +41,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 
 PART=${1:-all}
 
-if [ "$PART" = checks ] || [ "$PART" = recheck ] || [ "$PART" = all ]; then
-echo "== persistent kernels vs the interpreter"
 # A check passes when flash-run does and its kernel is on the persistent grid.
 check() {
   out=$(timeout 90 "$NEW" "$@" --persistent=true --iters 0 2>&1); rc=$?
@@ -50,6 +51,9 @@ check() {
     echo "FAIL $* (exit $rc)"; echo "$out" | tail -5
   fi
 }
+
+if [ "$PART" = checks ] || [ "$PART" = recheck ] || [ "$PART" = all ]; then
+echo "== persistent kernels vs the interpreter"
 {
   check examples/causal.flash --shape B=3,H=5,N=1500,D=128
   check examples/causal.flash --shape B=3,H=5,N=1500,D=64 --tile Br=128,Bc=128
@@ -149,6 +153,36 @@ for D in 128 256; do for N in 512 2048 16384; do for causal in 0 1; do
 done; done; done | tee "$OUT/table.txt"
 echo "checks: $(grep -c '^ok' "$OUT/checks.txt") passed, $(grep -c '^FAIL' "$OUT/checks.txt") failed"
 cat "$OUT/sanitizer.txt"
+fi
+
+# After a change to the draw: a few checks, memcheck and racecheck, and
+# the rows that moved (causal 16k, unmasked 512) beside one CTA per tile.
+if [ "$PART" = quick ]; then
+{
+  check examples/causal.flash --shape B=3,H=5,N=1500,D=128
+  check examples/causal.flash --shape B=8,H=16,N=512,D=64 --tile Br=128,Bc=128
+  check examples/full.flash --shape B=2,H=6,HKV=3,N=1000,M=1337,D=128
+  check examples/document.flash --shape B=2,H=4,N=3000,D=128 --docs 7
+  check examples/sink_window.flash --shape B=2,H=4,N=2000,D=128 --tile Br=128,Bc=128
+} 2>&1 | tee "$OUT/checks.txt"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  timeout 100 "$sanitizer" --tool $tool "$NEW" examples/causal.flash --shape B=2,H=4,N=700,D=128 \
+    --persistent=true --iters 0 > "$T/san.log" 2>&1
+  echo "$tool causal persistent: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$T/san.log" | tail -1)" | tee -a "$OUT/sanitizer.txt"
+done
+echo "config,causal,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse" > "$OUT/flashc.csv"
+for row in "128 16384 1" "256 16384 1" "128 512 0" "128 16384 0"; do
+  set -- $row; D=$1; N=$2; causal=$3; H=$((2048 / D)); B=$((16384 / N))
+  tile=; [ $D -eq 256 ] && tile="--tile Br=128,Bc=64"
+  if [ $causal -eq 1 ]; then f=examples/causal.flash; c=--causal; else f=examples/full.flash; c=; fi
+  for grid in true false; do
+    # shellcheck disable=SC2086
+    r=$(timeout 60 "$NEW" $f --shape B=$B,H=$H,N=$N,D=$D $tile --persistent=$grid $c --iters 30 --csv 2>&1 | tail -1)
+    echo "$([ $grid = true ] && echo dynamic || echo per-tile),$causal,$r" | tee -a "$OUT/flashc.csv"
+  done
+done
+echo "checks: $(grep -c '^ok' "$OUT/checks.txt") passed, $(grep -c '^FAIL' "$OUT/checks.txt") failed"
 fi
 
 if [ "$PART" = grid ] || [ "$PART" = all ]; then

@@ -22,9 +22,9 @@
 //
 // The schedule is dynamic: a CTA's first tile is blockIdx.x, every later
 // one gridDim.x + the next value of a global tile counter (a kernel
-// argument), drawn by the producer as the tile before it starts (the
-// atomic's latency hides under that tile's copies), so a CTA takes new
-// work when it is nearly free, whatever its tiles cost. The producer writes the tile into a shared slot (two,
+// argument), drawn by the producer as the tile before starts (tiles of
+// equal cost) or once it has issued that tile's last copy (under a mask),
+// so a CTA takes new work when it is nearly free, whatever its tiles cost. The producer writes the tile into a shared slot (two,
 // alternating by tile iteration) before the Q copy's expect_tx arrives on
 // queryFull (a release); the consumers wait for queryFull (an acquire) and
 // read it. A tile past the last ends both loops (the slot then holds -1):
@@ -207,16 +207,24 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
 
   // After: one tile.
   Block *after = b.createBlock(&loop.getAfter(), {}, tileTypes, tileLocs);
-  // The producer draws the next tile as this one starts: the atomic's
-  // round trip runs under this tile's copies instead of delaying the next
-  // tile's Q (short tiles are a few microseconds).
-  Value nextTile;
-  if (isProducer) {
+  // When the producer draws the next tile. Tiles that all cost the same
+  // (no mask): as this one starts, so the atomic's round trip runs under
+  // its copies (N = 512: 1.18x one CTA per tile, 16k: 1.09x). Tiles of
+  // uneven cost (longest first under a mask): once this one's last copy
+  // is issued, a ring's depth of blocks before the consumers finish it;
+  // drawn at the start, a CTA took its next tile a whole tile early, which
+  // unbalanced the end of long causal schedules (16k: 0.90x one CTA per
+  // tile, against 1.01x drawn late; bench/results/2026-12-03-h200-summary-scan).
+  auto drawTile = [&] {
     AsmCall draw;
     draw.addOutputs(i32Type, 1);
     draw.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), tileCounter));
-    nextTile = add(ctas, draw.emit(b, loc, "atom.global.add.u32 $0, [$1], 1;").front());
-  }
+    return add(ctas, draw.emit(b, loc, "atom.global.add.u32 $0, [$1], 1;").front());
+  };
+  bool drawsEarly = !visitsLongestFirst();
+  Value nextTile;
+  if (isProducer && drawsEarly)
+    nextTile = drawTile();
   mapTile(emitTileSchedule(), after->getArgument(0));
   ordinalBase = after->getArgument(1);
   tileIteration = after->getArgument(2);
@@ -225,7 +233,7 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
     return failure();
   SmallVector<Value> next;
   if (isProducer)
-    next.push_back(nextTile);
+    next.push_back(drawsEarly ? nextTile : drawTile());
   next.append({add(ordinalBase, *blocks), add(tileIteration, i32(1))});
   scf::YieldOp::create(b, loc, next);
 
