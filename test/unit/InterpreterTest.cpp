@@ -14,6 +14,7 @@
 #include "flashc/InitAllDialects.h"
 #include "flashc/Interpreter/Inputs.h"
 #include "flashc/Interpreter/Interpreter.h"
+#include "flashc/Interpreter/MergeStates.h"
 #include "flashc/Interpreter/Reference.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -508,19 +509,23 @@ TEST(MaskIntervals, AuxRangesDecideSortedDocumentTilesSoundly) {
         };
         auto [all, any] = classify(docRange);
         int expected = exact[shape.offset(b, 0, qt, kt)];
-        if (all)
+        if (all) {
           EXPECT_EQ(expected, flash::kBlockFull);
-        if (!any)
+        }
+        if (!any) {
           EXPECT_EQ(expected, flash::kBlockEmpty);
+        }
         decidedWithRanges += all || !any;
         double qFirst = doc.at({b, qt * 32}), qLast = doc.at({b, qt * 32 + 31});
         double kFirst = doc.at({b, kt * 32}), kLast = doc.at({b, kt * 32 + 31});
         bool disjoint = qLast < kFirst || kLast < qFirst; // ids are sorted
         bool oneDocument = qFirst == qLast && kFirst == kLast && qFirst == kFirst;
-        if (disjoint || kt > qt)
+        if (disjoint || kt > qt) {
           EXPECT_FALSE(any);
-        if (oneDocument && kt < qt)
+        }
+        if (oneDocument && kt < qt) {
           EXPECT_TRUE(all);
+        }
         auto [allWithout, anyWithout] = classify({});
         if (kt < qt)
           decidedBelowDiagonalWithout += allWithout || !anyWithout;
@@ -857,6 +862,117 @@ TEST(Rounding, BF16TiesToEven) {
   // 1 + 2^-8 is halfway between two bf16 values; ties go to the even one (1.0).
   EXPECT_EQ(interp::roundToElementType(1.0f + 1.0f / 256, bf16), 1.0f);
   EXPECT_EQ(interp::roundToElementType(1.0f + 3.0f / 256, bf16), 1.0f + 4.0f / 256);
+}
+
+//===----------------------------------------------------------------------===//
+// Merging partial states by LSE (the reference of issue 16's merge kernel)
+//===----------------------------------------------------------------------===//
+
+/// The interpreter's O and LSE of `body` on the seeded inputs of `sizes`
+/// (the same q, k, v for every body, since no body declares aux tensors).
+AttentionOutputs runVariant(const std::string &body, const Sizes &sizes,
+                            const llvm::StringMap<double> &params = {}) {
+  AttentionOutputs outputs;
+  CompiledKernel compiled = compile(variant(body), 32, 32, sizes.D, /*optimize=*/true);
+  if (!compiled.kernel)
+    return outputs;
+  AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(sizes), 11);
+  inputs.params = params;
+  std::string error;
+  EXPECT_TRUE(mlir::succeeded(interp::runKernel(compiled.kernel, inputs, outputs, error)))
+      << error;
+  return outputs;
+}
+
+/// Merges the parts and compares with the whole, LSE -inf rows included.
+void expectMergeEquals(llvm::ArrayRef<AttentionOutputs> parts, const AttentionOutputs &whole,
+                       int64_t headDim) {
+  std::vector<interp::PartialState> states;
+  for (const AttentionOutputs &part : parts)
+    states.push_back({part.out, part.lse});
+  std::vector<float> out, lse;
+  std::string error;
+  ASSERT_TRUE(interp::mergeStates(states, headDim, out, lse, error)) << error;
+  std::vector<double> wholeOut(whole.out.begin(), whole.out.end());
+  std::vector<double> wholeLse(whole.lse.begin(), whole.lse.end());
+  interp::ErrorStats outStats = interp::compare(out, wholeOut);
+  interp::ErrorStats lseStats = interp::compare(lse, wholeLse);
+  EXPECT_TRUE(outStats.passes(kF32Bound))
+      << "O: rel " << outStats.relative << " nonfinite " << outStats.nonFinite;
+  EXPECT_TRUE(lseStats.passes(kF32Bound))
+      << "LSE: rel " << lseStats.relative << " nonfinite " << lseStats.nonFinite
+      << " inf-mismatch " << lseStats.mismatchedInf;
+}
+
+TEST(MergeStates, TwoKeyRangesMakeTheWhole) {
+  // Keys [0, split) and [split, M): split = 0 leaves the first part empty
+  // for every row (LSE -inf, weight 0), split = M the second.
+  Sizes sizes = {2, 2, 1, 70, 90, 16};
+  AttentionOutputs whole = runVariant("", sizes);
+  for (double split : {0.0, 37.0, 90.0}) {
+    SCOPED_TRACE("split = " + std::to_string(split));
+    llvm::StringMap<double> params;
+    params["split"] = split;
+    AttentionOutputs low = runVariant("param split: i32 = 0\nmask = j < split", sizes, params);
+    AttentionOutputs high = runVariant("param split: i32 = 0\nmask = j >= split", sizes, params);
+    expectMergeEquals({low, high}, whole, sizes.D);
+  }
+}
+
+TEST(MergeStates, CausalPartsWithRowsThatSeeNothing) {
+  // Three key ranges under a causal mask: early rows see nothing of the
+  // later ranges, and the rows before `a` see no key of the middle one.
+  Sizes sizes = {1, 2, 2, 64, 64, 16};
+  AttentionOutputs whole = runVariant("mask = j <= i", sizes);
+  llvm::StringMap<double> params;
+  params["a"] = 20;
+  params["c"] = 45;
+  const std::string decls = "param a: i32 = 0\nparam c: i32 = 0\n";
+  AttentionOutputs first = runVariant(decls + "mask = j <= i && j < a", sizes, params);
+  AttentionOutputs middle =
+      runVariant(decls + "mask = j <= i && j >= a && j < c", sizes, params);
+  AttentionOutputs last = runVariant(decls + "mask = j <= i && j >= c", sizes, params);
+  EXPECT_TRUE(std::isinf(middle.lse[0]) && middle.lse[0] < 0);
+  expectMergeEquals({last, first, middle}, whole, sizes.D);
+}
+
+TEST(MergeStates, RowsNoPartSeesAreZeroWithNegativeInfinity) {
+  std::vector<float> emptyOut = {5, 6}, emptyLse = {-INFINITY};
+  std::vector<float> out, lse;
+  std::string error;
+  ASSERT_TRUE(interp::mergeStates({{emptyOut, emptyLse}, {emptyOut, emptyLse}}, 2, out, lse,
+                                  error));
+  EXPECT_EQ(out, (std::vector<float>{0, 0}));
+  EXPECT_TRUE(std::isinf(lse[0]) && lse[0] < 0);
+}
+
+TEST(MergeStates, ClosedFormAndNaNPropagation) {
+  // Two rows: LSEs log 1 and log 3 weigh 1/4 and 3/4; then a NaN LSE in
+  // one part poisons its row, and a NaN in a weighted O too.
+  std::vector<float> out1 = {4, 8, 1, 1}, lse1 = {0.0f, 0.0f};
+  std::vector<float> out2 = {0, 4, NAN, 2}, lse2 = {static_cast<float>(std::log(3.0)), NAN};
+  std::vector<float> out, lse;
+  std::string error;
+  ASSERT_TRUE(interp::mergeStates({{out1, lse1}, {out2, lse2}}, 2, out, lse, error)) << error;
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(out[1], 5.0f);
+  EXPECT_NEAR(lse[0], std::log(4.0), 1e-6);
+  EXPECT_TRUE(std::isnan(out[2]) && std::isnan(out[3]) && std::isnan(lse[1]));
+  std::vector<float> nanOut = {NAN, 0}, oneLse = {0.0f};
+  std::vector<float> fine = {1, 1};
+  ASSERT_TRUE(interp::mergeStates({{fine, oneLse}, {nanOut, oneLse}}, 2, out, lse, error));
+  EXPECT_TRUE(std::isnan(out[0]));
+}
+
+TEST(MergeStates, MismatchedStatesAreNamed) {
+  std::vector<float> out1 = {1, 2}, lse1 = {0};
+  std::vector<float> out2 = {1, 2, 3, 4}, lse2 = {0, 0};
+  std::vector<float> out, lse;
+  std::string error;
+  EXPECT_FALSE(interp::mergeStates({{out1, lse1}, {out2, lse2}}, 2, out, lse, error));
+  EXPECT_NE(error.find("state 1 has 2 LSE rows"), std::string::npos) << error;
+  EXPECT_FALSE(interp::mergeStates({}, 2, out, lse, error));
+  EXPECT_NE(error.find("no state"), std::string::npos) << error;
 }
 
 } // namespace
