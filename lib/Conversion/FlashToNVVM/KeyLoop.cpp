@@ -342,8 +342,9 @@ void KernelEmitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, V
                                         Value &upper, Value *count, bool wholeWarp) {
   // A summary read is a global load per block: a whole warp tests 32
   // blocks per step (one ballot), one thread 8 (independent loads).
-  bool readsSummary = readsBlockSummary(mask, loop);
-  if (readsSummary && !wholeWarp && narrowBySummary(mask, loop, lower, upper, count))
+  flash::BlockClassOp summaryRead = blockSummaryRead(mask, loop);
+  bool readsSummary = static_cast<bool>(summaryRead);
+  if (readsSummary && !wholeWarp && narrowBySummary(summaryRead, loop, lower, upper, count))
     return;
   Value fact = mask.getAnyVisible();
   // The lane-strided scan costs registers (narrowToBlocksWhere), so only
@@ -354,27 +355,24 @@ void KernelEmitter::narrowToVisibleBlocks(flash::MaskOp mask, scf::ForOp loop, V
                       laneStrided);
 }
 
-bool KernelEmitter::readsBlockSummary(flash::MaskOp mask, scf::ForOp loop) {
+flash::BlockClassOp KernelEmitter::blockSummaryRead(flash::MaskOp mask, scf::ForOp loop) {
   FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
-  return succeeded(slice) &&
-         llvm::any_of(*slice, [](Operation *op) { return isa<flash::BlockClassOp>(op); });
+  flash::BlockClassOp blockClass;
+  if (succeeded(slice))
+    for (Operation *op : *slice)
+      if (auto read = dyn_cast<flash::BlockClassOp>(op))
+        blockClass = read;
+  return blockClass;
 }
 
-bool KernelEmitter::narrowBySummary(flash::MaskOp mask, scf::ForOp loop, Value &lower,
-                                    Value &upper, Value *count) {
+bool KernelEmitter::narrowBySummary(flash::BlockClassOp blockClass, scf::ForOp loop,
+                                    Value &lower, Value &upper, Value *count) {
   auto kernel = dyn_cast<flash::KernelOp>(kernelOp);
   if (!blockSummaryPtr || !kernel || !kernel.getBlockSummaryAttr())
     return false;
-  FailureOr<SmallVector<Operation *>> slice = factSlice({mask.getAnyVisible()}, loop);
-  if (failed(slice))
-    return false;
-  flash::BlockClassOp blockClass;
-  for (Operation *op : *slice)
-    if (auto read = dyn_cast<flash::BlockClassOp>(op))
-      blockClass = read;
   // any_visible is (intervals) && class != empty, and the intervals are sound,
   // so the class alone says which blocks have a visible element.
-  if (!blockClass || blockClass.getKeyTile() != loop.getInductionVar())
+  if (blockClass.getKeyTile() != loop.getInductionVar())
     return false;
   Value batch = lookupScalar(blockClass.getBatch()), head = lookupScalar(blockClass.getHead()),
         queryTile = lookupScalar(blockClass.getQueryTile());

@@ -24,7 +24,8 @@
 // one gridDim.x + the next value of a global tile counter (a kernel
 // argument), drawn by the producer as the tile before starts (tiles of
 // equal cost) or once it has issued that tile's last copy (under a mask),
-// so a CTA takes new work when it is nearly free, whatever its tiles cost. The producer writes the tile into a shared slot (two,
+// so a CTA takes new work when it is nearly free, whatever its tiles cost.
+// The producer writes the tile into a shared slot (two,
 // alternating by tile iteration) before the Q copy's expect_tx arrives on
 // queryFull (a release); the consumers wait for queryFull (an acquire) and
 // read it. A tile past the last ends both loops (the slot then holds -1):

@@ -342,15 +342,16 @@ public:
   void narrowToVisibleBlocks(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
                              mlir::Value &upper, mlir::Value *count = nullptr,
                              bool wholeWarp = false);
-  /// Whether any_visible of `mask` reads the block summary (a global load
-  /// per key block).
-  bool readsBlockSummary(flash::MaskOp mask, mlir::scf::ForOp loop);
+  /// The block summary read (a global load per key block) in the slice of
+  /// `mask`'s any_visible, or null when it reads none.
+  flash::BlockClassOp blockSummaryRead(flash::MaskOp mask, mlir::scf::ForOp loop);
   /// narrowToVisibleBlocks in one thread for a mask whose any_visible reads
-  /// the block summary at the loop's key block: the exact classes of the
-  /// query tile's row give the span of non-empty blocks, scanned 8 bytes
-  /// per step. Returns false (range untouched) for any other mask.
-  bool narrowBySummary(flash::MaskOp mask, mlir::scf::ForOp loop, mlir::Value &lower,
-                       mlir::Value &upper, mlir::Value *count);
+  /// the block summary (`blockClass`) at the loop's key block: the exact
+  /// classes of the query tile's row give the span of non-empty blocks,
+  /// scanned 8 bytes per step. Returns false (range untouched) when the
+  /// read is at another block.
+  bool narrowBySummary(flash::BlockClassOp blockClass, mlir::scf::ForOp loop,
+                       mlir::Value &lower, mlir::Value &upper, mlir::Value *count);
   /// The scan of narrowToVisibleBlocks for any test: per block, the slice
   /// of `facts` is lowered with the loop's induction variable mapped to the
   /// block, and `visible` returns the block's i1 from the lowered facts.
