@@ -35,7 +35,8 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
                cl::init(true), cl::cat(category)),
       persistent("persistent",
                  cl::desc("Warp-specialized kernels: a persistent grid, one CTA per SM slot "
-                          "looping over query tiles (default: when --shape gives N <= 8192)"),
+                          "looping over query tiles (default: when --shape gives N; above "
+                          "N = 8192 not for variants with aux tensors)"),
                  cl::init(true), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),

@@ -165,12 +165,33 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   // (the grid applies to nothing else).
   bool specialized = warpSpecializedTiles && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
-    if (specialized || !llvm::StringRef(reason).starts_with("grid"))
-      lines.push_back(reason);
-  if (specialized && targetOptions.persistent && !persistentGridFits(headDim, tile.blockCols))
+    lines.push_back(reason);
+  if (!specialized)
+    return lines;
+  bool persistent = persistentGridAsked(variant);
+  std::string because;
+  if (!gridAskedText.empty())
+    because = gridAskedText;
+  else if (!queryLength)
+    because = "N unknown; --shape N=... gives the persistent grid";
+  else if (*queryLength <= 8192)
+    because = "N = " + std::to_string(*queryLength) + " <= 8192";
+  else
+    because = "N = " + std::to_string(*queryLength) +
+              (persistent ? " > 8192 without aux tensors"
+                          : " > 8192 and the variant reads aux tensors");
+  lines.push_back("grid of warp-specialized tiles: " +
+                  std::string(persistent ? "persistent" : "one CTA per tile") + " (" + because +
+                  ")");
+  if (persistent && !persistentGridFits(headDim, tile.blockCols))
     lines.push_back("grid: one CTA per tile after all: at D = " + std::to_string(headDim) +
                     " only Bc <= 64 fits the persistent grid");
   return lines;
+}
+
+bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
+  return targetOptions.persistent &&
+         (targetOptions.persistentWithTensors || variant.tensors.empty());
 }
 
 tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,
@@ -183,7 +204,7 @@ tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,
   // Warp-specialized tiles name their grid, as the tuner's space does.
   if (gemmKind == "wgmma" && tile.blockRows >= 128)
     config.persistent =
-        targetOptions.persistent && persistentGridFits(headDim, tile.blockCols);
+        persistentGridAsked(variant) && persistentGridFits(headDim, tile.blockCols);
   return config;
 }
 
@@ -264,7 +285,10 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   target.warpSpecialize = request.warpSpecialize.value_or("auto");
   target.pingPong = request.pingPong.value_or(true);
   target.rowsPerWarp = request.rowsPerWarp.value_or(0);
-  target.persistent = request.persistent.value_or(persistentGridPays(options.sizes.queryLength));
+  target.persistent = request.persistent.value_or(
+      persistentGridPays(options.sizes.queryLength, /*readsTensors=*/false));
+  target.persistentWithTensors = request.persistent.value_or(
+      persistentGridPays(options.sizes.queryLength, /*readsTensors=*/true));
 
   llvm::Expected<std::string> gemm = selectGemm(target.chip, target.gemm);
   if (!gemm)
@@ -306,18 +330,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
       "GEMM " + result.gemmKind +
       (request.gemm && *request.gemm != "auto" ? " (" + asked + ")"
                                                : ": the default on " + target.chip));
-  if (result.gemmKind == "wgmma" && result.warpSpecializedTiles) {
-    std::string grid = target.persistent ? "persistent" : "one CTA per tile";
-    std::string because;
-    if (request.persistent)
-      because = asked;
-    else if (!options.sizes.queryLength)
-      because = "N unknown; --shape N=... <= 8192 gives the persistent grid";
-    else
-      because = "N = " + std::to_string(*options.sizes.queryLength) +
-                (target.persistent ? " <= 8192" : " > 8192");
-    result.targetReasons.push_back("grid of warp-specialized tiles: " + grid + " (" + because +
-                                   ")");
-  }
+  if (request.persistent)
+    result.gridAskedText = asked;
   return result;
 }

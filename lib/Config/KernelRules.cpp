@@ -104,8 +104,8 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
   return {64, 64, "mma.sync tile above D = 128"};
 }
 
-bool config::persistentGridPays(std::optional<int64_t> queryLength) {
-  return queryLength && *queryLength <= 8192;
+bool config::persistentGridPays(std::optional<int64_t> queryLength, bool readsTensors) {
+  return queryLength && (*queryLength <= 8192 || !readsTensors);
 }
 
 bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {

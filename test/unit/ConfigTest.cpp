@@ -183,12 +183,31 @@ TEST(KernelConfig, ARequestWinsKnobByKnob) {
 TEST(KernelConfig, PersistentGridByQueryLength) {
   Parsed parsed;
   ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
-  EXPECT_TRUE(resolve(parsed, "sm_90a", 128, 8192).target().persistent);
-  EXPECT_FALSE(resolve(parsed, "sm_90a", 128, 16384).target().persistent);
-  EXPECT_FALSE(resolve(parsed, "sm_90a", 128, std::nullopt).target().persistent);
+  const frontend::Variant &causal = parsed.variant("causal");
+  const frontend::Variant &document = parsed.variant("document");
+  // Up to N = 8192 every variant; above, those without aux tensors.
+  config::KernelConfig upTo8k = resolve(parsed, "sm_90a", 128, 8192);
+  EXPECT_TRUE(upTo8k.persistentGridAsked(causal));
+  EXPECT_TRUE(upTo8k.persistentGridAsked(document));
+  config::KernelConfig at16k = resolve(parsed, "sm_90a", 128, 16384);
+  EXPECT_TRUE(at16k.persistentGridAsked(causal));
+  EXPECT_TRUE(at16k.persistentGridAsked(parsed.variant("full")));
+  EXPECT_FALSE(at16k.persistentGridAsked(document));
+  EXPECT_TRUE(at16k.target().persistent);
+  EXPECT_FALSE(at16k.target().persistentWithTensors);
+  EXPECT_EQ(at16k.asTileConfig(document, 128).str(), "Br=128 Bc=96 wgmma tma per-tile");
+  config::KernelConfig unknownN = resolve(parsed, "sm_90a", 128, std::nullopt);
+  EXPECT_FALSE(unknownN.persistentGridAsked(causal));
+  EXPECT_FALSE(unknownN.persistentGridAsked(document));
+  // An asked-for grid applies to every variant, aux tensors or not.
   config::ConfigRequest request;
   request.persistent = true;
-  EXPECT_TRUE(resolve(parsed, "sm_90a", 128, 16384, request).target().persistent);
+  config::KernelConfig asked = resolve(parsed, "sm_90a", 128, 16384, request);
+  EXPECT_TRUE(asked.persistentGridAsked(document));
+  EXPECT_EQ(asked.asTileConfig(document, 128).str(), "Br=128 Bc=96 wgmma tma persistent");
+  request.persistent = false;
+  EXPECT_FALSE(
+      resolve(parsed, "sm_90a", 128, 4096, request).persistentGridAsked(causal));
 
   // --verbose says why, and that D = 256 with Bc = 80 stays off the grid.
   config::KernelConfig resolved = resolve(parsed, "sm_90a", 256, 4096);
@@ -200,6 +219,13 @@ TEST(KernelConfig, PersistentGridByQueryLength) {
       << why;
   EXPECT_NE(why.find("persistent (N = 4096 <= 8192)"), std::string::npos) << why;
   EXPECT_NE(why.find("only Bc <= 64 fits the persistent grid"), std::string::npos) << why;
+  why.clear();
+  for (const std::string &line : at16k.why(document, 128))
+    why += line + "\n";
+  EXPECT_NE(why.find("grid of warp-specialized tiles: one CTA per tile (N = 16384 > 8192 and "
+                     "the variant reads aux tensors)"),
+            std::string::npos)
+      << why;
   // ... and the tuner names that default as the per-tile kernel it is.
   EXPECT_EQ(resolved.asTileConfig(parsed.variant("causal"), 256).str(),
             "Br=128 Bc=80 wgmma tma per-tile");

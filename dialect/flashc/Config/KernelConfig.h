@@ -102,6 +102,10 @@ public:
   /// This configuration as a flashc-tune candidate (how the tuner names
   /// the default it times beside its search space).
   tuning::TileConfig asTileConfig(const frontend::Variant &variant, int64_t headDim) const;
+  /// Whether the target asks for the persistent grid for `variant` (the
+  /// lowering still keeps tiles it does not fit on one CTA per tile:
+  /// persistentGridFits).
+  bool persistentGridAsked(const frontend::Variant &variant) const;
 
 private:
   friend llvm::Expected<KernelConfig> resolveKernelConfig(const ResolveOptions &,
@@ -121,8 +125,11 @@ private:
   std::string backwardSourceText = "default tile";
   bool warpSpecializedTiles = false;
   std::optional<int64_t> queryLength;
-  /// One line per target-level decision (GEMM, grid), for why().
+  /// One line per target-level decision (the GEMM), for why().
   std::vector<std::string> targetReasons;
+  /// "asked for" or "tuned" when the request set the grid; empty when the
+  /// rule (persistentGridPays) did.
+  std::string gridAskedText;
 };
 
 /// What the tile rules see of `variant`.

@@ -76,10 +76,14 @@ TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
 TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::StringRef gemm,
                        bool warpSpecializedTiles, std::optional<int64_t> queryLength);
 
-/// Whether a persistent grid is the default for query length N: up to
-/// N = 8192, where it was measured faster than one CTA per tile; unknown N
-/// keeps one CTA per tile (bench/results/2026-11-29-h200-persistent).
-bool persistentGridPays(std::optional<int64_t> queryLength);
+/// Whether a persistent grid is the default for query length N. Up to
+/// N = 8192 for every variant (bench/results/2026-11-29-h200-persistent);
+/// above, with the dynamic tile scheduler, for variants without aux tensors
+/// (causal 16k 1.007x, unmasked 16k 0.99-1.09x one CTA per tile:
+/// bench/results/2026-12-03b-h200-late-draw), not for those reading them
+/// (packed documents at D = 128 were slower persistent: 0.4805 vs 0.4521 ms
+/// at 16k). Unknown N keeps one CTA per tile.
+bool persistentGridPays(std::optional<int64_t> queryLength, bool readsTensors);
 /// Whether a warp-specialized tile of `blockCols` key columns at head dim
 /// `headDim` can run on a persistent grid: at D = 256 the consumers'
 /// registers (240, 128 of them the accumulator) leave room for the tile

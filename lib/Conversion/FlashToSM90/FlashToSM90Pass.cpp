@@ -94,8 +94,9 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
-    specialized.persistent =
-        options.persistent && config::persistentGridFits(config.headDim, config.bc);
+    bool gridAsked =
+        options.persistent && (options.persistentWithTensors || kernel.getTensors().empty());
+    specialized.persistent = gridAsked && config::persistentGridFits(config.headDim, config.bc);
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
@@ -130,6 +131,7 @@ struct ConvertFlashToSM90Pass
       options.warpSpecialize = warpSpecialize;
       options.pingPong = pingPong;
       options.persistent = persistent;
+      options.persistentWithTensors = persistentWithTensors;
       FailureOr<HopperConfig> config = chooseConfig(kernel, options);
       if (failed(config))
         return nullptr;

@@ -82,6 +82,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.warpSpecialize = options.warpSpecialize;
     sm90.pingPong = options.pingPong;
     sm90.persistent = options.persistent;
+    sm90.persistentWithTensors = options.persistentWithTensors;
     sm90.deterministic = options.deterministic;
     sm90.stageAuxGrads = options.stageAuxGrads;
     pm.addPass(createConvertFlashToSM90(sm90));

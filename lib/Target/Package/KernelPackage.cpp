@@ -198,7 +198,7 @@ std::string CompileCache::key(Operation *kernel, const nvptx::TargetOptions &opt
   std::string text;
   llvm::raw_string_ostream os(text);
   os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
-     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << '|'
+     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << options.persistentWithTensors << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << options.deterministic << options.stageAuxGrads << '|'
      << FLASHC_VERSION << '|' << buildIdentity();

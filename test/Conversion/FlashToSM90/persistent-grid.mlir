@@ -5,7 +5,8 @@
 // RUN: FileCheck %s --check-prefix=SCHEDULE --input-file=%t.ptx
 
 // The persistent grid (this pass's default for warp-specialized kernels;
-// the tools ask for it when they know N <= 8192): causal
+// the tools ask for it when they know N, and above N = 8192 only for
+// kernels without aux tensors: persistent-with-tensors): causal
 // bf16, D = 64, 128 x 64 tiles. Each CTA loops over query tiles; Q comes by
 // TMA (a third tensor map) into a buffer with a full and an empty barrier.
 

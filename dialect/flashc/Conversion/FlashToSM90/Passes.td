@@ -54,8 +54,9 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
       they ping-pong (`ping-pong`, on by default): warpgroup w issues its
       GEMMs after `bar.sync 1 + w`, then lets the next one go with
       `bar.arrive`. With `persistent` (on by default in this pass; the
-      tools flashc, flash-run and flashc-tune set it only when they know
-      N <= 8192, where it was measured faster) the grid is one CTA per SM
+      tools flashc, flash-run and flashc-tune set it when they know N, and
+      above N = 8192 only for kernels without aux tensors:
+      `persistent-with-tensors`) the grid is one CTA per SM
       slot: the CTA splits once and loops over query tiles, Q comes by TMA
       too (a third tensor map, before k's) into a buffer with its own
       full/empty barriers, and the producer fetches the next tile's Q and
@@ -90,7 +91,12 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "With warp-specialize: a persistent grid; each CTA loops over "
            "query tiles and the producer loads the next tile's Q (TMA) and "
            "K/V while the consumers finish the last (the tools decide it "
-           "from N: nvptx::persistentGridPays)">,
+           "from N: config::persistentGridPays)">,
+    Option<"persistentWithTensors", "persistent-with-tensors", "bool",
+           /*default=*/"true",
+           "With persistent: kernels that read aux tensors take the "
+           "persistent grid too (the tools keep them on one CTA per tile "
+           "above N = 8192)">,
     Option<"deterministic", "deterministic", "bool", /*default=*/"false",
            "Backward kernels: dQ adds in key-block order (a semaphore per "
            "query tile), so dQ is bitwise the same from run to run">,

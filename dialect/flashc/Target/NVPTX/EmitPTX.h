@@ -110,6 +110,9 @@ struct TargetOptions {
   /// looping over query tiles, Q by TMA). The resolver (flashc/Config)
   /// decides it.
   bool persistent = false;
+  /// The same for kernels that read aux tensors (`persistent` must be set
+  /// too): the resolver keeps them on one CTA per tile above N = 8192.
+  bool persistentWithTensors = false;
   /// PTX ISA version; ptxas 12.x and 13.x accept +ptx80.
   std::string features = "+ptx80";
   /// LLVM optimization level of the NVPTX backend.
