@@ -66,7 +66,9 @@ private:
   /// The i1 facts (all visible, any visible) the interval analysis proves
   /// on (b, h, qt, keyTile) with the aux tensors' ranges over the tile,
   /// computed by this warp alone; failure when a value cannot be lowered.
-  FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile);
+  /// Without `readAux` every aux range is its type's whole range (no loads,
+  /// no shuffles): what the mask's index terms alone decide.
+  FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile, bool readAux = true);
   /// The [min, max] of `load`'s tensor over the index box [lo, hi] (i64
   /// each, at most one index not a single value), reduced over the warp:
   /// i64 bounds for an integer tensor, f32 for a floating-point one; the
@@ -201,7 +203,8 @@ BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, Arr
                         select(bounded, wide(most), i64(std::numeric_limits<int32_t>::max())));
 }
 
-FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value keyTile) {
+FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value keyTile,
+                                                                          bool readAux) {
   // The analysis is emitted as arith IR into a scratch block and lowered op
   // by op; each aux range is reduced where the analysis asks for it and
   // enters the scratch IR as two placeholder constants mapped to its bounds.
@@ -227,12 +230,20 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
       lo.push_back(lookupScalar(index.lo));
       hi.push_back(lookupScalar(index.hi));
     }
-    FailureOr<std::pair<Value, Value>> range = warpAuxRange(load, lo, hi);
+    bool isFloat = load.getType().isF32();
+    FailureOr<std::pair<Value, Value>> range;
+    if (readAux) {
+      range = warpAuxRange(load, lo, hi);
+    } else {
+      float inf = std::numeric_limits<float>::infinity();
+      range = isFloat ? std::make_pair(f32(-inf), f32(inf))
+                      : std::make_pair(i64(std::numeric_limits<int32_t>::min()),
+                                       i64(std::numeric_limits<int32_t>::max()));
+    }
     if (failed(range)) {
       lowerFailed = true;
       return std::nullopt;
     }
-    bool isFloat = load.getType().isF32();
     auto placeholder = [&](Value bound) {
       Value value = isFloat ? Value(arith::ConstantOp::create(scratchBuilder, loc,
                                                               scratchBuilder.getF32FloatAttr(0)))
@@ -368,10 +379,32 @@ LogicalResult BlockSummaryEmitter::emit() {
   Value keyBlocks = arith::DivUIOp::create(b, loc, add(keyLen, i32(config.bc - 1)), i32(config.bc));
   Value firstKeyTile = mul(keyGroup, i32(kKeyBlocksPerCta));
   Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
+  Value warpKeyTile = add(firstKeyTile, warp);
+  Value warpInside = cmpI(P::ult, warpKeyTile, keyBlocks);
+
+  // Phase 0: where the mask's index terms alone leave all of the CTA's key
+  // blocks empty (past a causal diagonal: half the grid of a causal mask),
+  // each warp stores its block's byte and the CTA stops, without aux loads
+  // or barriers. Every thread computes the same decision.
+  Value mayBeVisible = falseValue;
+  for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
+    Value keyTile = add(firstKeyTile, i32(slot));
+    FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(keyTile, /*readAux=*/false);
+    if (failed(facts))
+      return failure();
+    mayBeVisible = arith::OrIOp::create(
+        b, loc, mayBeVisible,
+        arith::AndIOp::create(b, loc, cmpI(P::ult, keyTile, keyBlocks), facts->second));
+  }
+  auto ifMayBeVisible = scf::IfOp::create(b, loc, TypeRange(), mayBeVisible,
+                                          /*withElseRegion=*/true);
+  b.setInsertionPointToStart(ifMayBeVisible.elseBlock());
+  storeClass(warpKeyTile, i32(flash::kBlockEmpty),
+             arith::AndIOp::create(b, loc, warpInside, cmpI(P::eq, lane, i32(0))));
+  b.setInsertionPointToStart(ifMayBeVisible.thenBlock());
 
   // Phase 1: warp w decides key block firstKeyTile + w by its intervals.
-  Value warpKeyTile = add(firstKeyTile, warp);
-  auto ifInside = scf::IfOp::create(b, loc, b.getI1Type(), cmpI(P::ult, warpKeyTile, keyBlocks),
+  auto ifInside = scf::IfOp::create(b, loc, b.getI1Type(), warpInside,
                                     /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -392,10 +425,23 @@ LogicalResult BlockSummaryEmitter::emit() {
   }
   Value undecided = ifInside.getResult(0);
 
-  // Phase 2: the CTA evaluates the elements of each undecided block.
+  // Phase 2: the CTA evaluates the elements of each undecided block. One
+  // barrier tells every thread which warps' blocks are undecided: lane l of
+  // warp w votes when its block is undecided and l < 2^w, so the count of
+  // votes (bar.red.popc) is the bit mask of those warps.
+  static_assert(kKeyBlocksPerCta <= 6, "2^w voting lanes of a warp of 32");
+  Value votes = arith::AndIOp::create(
+      b, loc, undecided, cmpI(P::ult, lane, arith::ShLIOp::create(b, loc, i32(1), warp)));
+  Value undecidedWarps =
+      NVVM::BarrierOp::create(
+          b, loc, b.getI32Type(), Value(), Value(),
+          NVVM::BarrierReductionAttr::get(ctx, NVVM::BarrierReduction::POPC),
+          arith::ExtUIOp::create(b, loc, b.getI32Type(), votes))
+          .getRes();
   for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
-    Value mine = arith::AndIOp::create(b, loc, undecided, cmpI(P::eq, warp, i32(slot)));
-    Value anyUndecided = ctaVote(mine, NVVM::BarrierReduction::OR);
+    Value anyUndecided =
+        cmpI(P::ne, arith::AndIOp::create(b, loc, undecidedWarps, i32(int64_t{1} << slot)),
+             i32(0));
     auto ifEvaluate = scf::IfOp::create(b, loc, TypeRange(), anyUndecided,
                                         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
@@ -406,6 +452,7 @@ LogicalResult BlockSummaryEmitter::emit() {
       return failure();
     storeClass(keyTile, blockClass, cmpI(P::eq, tid, i32(0)));
   }
+  b.setInsertionPointAfter(ifMayBeVisible);
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return success();
 }
