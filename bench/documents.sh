@@ -10,6 +10,10 @@
 #        (flash-run --save-aux) and bench/flex_aux_masks.py runs Flex with
 #        a BlockMask on exactly those ids, in the same call;
 #     3. a table: ms (summary included), the summary's share, Flex / flashc.
+#   bench/documents.sh tiles [D list] [N list]
+#     the newest variant's document kernel over tiles and grids (each
+#     checked first), Flex on the same ids; with `compare,tiles` the two
+#     parts share the ids and Flex's run.
 #   bench/documents.sh padding [D list]
 #     key padding (examples/key_padding.flash, random key lengths per batch
 #     entry) at B x N = 32k tokens, Flex on the same lengths.
@@ -35,8 +39,10 @@ LAST=${TOOLS%% *}
 PART=${1:-compare}
 DS=${2:-64 128}
 NS=${3:-8192 16384 32768}
+# PART may name several parts, comma-separated (compare,tiles,profile).
+wants() { case ",$PART," in *",$1,"*) return 0 ;; esac; return 1; }
 
-if [ "$PART" = compare ]; then
+if wants compare; then
 echo "== checks"
 for tool in $TOOLS; do for D in 64 128; do for grid in false true; do
   timeout 120 "$T/$tool" examples/document.flash --shape B=2,H=4,N=3000,D=$D --docs 7 \
@@ -50,7 +56,8 @@ echo "tool,grid,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_
 echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex.csv"
 for D in $DS; do for N in $NS; do
   ids="$T/ids-$D-$N"
-  for tool in $TOOLS; do for grid in default persistent; do
+  # GRIDS=default leaves out the persistent rows (the tiles part has them).
+  for tool in $TOOLS; do for grid in ${GRIDS:-default persistent}; do
     flags=; [ $grid = persistent ] && flags=--persistent=true
     save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
     # shellcheck disable=SC2086
@@ -63,7 +70,39 @@ for D in $DS; do for N in $NS; do
 done; done
 fi
 
-if [ "$PART" = padding ]; then
+if wants tiles; then
+echo "== tiles: $LAST's document kernel over tiles and grids, Flex on the same ids"
+echo "tile,grid,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/tiles.csv"
+[ -f "$OUT/flex.csv" ] || echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex.csv"
+for D in $DS; do for N in $NS; do
+  ids="$T/ids-$D-$N"
+  if [ "$D" -le 64 ]; then tiles="64x128 64x64 128x128"; else tiles="128x96 128x64 128x128 64x64"; fi
+  for tile in $tiles; do for grid in false true; do
+    br=${tile%x*}; bc=${tile#*x}
+    # The persistent grid applies to warp-specialized tiles (Br >= 128) only.
+    [ $grid = true ] && [ "$br" -lt 128 ] && continue
+    save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
+    # shellcheck disable=SC2086
+    row=$(timeout 120 "$T/$LAST" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs 20 \
+      --tile Br=$br,Bc=$bc --persistent=$grid --check-shape B=1,H=2,N=2048,D=$D $save \
+      --iters 30 --csv 2>&1 | tail -1)
+    echo "$tile,$grid,$row" | tee -a "$OUT/tiles.csv"
+  done; done
+  if ! awk -F, -v n=$N -v d=$D '$1=="flex" && $5==n && $6==d {f=1} END {exit !f}' "$OUT/flex.csv"; then
+    PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_aux_masks.py --mask document --aux "$ids" \
+      --B 1 --N $N --D $D --H 16 2>&1 | grep -E "^flex" | tee -a "$OUT/flex.csv"
+  fi
+done; done
+echo "== table: tiles, Flex / flashc on the same ids (summary included)"
+for D in $DS; do for N in $NS; do
+  x=$(awk -F, -v n=$N -v d=$D '$1=="flex" && $5==n && $6==d {print $7}' "$OUT/flex.csv")
+  awk -F, -v n=$N -v d=$D -v x="$x" '$8==n && $10==d && $12 > 0 {
+    printf "D=%s N=%s %-8s persistent=%-5s %s ms (summary %s) flex %s flex/flashc %s\n", d, n, $1, $2, $12, $16, x,
+      (x != "" ? sprintf("%.2f", x / $12) : "?")}' "$OUT/tiles.csv"
+done; done
+fi
+
+if wants padding; then
 echo "== key padding (fp16, H = 16, random key lengths): flashc, then Flex on the same lengths"
 echo "tool,grid,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/padding.csv"
 echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex-padding.csv"
@@ -87,7 +126,7 @@ awk -F, 'NR == FNR {if (FNR > 1) flex[$3 "," $5 "," $6] = $7; next}
       (x != "" ? sprintf("%.2f", x / $12) : "?")}' "$OUT/flex-padding.csv" "$OUT/padding.csv"
 fi
 
-if [ "$PART" = diagnose ]; then
+if wants diagnose; then
 echo "== the summary path per block: 20 documents, one document, causal"
 echo "tool,case,name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,summary_ms,cached_ms" > "$OUT/diagnose.csv"
 for N in 16384 32768; do for tool in $TOOLS; do
@@ -101,24 +140,27 @@ for N in 16384 32768; do for tool in $TOOLS; do
 done; done
 fi
 
-if [ "$PART" = profile ]; then
-echo "== ncu: $LAST document kernel, D = 128, N = 16384"
+if wants profile; then
+PD=${DS%% *}
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-timeout 240 "$NCU" --clock-control none -k regex:'^document$' --launch-skip 2 --launch-count 1 \
+for kernel in document document_summary; do
+echo "== ncu: $LAST $kernel kernel, D = $PD, N = 16384"
+timeout 150 "$NCU" --clock-control none -k regex:"^$kernel\$" --launch-skip 2 --launch-count 1 \
   --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
-  --section LaunchStats --section SourceCounters --import-source no -o "$OUT/document" \
-  "$T/$LAST" examples/document.flash --shape B=1,H=16,N=16384,D=128 --docs 20 --iters 3 --warmup 1 \
-  --check-shape B=1,H=2,N=2048,D=128 > "$T/ncu.log" 2>&1
+  --section LaunchStats --section SourceCounters --import-source no -o "$T/$kernel" \
+  "$T/$LAST" examples/document.flash --shape B=1,H=16,N=16384,D=$PD --docs 20 --iters 3 --warmup 1 \
+  --check-shape B=1,H=2,N=2048,D=$PD > "$T/ncu.log" 2>&1
 echo "ncu exit $?"; tail -3 "$T/ncu.log"
-if [ -f "$OUT/document.ncu-rep" ]; then
-  "$NCU" -i "$OUT/document.ncu-rep" --page details > "$OUT/ncu-details.txt" 2>&1
-  "$NCU" -i "$OUT/document.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-sass.csv" 2>&1
-  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Stall|Warp Cycles|Issued Ipc|Achieved Occupancy" \
-    "$OUT/ncu-details.txt" | head -30
+if [ -f "$T/$kernel.ncu-rep" ]; then
+  "$NCU" -i "$T/$kernel.ncu-rep" --page details > "$OUT/ncu-$kernel-details.txt" 2>&1
+  "$NCU" -i "$T/$kernel.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$kernel-sass.csv" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Stall|Warp Cycles|Issued Ipc|Achieved Occupancy|Registers|Waves" \
+    "$OUT/ncu-$kernel-details.txt" | head -30
 fi
+done
 fi
 
-if [ "$PART" = compare ]; then
+if wants compare; then
 echo "== table: ms (summary included), summary share, Flex / flashc on the same ids"
 cat "$OUT/checks.txt"
 for D in $DS; do for N in $NS; do
