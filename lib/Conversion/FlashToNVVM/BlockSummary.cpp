@@ -43,9 +43,6 @@ constexpr int64_t kKeyBlocksPerCta = kSummaryThreads / 32;
 constexpr int64_t kMaxRangeElements = 4096;
 /// Elements of an aux range each lane loads per step.
 constexpr int64_t kLoadsPerLane = 4;
-/// Rows of its column a thread evaluates per step of the element phase
-/// (independent loads in flight instead of one row's per step).
-constexpr int64_t kRowsPerStep = 4;
 
 class BlockSummaryEmitter : public EmitterCore {
 public:
@@ -289,10 +286,9 @@ void BlockSummaryEmitter::storeClass(Value keyTile, Value blockClass, Value pred
 Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value queryTile,
                                             Value keyTile) {
   // Thread t takes columns t, t + T, ... and walks each down the tile's
-  // rows inside the problem, kRowsPerStep rows per step: the key side of
-  // the mask (doc[b, j], an invariant load) leaves the row loop and the
-  // query side (doc[b, i]) is the same address across the warp. A column
-  // at j >= M walks no rows; rows past the last count for neither vote.
+  // rows inside the problem: the key side of the mask (doc[b, j], an
+  // invariant load) leaves the row loop and the query side (doc[b, i]) is
+  // the same address across the warp. A column at j >= M walks no rows.
   Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(config.bc));
   Value rowsInside = arith::MinSIOp::create(
@@ -308,28 +304,17 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
     b.setInsertionPointToStart(columnLoop.getBody());
     Value key = add(firstKey, columnLoop.getInductionVar());
     Value rows = select(cmpI(arith::CmpIPredicate::slt, key, keyLen), rowsInside, i32(0));
-    auto rowLoop = scf::ForOp::create(b, loc, i32(0), rows, i32(kRowsPerStep),
+    auto rowLoop = scf::ForOp::create(b, loc, i32(0), rows, i32(1),
                                       columnLoop.getRegionIterArgs());
     b.setInsertionPointToStart(rowLoop.getBody());
+    Value query = add(firstQuery, rowLoop.getInductionVar());
+    FailureOr<Value> visible = emitRegionElement(mask, ValueRange(), batch, head, query, key);
+    if (failed(visible))
+      return {};
     Value any = rowLoop.getRegionIterArgs()[0], all = rowLoop.getRegionIterArgs()[1];
-    for (int64_t step = 0; step < kRowsPerStep; ++step) {
-      Value row = add(rowLoop.getInductionVar(), i32(step));
-      Value inside = cmpI(arith::CmpIPredicate::slt, row, rows);
-      // A row past the last inside the problem is evaluated at the tile's
-      // first row (inside whenever the loop runs) and not counted.
-      Value query = add(firstQuery, select(inside, row, i32(0)));
-      FailureOr<Value> visible =
-          emitRegionElement(mask, ValueRange(), batch, head, query, key);
-      if (failed(visible))
-        return {};
-      any = arith::OrIOp::create(b, loc, any,
-                                 arith::AndIOp::create(b, loc, inside, *visible));
-      all = arith::AndIOp::create(
-          b, loc, all,
-          arith::OrIOp::create(b, loc, *visible,
-                               arith::XOrIOp::create(b, loc, inside, trueValue)));
-    }
-    scf::YieldOp::create(b, loc, ValueRange{any, all});
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::OrIOp::create(b, loc, any, *visible),
+                                    arith::AndIOp::create(b, loc, all, *visible)});
     b.setInsertionPointAfter(rowLoop);
     scf::YieldOp::create(b, loc, rowLoop.getResults());
   }
