@@ -174,12 +174,13 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     because = gridAskedText;
   else if (!queryLength)
     because = "N unknown; --shape N=... gives the persistent grid";
-  else if (*queryLength <= 8192)
-    because = "N = " + std::to_string(*queryLength) + " <= 8192";
-  else
+  else if (*queryLength <= kPersistentGridMaxQueryLengthWithTensors)
     because = "N = " + std::to_string(*queryLength) +
-              (persistent ? " > 8192 without aux tensors"
-                          : " > 8192 and the variant reads aux tensors");
+              " <= " + std::to_string(kPersistentGridMaxQueryLengthWithTensors);
+  else
+    because = "N = " + std::to_string(*queryLength) + " > " +
+              std::to_string(kPersistentGridMaxQueryLengthWithTensors) +
+              (persistent ? " without aux tensors" : " and the variant reads aux tensors");
   lines.push_back("grid of warp-specialized tiles: " +
                   std::string(persistent ? "persistent" : "one CTA per tile") + " (" + because +
                   ")");
@@ -190,8 +191,9 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
 }
 
 bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
-  return targetOptions.persistent &&
-         (targetOptions.persistentWithTensors || variant.tensors.empty());
+  return config::persistentGridAsked(targetOptions.persistent,
+                                     targetOptions.persistentWithTensors,
+                                     !variant.tensors.empty());
 }
 
 tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,

@@ -105,7 +105,11 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
 }
 
 bool config::persistentGridPays(std::optional<int64_t> queryLength, bool readsTensors) {
-  return queryLength && (*queryLength <= 8192 || !readsTensors);
+  return queryLength && (*queryLength <= kPersistentGridMaxQueryLengthWithTensors || !readsTensors);
+}
+
+bool config::persistentGridAsked(bool persistent, bool persistentWithTensors, bool readsTensors) {
+  return persistent && (persistentWithTensors || !readsTensors);
 }
 
 bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {

@@ -84,6 +84,13 @@ TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::Stri
 /// (packed documents at D = 128 were slower persistent: 0.4805 vs 0.4521 ms
 /// at 16k). Unknown N keeps one CTA per tile.
 bool persistentGridPays(std::optional<int64_t> queryLength, bool readsTensors);
+/// The longest N at which variants with aux tensors take the persistent
+/// grid by default (persistentGridPays).
+constexpr int64_t kPersistentGridMaxQueryLengthWithTensors = 8192;
+/// Whether a kernel gets the persistent grid the target asks for:
+/// `persistent` for every kernel, `persistentWithTensors` too for one that
+/// reads aux tensors (the resolver's why() and flash-to-sm90 alike).
+bool persistentGridAsked(bool persistent, bool persistentWithTensors, bool readsTensors);
 /// Whether a warp-specialized tile of `blockCols` key columns at head dim
 /// `headDim` can run on a persistent grid: at D = 256 the consumers'
 /// registers (240, 128 of them the accumulator) leave room for the tile

@@ -69,6 +69,9 @@ private:
   /// Without `readAux` every aux range is its type's whole range (no loads,
   /// no shuffles): what the mask's index terms alone decide.
   FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile, bool readAux = true);
+  /// The bounds of an aux range nothing is known of: an integer tensor's
+  /// i32 range widened to i64, a floating-point one's [-inf, inf].
+  std::pair<Value, Value> unknownRange(bool isFloat);
   /// The [min, max] of `load`'s tensor over the index box [lo, hi] (i64
   /// each, at most one index not a single value), reduced over the warp:
   /// i64 bounds for an integer tensor, f32 for a floating-point one; the
@@ -131,6 +134,13 @@ LogicalResult BlockSummaryEmitter::lowerDefinitions(ArrayRef<Value> values) {
       return failure();
   }
   return success();
+}
+
+std::pair<Value, Value> BlockSummaryEmitter::unknownRange(bool isFloat) {
+  float inf = std::numeric_limits<float>::infinity();
+  if (isFloat)
+    return {f32(-inf), f32(inf)};
+  return {i64(std::numeric_limits<int32_t>::min()), i64(std::numeric_limits<int32_t>::max())};
 }
 
 FailureOr<std::pair<Value, Value>>
@@ -196,11 +206,13 @@ BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, Arr
     Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, least, most);
     Value known = arith::AndIOp::create(
         b, loc, bounded, arith::XOrIOp::create(b, loc, nan, arith::ConstantIntOp::create(b, loc, 1, 1)));
-    return std::make_pair(select(known, least, f32(-inf)), select(known, most, f32(inf)));
+    auto [lowestBound, highestBound] = unknownRange(/*isFloat=*/true);
+    return std::make_pair(select(known, least, lowestBound), select(known, most, highestBound));
   }
   auto wide = [&](Value x) { return arith::ExtSIOp::create(b, loc, b.getI64Type(), x); };
-  return std::make_pair(select(bounded, wide(least), i64(std::numeric_limits<int32_t>::min())),
-                        select(bounded, wide(most), i64(std::numeric_limits<int32_t>::max())));
+  auto [lowestBound, highestBound] = unknownRange(/*isFloat=*/false);
+  return std::make_pair(select(bounded, wide(least), lowestBound),
+                        select(bounded, wide(most), highestBound));
 }
 
 FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value keyTile,
@@ -231,15 +243,8 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
       hi.push_back(lookupScalar(index.hi));
     }
     bool isFloat = load.getType().isF32();
-    FailureOr<std::pair<Value, Value>> range;
-    if (readAux) {
-      range = warpAuxRange(load, lo, hi);
-    } else {
-      float inf = std::numeric_limits<float>::infinity();
-      range = isFloat ? std::make_pair(f32(-inf), f32(inf))
-                      : std::make_pair(i64(std::numeric_limits<int32_t>::min()),
-                                       i64(std::numeric_limits<int32_t>::max()));
-    }
+    FailureOr<std::pair<Value, Value>> range =
+        readAux ? warpAuxRange(load, lo, hi) : FailureOr(unknownRange(isFloat));
     if (failed(range)) {
       lowerFailed = true;
       return std::nullopt;

@@ -94,9 +94,10 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
-    bool gridAsked =
-        options.persistent && (options.persistentWithTensors || kernel.getTensors().empty());
-    specialized.persistent = gridAsked && config::persistentGridFits(config.headDim, config.bc);
+    specialized.persistent =
+        config::persistentGridAsked(options.persistent, options.persistentWithTensors,
+                                    !kernel.getTensors().empty()) &&
+        config::persistentGridFits(config.headDim, config.bc);
     StringRef why;
     if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
