@@ -155,6 +155,39 @@ uint64_t computeSummary(const flashrun::AttentionKernel &kernel, flashrt::Stream
 }
 } // namespace
 
+std::string harness::checkTileOrder(const flash::BlockSummaryShape &shape,
+                                    const std::vector<uint8_t> &classes,
+                                    const std::vector<uint8_t> &gpu) {
+  // Each query tile's cost from the (interpreter's) classes.
+  int64_t entries = shape.orderEntries();
+  std::vector<int64_t> bins(entries);
+  for (int64_t e = 0; e < entries; ++e) {
+    int64_t cost = 0;
+    for (int64_t kt = 0; kt < shape.keyBlocks; ++kt) {
+      uint8_t blockClass = classes[e * shape.keyBlocks + kt];
+      cost += (blockClass != flash::kBlockEmpty) + (blockClass == flash::kBlockPartial);
+    }
+    bins[e] = shape.orderBin(cost);
+  }
+  std::vector<bool> seen(entries, false);
+  int64_t previousBin = 0;
+  for (int64_t position = 0; position < entries; ++position) {
+    uint32_t entry;
+    std::memcpy(&entry, &gpu[shape.orderOffset() + 4 * position], 4);
+    std::string at = "position " + std::to_string(position) + " holds " + std::to_string(entry);
+    if (entry >= static_cast<uint64_t>(entries))
+      return at + ", past the " + std::to_string(entries) + " query tiles";
+    if (seen[entry])
+      return at + " a second time";
+    seen[entry] = true;
+    if (bins[entry] < previousBin)
+      return at + " (cost bin " + std::to_string(bins[entry]) + ") after bin " +
+             std::to_string(previousBin);
+    previousBin = bins[entry];
+  }
+  return "";
+}
+
 std::optional<Validation> harness::validate(const flashrun::AttentionKernel &kernel,
                                             flashrt::Stream &stream, DeviceProblem &problem,
                                             flash::KernelOp flashKernel, std::string &error) {
@@ -177,12 +210,24 @@ std::optional<Validation> harness::validate(const flashrun::AttentionKernel &ker
     std::vector<uint8_t> expected;
     if (failed(interp::computeBlockSummary(flashKernel, problem.inputs, expected, error)))
       return std::nullopt;
-    v.summaryTiles = static_cast<int64_t>(bytes);
-    for (size_t i = 0; i < bytes; ++i)
+    const flashrt::KernelPackage &pkg = kernel.package();
+    const interp::ProblemShape &s = problem.inputs.shape;
+    flash::BlockSummaryShape shape =
+        flash::BlockSummaryShape::of(flashKernel.getBlockSummaryAttr(), pkg.blockRows,
+                                     pkg.blockCols, s.batch(), s.heads(), s.queryLen(), s.keyLen());
+    if (expected.size() != static_cast<size_t>(shape.bytes()) ||
+        bytes != static_cast<size_t>(shape.bytesWithOrder())) {
+      error = "the block summary's size disagrees between the runtime (" + std::to_string(bytes) +
+              " bytes) and the interpreter (" + std::to_string(expected.size()) + " + order)";
+      return std::nullopt;
+    }
+    v.summaryTiles = static_cast<int64_t>(expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
       if (gpu[i] != expected[i] && v.summaryMismatches++ == 0)
         v.firstSummaryMismatch = "byte " + std::to_string(i) + ": GPU " +
                                  std::to_string(gpu[i]) + ", interpreter " +
                                  std::to_string(expected[i]);
+    v.orderError = checkTileOrder(shape, expected, gpu);
   }
   launch(kernel, stream, problem, summary);
   stream.synchronize();

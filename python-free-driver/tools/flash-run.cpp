@@ -460,6 +460,9 @@ int main(int argc, char **argv) {
                        << validation.firstSummaryMismatch << ")  FAIL\n";
         else
           llvm::outs() << "GPU == interpreter  ok\n";
+        llvm::outs() << "  check " << checkShape.str() << " (tile order): "
+                     << (validation.orderError.empty() ? "a permutation, costliest first  ok\n"
+                                                       : validation.orderError + "  FAIL\n");
       }
       if (backwardValidation) {
         const flashrt::KernelPackage &bwd = backwardKernel->package();

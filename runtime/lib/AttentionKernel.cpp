@@ -192,7 +192,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
         .add(tensorMap(v, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols));
   }
   if (kernelPackage.persistent)
-    args.add(tileCounter(stream));
+    args.add(streamCounters(*tileCounters, stream, 2 * sizeof(uint32_t)));
   int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
   flashrt::Dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(sizes.heads),
                      static_cast<unsigned>(sizes.batch));
@@ -204,18 +204,22 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
 }
 
-uint64_t AttentionKernel::tileCounter(const flashrt::Stream &stream) const {
-  std::lock_guard<std::mutex> guard(tileCounters->lock);
-  auto found = tileCounters->byStream.find(stream.handle());
-  if (found != tileCounters->byStream.end())
+uint64_t AttentionKernel::streamCounters(StreamCounters &counters, const flashrt::Stream &stream,
+                                         size_t bytes) const {
+  std::lock_guard<std::mutex> guard(counters.lock);
+  auto found = counters.byStream.find(stream.handle());
+  if (found != counters.byStream.end() && found->second.size() >= bytes)
     return found->second.devicePtr();
-  flashrt::DeviceBuffer counter(*context, 2 * sizeof(uint32_t));
-  counter.fill(0);
+  // A launch on the stream may still use the old buffer.
+  if (found != counters.byStream.end())
+    context->synchronize();
+  flashrt::DeviceBuffer buffer(*context, bytes);
+  buffer.fill(0);
   // The fill runs on the legacy default stream, which a non-blocking
   // stream does not wait for.
   context->synchronize();
-  uint64_t address = counter.devicePtr();
-  tileCounters->byStream.emplace(stream.handle(), std::move(counter));
+  uint64_t address = buffer.devicePtr();
+  counters.byStream.insert_or_assign(stream.handle(), std::move(buffer));
   return address;
 }
 
@@ -226,9 +230,11 @@ size_t AttentionKernel::blockSummaryBytes(const flashrt::KernelPackage &pkg,
   auto blocks = [](int64_t length, int64_t block) {
     return static_cast<size_t>((length + block - 1) / block);
   };
-  return static_cast<size_t>(pkg.summaryPerBatch ? sizes.batch : 1) *
-         static_cast<size_t>(pkg.summaryPerHead ? sizes.heads : 1) *
-         blocks(sizes.queryLen, pkg.blockRows) * blocks(sizes.keyLen, pkg.blockCols);
+  size_t tiles = static_cast<size_t>(pkg.summaryPerBatch ? sizes.batch : 1) *
+                 static_cast<size_t>(pkg.summaryPerHead ? sizes.heads : 1) *
+                 blocks(sizes.queryLen, pkg.blockRows);
+  size_t classes = tiles * blocks(sizes.keyLen, pkg.blockCols);
+  return ((classes + 3) & ~size_t{3}) + tiles * sizeof(uint32_t);
 }
 
 void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &sizes,
@@ -253,9 +259,12 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   const flashrt::PackageEntry &entry = *pkg.entry("summary");
   int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
   int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
+  int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
   flashrt::Dim3 grid(static_cast<unsigned>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta),
-                     static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows),
-                     rows);
+                     static_cast<unsigned>(queryTiles), rows);
+  // The sort's counters: a cost per (summary row, query tile), CTAs done.
+  args.add(streamCounters(*orderCounters, stream,
+                          (static_cast<size_t>(rows) * queryTiles + 1) * sizeof(uint32_t)));
   summaryFunction->launch(grid, flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
                           static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }

@@ -58,10 +58,21 @@ struct Validation {
   /// summary bytes differ from the interpreter's (the first one named).
   int64_t summaryTiles = 0, summaryMismatches = 0;
   std::string firstSummaryMismatch;
+  /// What is wrong with the summary's tile order (checkTileOrder); empty
+  /// when it is a permutation sorted by cost.
+  std::string orderError;
   bool passed() const {
-    return out.passes(outBound) && lse.passes(lseBound) && summaryMismatches == 0;
+    return out.passes(outBound) && lse.passes(lseBound) && summaryMismatches == 0 &&
+           orderError.empty();
   }
 };
+
+/// Checks the tile order the GPU wrote after the summary's bytes (`gpu`,
+/// flash::BlockSummaryShape::bytesWithOrder() of them) against the costs of
+/// `classes` (the interpreter's bytes): every query tile once, bins
+/// ascending. Returns what is wrong, or "".
+std::string checkTileOrder(const flash::BlockSummaryShape &shape,
+                           const std::vector<uint8_t> &classes, const std::vector<uint8_t> &gpu);
 
 /// Runs `kernel` on `problem` with O and LSE poisoned first, and compares
 /// them with the interpreter on `flashKernel`. Bounds: O relative 1e-2 for

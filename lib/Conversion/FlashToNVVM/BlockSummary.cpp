@@ -36,13 +36,18 @@ using namespace flashc::lowering;
 namespace {
 
 constexpr int64_t kSummaryThreads = 128;
+constexpr int64_t kSummaryWarps = kSummaryThreads / 32;
 /// Key blocks per CTA: one per warp while the intervals decide.
-constexpr int64_t kKeyBlocksPerCta = kSummaryThreads / 32;
+constexpr int64_t kKeyBlocksPerCta = kSummaryWarps;
 /// The longest index range of an aux tensor a warp reduces (a tile's rows
 /// or keys are 64-256); a longer one leaves the element unknown.
 constexpr int64_t kMaxRangeElements = 4096;
 /// Elements of an aux range each lane loads per step.
 constexpr int64_t kLoadsPerLane = 4;
+/// Bins of the tile order's counting sort (flash::BlockSummaryShape::orderBin).
+constexpr int64_t kOrderBins = flash::BlockSummaryShape::kTileOrderBins;
+/// Shared memory of the sort: the bins, then a total per warp.
+constexpr int64_t kOrderSharedBytes = 4 * (kOrderBins + kSummaryWarps);
 
 class BlockSummaryEmitter : public EmitterCore {
 public:
@@ -82,6 +87,13 @@ private:
   void storeClass(Value keyTile, Value blockClass, Value predicate);
   /// Evaluates the mask on this thread's elements of the tile and votes.
   Value classifyElements(Value batch, Value head, Value queryTile, Value keyTile);
+  /// The count of threads whose i1 `predicate` holds (bar.red.popc).
+  Value ctaCount(Value predicate);
+  /// Inline PTX with one i32 result.
+  Value asmValue(StringRef text, StringRef constraints, ValueRange operands);
+  /// Adds the CTA's cost (i32, uniform) to its query tile's counter; the
+  /// last CTA of the launch sorts the tiles into the summary's order.
+  LogicalResult emitTileOrder(Value counters, Value ctaCost);
 
   flash::KernelOp kernel;
   std::string pass;
@@ -337,6 +349,8 @@ LogicalResult BlockSummaryEmitter::emit() {
   SmallVector<Type> argTypes;
   if (failed(appendForwardArguments(argTypes)))
     return failure();
+  // The schedule's counters (after the forward ABI, this kernel's own).
+  argTypes.push_back(LLVM::LLVMPointerType::get(ctx, 1));
   b.setInsertionPointToEnd(gpuModule.getBody());
   func = LLVM::LLVMFuncOp::create(
       b, loc, blockSummaryKernelName(kernel.getSymName()),
@@ -348,16 +362,18 @@ LogicalResult BlockSummaryEmitter::emit() {
   // bytes of the warp's range loads (ptxas -v, D >= 128).
   func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(64));
   // Only the aux tensors are read and only the summary is written.
-  unsigned summaryArgument = argTypes.size() - 1;
+  unsigned summaryArgument = argTypes.size() - 2;
   for (unsigned i = 5 + 12 + 5 + kernel.getParams().size(); i < summaryArgument; ++i) {
     func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
     func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(), b.getUnitAttr());
   }
   func.setArgAttr(summaryArgument, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
+  func.setArgAttr(summaryArgument + 1, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
 
   Block &entry = *func.addEntryBlock(b);
   b.setInsertionPointToStart(&entry);
   bindSizesAndInputs(entry.getArguments(), 5 + 12);
+  Value counters = entry.getArguments().back();
   bindThreadCoordinates();
 
   Type i32Type = b.getI32Type();
@@ -401,15 +417,16 @@ LogicalResult BlockSummaryEmitter::emit() {
         b, loc, mayBeVisible,
         arith::AndIOp::create(b, loc, cmpI(P::ult, keyTile, keyBlocks), facts->second));
   }
-  auto ifMayBeVisible = scf::IfOp::create(b, loc, TypeRange(), mayBeVisible,
+  auto ifMayBeVisible = scf::IfOp::create(b, loc, b.getI1Type(), mayBeVisible,
                                           /*withElseRegion=*/true);
   b.setInsertionPointToStart(ifMayBeVisible.elseBlock());
   storeClass(warpKeyTile, i32(flash::kBlockEmpty),
              arith::AndIOp::create(b, loc, warpInside, cmpI(P::eq, lane, i32(0))));
+  scf::YieldOp::create(b, loc, ValueRange{falseValue});
   b.setInsertionPointToStart(ifMayBeVisible.thenBlock());
 
   // Phase 1: warp w decides key block firstKeyTile + w by its intervals.
-  auto ifInside = scf::IfOp::create(b, loc, b.getI1Type(), warpInside,
+  auto ifInside = scf::IfOp::create(b, loc, TypeRange{b.getI1Type(), i32Type}, warpInside,
                                     /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
@@ -421,12 +438,14 @@ LogicalResult BlockSummaryEmitter::emit() {
     Value empty =
         arith::XOrIOp::create(b, loc, anyVisible, arith::ConstantIntOp::create(b, loc, 1, 1));
     Value decided = arith::OrIOp::create(b, loc, allVisible, empty);
-    storeClass(warpKeyTile, select(allVisible, i32(flash::kBlockFull), i32(flash::kBlockEmpty)),
+    Value decidedClass = select(allVisible, i32(flash::kBlockFull), i32(flash::kBlockEmpty));
+    storeClass(warpKeyTile, decidedClass,
                arith::AndIOp::create(b, loc, decided, cmpI(P::eq, lane, i32(0))));
     Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
-    scf::YieldOp::create(b, loc, ValueRange{arith::XOrIOp::create(b, loc, decided, trueValue)});
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::XOrIOp::create(b, loc, decided, trueValue), decidedClass});
     b.setInsertionPointToStart(ifInside.elseBlock());
-    scf::YieldOp::create(b, loc, ValueRange{falseValue});
+    scf::YieldOp::create(b, loc, ValueRange{falseValue, i32(flash::kBlockEmpty)});
   }
   Value undecided = ifInside.getResult(0);
 
@@ -437,28 +456,176 @@ LogicalResult BlockSummaryEmitter::emit() {
   static_assert(kKeyBlocksPerCta <= 6, "2^w voting lanes of a warp of 32");
   Value votes = arith::AndIOp::create(
       b, loc, undecided, cmpI(P::ult, lane, arith::ShLIOp::create(b, loc, i32(1), warp)));
-  Value undecidedWarps =
-      NVVM::BarrierOp::create(
-          b, loc, b.getI32Type(), Value(), Value(),
-          NVVM::BarrierReductionAttr::get(ctx, NVVM::BarrierReduction::POPC),
-          arith::ExtUIOp::create(b, loc, b.getI32Type(), votes))
-          .getRes();
+  Value undecidedWarps = ctaCount(votes);
+  Value warpClass = ifInside.getResult(1);
   for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
     Value anyUndecided =
         cmpI(P::ne, arith::AndIOp::create(b, loc, undecidedWarps, i32(int64_t{1} << slot)),
              i32(0));
-    auto ifEvaluate = scf::IfOp::create(b, loc, TypeRange(), anyUndecided,
-                                        /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifEvaluate.thenBlock());
-    Value keyTile = add(firstKeyTile, i32(slot));
-    Value blockClass = classifyElements(batch, head, queryTile, keyTile);
-    if (!blockClass)
-      return failure();
-    storeClass(keyTile, blockClass, cmpI(P::eq, tid, i32(0)));
+    auto ifEvaluate = scf::IfOp::create(b, loc, i32Type, anyUndecided, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifEvaluate.thenBlock());
+      Value keyTile = add(firstKeyTile, i32(slot));
+      Value blockClass = classifyElements(batch, head, queryTile, keyTile);
+      if (!blockClass)
+        return failure();
+      storeClass(keyTile, blockClass, cmpI(P::eq, tid, i32(0)));
+      scf::YieldOp::create(b, loc, ValueRange{blockClass});
+      b.setInsertionPointToStart(ifEvaluate.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{i32(flash::kBlockEmpty)});
+    }
+    // The class every thread of warp `slot` now knows for its block.
+    warpClass = select(arith::AndIOp::create(b, loc, undecided, cmpI(P::eq, warp, i32(slot))),
+                       ifEvaluate.getResult(0), warpClass);
   }
+  // The block's cost for the schedule: 1 per non-empty block, 2 for a
+  // partial one (it evaluates the mask); lanes below the cost vote.
+  Value cost = add(arith::ExtUIOp::create(b, loc, i32Type,
+                                          cmpI(P::ne, warpClass, i32(flash::kBlockEmpty))),
+                   arith::ExtUIOp::create(b, loc, i32Type,
+                                          cmpI(P::eq, warpClass, i32(flash::kBlockPartial))));
+  scf::YieldOp::create(b, loc, ValueRange{cmpI(P::ult, lane, cost)});
   b.setInsertionPointAfter(ifMayBeVisible);
+
+  if (failed(emitTileOrder(counters, ctaCount(ifMayBeVisible.getResult(0)))))
+    return failure();
   LLVM::ReturnOp::create(b, loc, ValueRange{});
+  return success();
+}
+
+Value BlockSummaryEmitter::ctaCount(Value predicate) {
+  return NVVM::BarrierOp::create(
+             b, loc, b.getI32Type(), Value(), Value(),
+             NVVM::BarrierReductionAttr::get(b.getContext(), NVVM::BarrierReduction::POPC),
+             arith::ExtUIOp::create(b, loc, b.getI32Type(), predicate))
+      .getRes();
+}
+
+Value BlockSummaryEmitter::asmValue(StringRef text, StringRef constraints, ValueRange operands) {
+  return LLVM::InlineAsmOp::create(b, loc, b.getI32Type(), operands, text, constraints,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                                   ArrayAttr())
+      .getResult(0);
+}
+
+LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) {
+  using P = arith::CmpIPredicate;
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  // counters: a cost per (summary row, query tile), then the count of CTAs
+  // done. The grid is (key groups, query tiles, summary rows).
+  Value tiles = NVVM::GridDimYOp::create(b, loc, i32Type);
+  Value entries = mul(tiles, NVVM::GridDimZOp::create(b, loc, i32Type));
+  Value ctas = mul(NVVM::GridDimXOp::create(b, loc, i32Type), entries);
+  Value pointer = LLVM::PtrToIntOp::create(b, loc, i64Type, counters);
+  auto counterAt = [&](Value index) { return add(pointer, mul(toI64(index), i64(4))); };
+  Value doneCounter = counterAt(entries);
+
+  // Thread 0 adds the CTA's cost, then counts the CTA done (acq_rel: after
+  // its add, and, for the last, after every other CTA's). The last CTA
+  // sorts; it resets the counters for the next launch.
+  auto arrive = scf::IfOp::create(b, loc, b.getI1Type(), cmpI(P::eq, tid, i32(0)),
+                                  /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(arrive.thenBlock());
+    auto ifCost = scf::IfOp::create(b, loc, TypeRange(), cmpI(P::ne, ctaCost, i32(0)),
+                                    /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifCost.thenBlock());
+    Value entry = add(mul(NVVM::BlockIdZOp::create(b, loc, i32Type), tiles),
+                      NVVM::BlockIdYOp::create(b, loc, i32Type));
+    emitAsm("red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r", ValueRange{counterAt(entry), ctaCost});
+    b.setInsertionPointAfter(ifCost);
+    Value before = asmValue("atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
+                            ValueRange{doneCounter});
+    scf::YieldOp::create(b, loc, ValueRange{cmpI(P::eq, before, arith::SubIOp::create(b, loc, ctas, i32(1)))});
+    b.setInsertionPointToStart(arrive.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)});
+  }
+  Value last = ctaVote(arrive.getResult(0), NVVM::BarrierReduction::OR);
+  auto ifLast = scf::IfOp::create(b, loc, TypeRange(), last, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifLast.thenBlock());
+  emitAsm("fence.acq_rel.gpu;", "~{memory}");
+
+  // A counting sort of the entries by cost over kOrderBins bins, one per
+  // thread: a histogram, a scan, a scatter (order within a bin is free).
+  static_assert(kOrderBins == kSummaryThreads, "one bin per thread");
+  Value shared = sharedMemoryBase(16);
+  auto sharedWord = [&](Value index) { return gepElements(shared, toI64(index), i32Type); };
+  auto storeShared = [&](Value index, Value value) {
+    LLVM::StoreOp::create(b, loc, value, sharedWord(index));
+  };
+  auto loadShared = [&](Value index) {
+    return LLVM::LoadOp::create(b, loc, i32Type, sharedWord(index)).getResult();
+  };
+  // Costs run 0 .. 2 x key blocks; bin 0 holds the costliest
+  // (flash::BlockSummaryShape::orderBin, which the harness checks against).
+  Value costBound = toI64(add(mul(ceilDiv(keyLen, config.bc), i32(2)), i32(1)));
+  auto binOf = [&](Value cost) {
+    Value scaled = arith::TruncIOp::create(
+        b, loc, i32Type,
+        arith::DivUIOp::create(b, loc, mul(toI64(cost), i64(kOrderBins)), costBound));
+    return arith::SubIOp::create(b, loc, i32(kOrderBins - 1),
+                                 arith::MinUIOp::create(b, loc, scaled, i32(kOrderBins - 1)))
+        .getResult();
+  };
+  auto costOf = [&](Value index) {
+    return LLVM::LoadOp::create(b, loc, i32Type,
+                                LLVM::IntToPtrOp::create(b, loc, counters.getType(), counterAt(index)),
+                                4, /*isVolatile=*/true)
+        .getResult();
+  };
+  auto forEachEntry = [&](function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, loc, tid, entries, i32(kSummaryThreads));
+    OpBuilder::InsertionGuard loopGuard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  };
+  auto atomicAdd = [&](Value index, Value value) {
+    return LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, sharedWord(index), value,
+                                     LLVM::AtomicOrdering::monotonic)
+        .getResult();
+  };
+  storeShared(tid, i32(0));
+  NVVM::Barrier0Op::create(b, loc);
+  forEachEntry([&](Value index) { atomicAdd(binOf(costOf(index)), i32(1)); });
+  NVVM::Barrier0Op::create(b, loc);
+  // Exclusive scan of the bins: within each warp by shuffles, then the
+  // warps' totals (after the bins in shared memory).
+  Value count = loadShared(tid);
+  Value inclusive = count;
+  for (int64_t distance = 1; distance < 32; distance *= 2) {
+    Value below = NVVM::ShflOp::create(b, loc, i32Type, i32(-1), inclusive, i32(distance),
+                                       i32(0), NVVM::ShflKind::up, UnitAttr());
+    inclusive = add(inclusive, select(cmpI(P::uge, lane, i32(distance)), below, i32(0)));
+  }
+  {
+    auto ifLastLane = scf::IfOp::create(b, loc, TypeRange(), cmpI(P::eq, lane, i32(31)),
+                                        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard laneGuard(b);
+    b.setInsertionPointToStart(ifLastLane.thenBlock());
+    storeShared(add(warp, i32(kOrderBins)), inclusive);
+  }
+  NVVM::Barrier0Op::create(b, loc);
+  Value start = arith::SubIOp::create(b, loc, inclusive, count);
+  for (int64_t other = 0; other < kSummaryWarps - 1; ++other)
+    start = add(start, select(cmpI(P::ult, i32(other), warp),
+                              loadShared(i32(kOrderBins + other)), i32(0)));
+  storeShared(tid, start);
+  NVVM::Barrier0Op::create(b, loc);
+  Value order = blockSummaryOrder(kernel.getBlockSummaryAttr());
+  forEachEntry([&](Value index) {
+    Value slot = atomicAdd(binOf(costOf(index)), i32(1));
+    LLVM::StoreOp::create(b, loc, index, gepElements(order, toI64(slot), i32Type));
+    LLVM::StoreOp::create(b, loc, i32(0),
+                          LLVM::IntToPtrOp::create(b, loc, counters.getType(), counterAt(index)));
+  });
+  onFirstThread([&] {
+    LLVM::StoreOp::create(b, loc, i32(0),
+                          LLVM::IntToPtrOp::create(b, loc, counters.getType(), doneCounter));
+  });
   return success();
 }
 
@@ -482,7 +649,7 @@ flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelOp kernel,
   };
   return flash::LaunchAttr::getChecked(
       emitError, kernel.getContext(), gemm, flash::GridKind::BlockSummary, kSummaryThreads,
-      /*dynamic_shared_bytes=*/int64_t{0}, config.br, config.bc, config.headDim, kSummaryThreads / 32,
+      /*dynamic_shared_bytes=*/kOrderSharedBytes, config.br, config.bc, config.headDim, kSummaryThreads / 32,
       config.rowsPerWarp, config.elementType, /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
       b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
 }

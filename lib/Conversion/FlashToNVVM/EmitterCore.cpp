@@ -333,11 +333,23 @@ static Type lowerScalarType(Type type) {
   return type;
 }
 
+Value EmitterCore::ceilDiv(Value size, int64_t block) {
+  return arith::DivUIOp::create(b, loc, add(size, i32(block - 1)), i32(block));
+}
+
+Value EmitterCore::blockSummaryRows(flash::BlockSummaryAttr summary) {
+  return mul(summary.getPerBatch() ? batchSize : i32(1), summary.getPerHead() ? headCount : i32(1));
+}
+
+Value EmitterCore::blockSummaryOrder(flash::BlockSummaryAttr summary) {
+  Value tiles = mul(toI64(blockSummaryRows(summary)), toI64(ceilDiv(queryLen, config.br)));
+  Value bytes = mul(tiles, toI64(ceilDiv(keyLen, config.bc)));
+  Value aligned = arith::AndIOp::create(b, loc, add(bytes, i64(3)), i64(~int64_t{3}));
+  return gepBytes(blockSummaryPtr, aligned);
+}
+
 Value EmitterCore::blockSummaryOffset(flash::BlockSummaryAttr summary, Value batch, Value head,
                                       Value queryTile, Value keyTile) {
-  auto ceilDiv = [&](Value size, int64_t block) {
-    return arith::DivUIOp::create(b, loc, add(size, i32(block - 1)), i32(block));
-  };
   Value heads = summary.getPerHead() ? headCount : i32(1);
   Value row = add(mul(summary.getPerBatch() ? toI64(batch) : i64(0), toI64(heads)),
                   summary.getPerHead() ? toI64(head) : i64(0));

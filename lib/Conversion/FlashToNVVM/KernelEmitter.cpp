@@ -86,20 +86,62 @@ bool KernelEmitter::visitsLongestFirst() {
   return kernel.walk([](flash::MaskOp) { return WalkResult::interrupt(); }).wasInterrupted();
 }
 
+bool KernelEmitter::readsTileOrder() {
+  return kernel.getBlockSummaryAttr() && blockSummaryPtr;
+}
+
+bool KernelEmitter::mapTileInSummaryOrder(Value position) {
+  if (!readsTileOrder())
+    return false;
+  flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr();
+  // Entry e of the order covers positions [e·copies, (e+1)·copies): the
+  // heads (and batch entries) one summary row stands for.
+  Value rowHeads = summary.getPerHead() ? headCount : i32(1);
+  Value copyHeads = summary.getPerHead() ? i32(1) : headCount;
+  Value copies = mul(summary.getPerBatch() ? i32(1) : batchSize, copyHeads);
+  Value entry = arith::DivUIOp::create(b, loc, position, copies);
+  Value copy = arith::RemUIOp::create(b, loc, position, copies);
+  Value ordered = LLVM::LoadOp::create(
+      b, loc, b.getI32Type(), gepElements(blockSummaryOrder(summary), toI64(entry), b.getI32Type()),
+      4, /*isVolatile=*/false, /*isNonTemporal=*/false, /*isInvariant=*/true);
+  Value tiles = ceilDiv(queryLen, config.br);
+  Value row = arith::DivUIOp::create(b, loc, ordered, tiles);
+  scalars.map(kernel.getQueryTile(), arith::RemUIOp::create(b, loc, ordered, tiles));
+  scalars.map(kernel.getBatch(), summary.getPerBatch()
+                                     ? arith::DivUIOp::create(b, loc, row, rowHeads)
+                                     : arith::DivUIOp::create(b, loc, copy, copyHeads));
+  scalars.map(kernel.getHead(), summary.getPerHead()
+                                    ? arith::RemUIOp::create(b, loc, row, headCount)
+                                    : arith::RemUIOp::create(b, loc, copy, headCount));
+  return true;
+}
+
 LogicalResult KernelEmitter::emitKernelBody() {
   // Grid (ceil(N / Br), H, B). With a mask (causal, windows) the cost of a
   // query tile varies; the last tiles, the heaviest under a causal mask, get
   // the first CTAs (blockIdx.x = 0 runs tile ceil(N/Br) - 1) so that the
-  // long ones do not start last. Only the CTA-to-tile mapping changes.
+  // long ones do not start last. Under a block summary (documents) the
+  // summary kernel sorted the tiles by their visible blocks: the hardware
+  // starts CTAs in launch order, so the longest start first and the short
+  // ones fill the end. Only the CTA-to-tile mapping changes.
   Type i32Type = b.getI32Type();
-  Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
-  if (visitsLongestFirst())
-    queryTile = arith::SubIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, i32Type), i32(1)),
-        queryTile);
-  scalars.map(kernel.getQueryTile(), queryTile);
-  scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
-  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
+  if (readsTileOrder()) {
+    mapTileInSummaryOrder(add(NVVM::BlockIdXOp::create(b, loc, i32Type),
+                              mul(NVVM::GridDimXOp::create(b, loc, i32Type),
+                                  add(NVVM::BlockIdYOp::create(b, loc, i32Type),
+                                      mul(NVVM::GridDimYOp::create(b, loc, i32Type),
+                                          NVVM::BlockIdZOp::create(b, loc, i32Type))))));
+  } else {
+    Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
+    if (visitsLongestFirst())
+      queryTile = arith::SubIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, i32Type), i32(1)),
+          queryTile);
+    scalars.map(kernel.getQueryTile(), queryTile);
+    scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
+    scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
+  }
   if (failed(lowerBlock(kernel.getEntryBlock())))
     return failure();
   LLVM::ReturnOp::create(b, loc, ValueRange{});

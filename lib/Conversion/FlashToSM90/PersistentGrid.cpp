@@ -139,6 +139,9 @@ SM90Emitter::TileSchedule SM90Emitter::emitTileSchedule() {
 }
 
 void SM90Emitter::mapTile(const TileSchedule &schedule, Value tile) {
+  // Under a block summary the tiles go in its order (costliest first).
+  if (mapTileInSummaryOrder(tile))
+    return;
   Value groupTiles = mul(schedule.headsPerGroup, schedule.tilesPerHead);
   Value group = arith::DivUIOp::create(b, loc, tile, groupTiles);
   Value firstPair = mul(group, schedule.headsPerGroup);

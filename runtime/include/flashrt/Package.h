@@ -39,7 +39,7 @@
 // ceil(M/block-cols)]), launched first over (ceil(M/block-cols),
 // ceil(N/block-rows), batches x heads of the summary):
 //   block-summary 1 0                   (per batch entry, per head: 1 or 0)
-//   entry summary document_summary 128 0
+//   entry summary document_summary 128 528
 //
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //

@@ -131,8 +131,10 @@ public:
 
   /// Whether the package reads a block summary (its `summary` entry).
   bool hasBlockSummary() const { return kernelPackage.blockSummary; }
-  /// Bytes of the block summary at `sizes` (one per (b, h, query tile, key
-  /// block), b and h only where the mask reads them); 0 without one.
+  /// Bytes of the block summary at `sizes`: one per (b, h, query tile, key
+  /// block), b and h only where the mask reads them, then (4-aligned) the
+  /// tile order the attention kernel runs its tiles in, one u32 per
+  /// (b, h, query tile) of the summary; 0 without one.
   size_t blockSummaryBytes(const Sizes &sizes) const {
     return blockSummaryBytes(kernelPackage, sizes);
   }
@@ -140,7 +142,8 @@ public:
   static size_t blockSummaryBytes(const flashrt::KernelPackage &package, const Sizes &sizes);
   /// Classifies every (query tile, key block) of the mask as empty, partial
   /// or full into `summary` (device memory of blockSummaryBytes(sizes)
-  /// bytes), on `stream`. Throws InvalidArgument without a summary entry or
+  /// bytes), on `stream`, and orders the query tiles costliest first (the
+  /// kernel object keeps the sort's counters, one set per stream). Throws InvalidArgument without a summary entry or
   /// for arguments launch() would refuse.
   void computeBlockSummary(flashrt::Stream &stream, const Sizes &sizes,
                            const std::map<std::string, double> &params,
@@ -164,16 +167,22 @@ private:
   std::shared_ptr<BackwardKernel> backwardPass;
   /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
   int64_t residentCtas = 0;
-  /// Persistent packages: the tile counter of each stream launched on (two
-  /// u32 that every launch leaves zero), so launches on two streams at
-  /// once never draw from one counter. Launches on one stream are ordered.
-  struct TileCounters {
+  /// Counters a kernel leaves zero when it finishes, one set per stream
+  /// launched on, so launches on two streams at once never share one.
+  /// Launches on one stream are ordered.
+  struct StreamCounters {
     std::mutex lock;
     std::map<CUstream_st *, flashrt::DeviceBuffer> byStream;
   };
-  std::shared_ptr<TileCounters> tileCounters = std::make_shared<TileCounters>();
-  /// The device address of `stream`'s tile counter (zeroed when new).
-  uint64_t tileCounter(const flashrt::Stream &stream) const;
+  /// Persistent packages: the tile counter (two u32: tiles drawn, CTAs done).
+  std::shared_ptr<StreamCounters> tileCounters = std::make_shared<StreamCounters>();
+  /// Packages with a block summary: the tile order's counters (a u32 cost
+  /// per summary row and query tile, then the summary CTAs done).
+  std::shared_ptr<StreamCounters> orderCounters = std::make_shared<StreamCounters>();
+  /// The device address of `stream`'s counters in `counters`, at least
+  /// `bytes` long (zeroed when new or grown).
+  uint64_t streamCounters(StreamCounters &counters, const flashrt::Stream &stream,
+                          size_t bytes) const;
 };
 
 } // namespace flashrun

@@ -58,7 +58,8 @@ TEST(BackwardWorkspace, RoleExtentsFollowTheSizes) {
 
 // The block summary's size, from the package alone (AOT programs allocate
 // a cached summary with it): one byte per (b, h, query tile, key block),
-// b and h only where the mask reads them.
+// b and h only where the mask reads them, then, 4-aligned, a u32 per
+// (b, h, query tile): the tile order.
 TEST(BlockSummaryBytes, CountsTheTilesOfThePackage) {
   flashrt::KernelPackage package;
   package.kernelName = "document";
@@ -67,12 +68,27 @@ TEST(BlockSummaryBytes, CountsTheTilesOfThePackage) {
   flashrun::Sizes sizes{3, 5, 5, 1000, 1100};
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 0u);
   package.blockSummary = true;
-  size_t tiles = 8 * 12; // ceil(1000 / 128) x ceil(1100 / 96)
-  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), tiles);
+  size_t queryTiles = 8, keyBlocks = 12; // ceil(1000 / 128), ceil(1100 / 96)
+  auto expected = [&](size_t rows) {
+    size_t classes = rows * queryTiles * keyBlocks;
+    return (classes + 3) / 4 * 4 + 4 * rows * queryTiles;
+  };
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), expected(1));
   package.summaryPerBatch = true;
-  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 3 * tiles);
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), expected(3));
   package.summaryPerHead = true;
-  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 15 * tiles);
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), expected(15));
+  // Classes that end off a 4-byte boundary: the order starts at the next.
+  sizes.keyLen = 1000; // 11 key blocks: 3 x 5 x 8 x 11 = 1320 bytes
+  keyBlocks = 11;
+  sizes.queryLen = 1000;
+  package.summaryPerHead = false;
+  sizes.batch = 1;
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 88u + 4 * 8);
+  sizes.keyLen = 97; // 2 key blocks, 8 query tiles: 16 bytes
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 16u + 32);
+  sizes.queryLen = 100; // 1 x 2 = 2 bytes, aligned to 4
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 4u + 4);
 }
 
 } // namespace

@@ -66,6 +66,14 @@ public:
   /// block summary of the Br x Bc tiling (flash::BlockSummaryShape).
   mlir::Value blockSummaryOffset(flash::BlockSummaryAttr summary, mlir::Value batch,
                                  mlir::Value head, mlir::Value queryTile, mlir::Value keyTile);
+  /// Rows (kept batch entries x kept heads) of the block summary (i32).
+  mlir::Value blockSummaryRows(flash::BlockSummaryAttr summary);
+  /// The summary's tile order: after its bytes, 4-aligned, one i32 per
+  /// (summary row, query tile), all of them sorted by descending cost (the
+  /// summary kernel's last CTA writes it; flash::BlockSummaryShape).
+  mlir::Value blockSummaryOrder(flash::BlockSummaryAttr summary);
+  /// ceil(size / block) of an i32 size.
+  mlir::Value ceilDiv(mlir::Value size, int64_t block);
 
   // Thread coordinates (i32).
   mlir::Value tid, lane, warp, groupId, threadInGroup;

@@ -17,6 +17,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <algorithm>
+
 #include "flashc/Dialect/Flash/IR/FlashDialect.h.inc"
 #include "flashc/Dialect/Flash/IR/FlashEnums.h.inc"
 
@@ -43,6 +45,21 @@ constexpr int kBlockEmpty = 0, kBlockPartial = 1, kBlockFull = 2;
 struct BlockSummaryShape {
   int64_t batches = 1, heads = 1, queryTiles = 0, keyBlocks = 0;
   int64_t bytes() const { return batches * heads * queryTiles * keyBlocks; }
+  /// After the bytes, 4-aligned: the tile order the GPU's summary kernel
+  /// writes for the attention kernel's schedule, one i32 per (summary row,
+  /// query tile), by descending cost. The interpreter neither writes nor
+  /// reads it.
+  int64_t orderOffset() const { return (bytes() + 3) & ~int64_t{3}; }
+  int64_t orderEntries() const { return batches * heads * queryTiles; }
+  int64_t bytesWithOrder() const { return orderOffset() + 4 * orderEntries(); }
+  /// The order's cost of a query tile: 1 per non-empty key block, 2 per
+  /// partial one (it evaluates the mask); the order is by bin, ascending
+  /// (costs scaled into kTileOrderBins, the costliest in bin 0).
+  static constexpr int64_t kTileOrderBins = 128;
+  int64_t orderBin(int64_t cost) const {
+    int64_t scaled = cost * kTileOrderBins / (2 * keyBlocks + 1);
+    return kTileOrderBins - 1 - std::min(scaled, kTileOrderBins - 1);
+  }
   /// The byte of (b, h, qt, kt); b and h are dropped where not kept.
   int64_t offset(int64_t b, int64_t h, int64_t qt, int64_t kt) const {
     return (((batches > 1 ? b : 0) * heads + (heads > 1 ? h : 0)) * queryTiles + qt) *
