@@ -21,6 +21,10 @@
 #     the same kernel over 20 documents, over one document (its summary
 #     then says what the causal classification says) and the causal
 #     kernel, D = 128, 16k and 32k: what the summary path costs per block.
+#   bench/documents.sh sanitize
+#     compute-sanitizer memcheck, racecheck and synccheck on the newest
+#     variant's summary and attention kernels at a small shape (documents
+#     on both grids, B = 2; key padding), each run checked as well.
 #   bench/documents.sh profile
 #     Nsight Compute (where the device lets it read counters) on the newest
 #     variant's document kernel at D = 128, 16k: speed of light, warp
@@ -138,6 +142,22 @@ for N in 16384 32768; do for tool in $TOOLS; do
     echo "$tool,${c%%:*},$row" | tee -a "$OUT/diagnose.csv"
   done
 done; done
+fi
+
+if wants sanitize; then
+echo "== compute-sanitizer: $LAST, summary + attention kernels at a small shape"
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck synccheck; do
+  for c in "document-ws:examples/document.flash --docs 5 --persistent=false --shape B=2,H=2,N=700,D=128" \
+           "document-persistent:examples/document.flash --docs 5 --persistent=true --shape B=2,H=2,N=700,D=128" \
+           "document-d64:examples/document.flash --docs 5 --shape B=2,H=2,N=700,D=64" \
+           "key_padding:examples/key_padding.flash --shape B=3,H=2,N=500,D=64"; do
+    log="$T/sanitizer-$tool-${c%%:*}.log"
+    # shellcheck disable=SC2086
+    timeout 200 "$sanitizer" --tool $tool "$T/$LAST" ${c#*:} --iters 0 > "$log" 2>&1
+    echo "$tool ${c%%:*}: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$log" | tail -1) $(grep -c '  ok$' "$log") ok, $(grep -c 'FAIL' "$log") FAIL" | tee -a "$OUT/sanitizer.txt"
+  done
+done
 fi
 
 if wants profile; then

@@ -260,11 +260,18 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
   int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
   int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
-  flashrt::Dim3 grid(static_cast<unsigned>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta),
-                     static_cast<unsigned>(queryTiles), rows);
-  // The sort's counters: a cost per (summary row, query tile), CTAs done.
+  // The CTAs of a query tile take its groups of key blocks in turn: about
+  // kSummaryCtas CTAs in all (each is short, so at long N one CTA per group
+  // left the kernel bound by their dispatch), at most one per group.
+  constexpr int64_t kSummaryCtas = 4096;
+  int64_t keyGroups = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
+  int64_t entries = static_cast<int64_t>(rows) * queryTiles;
+  int64_t ctasPerTile = std::clamp<int64_t>((kSummaryCtas + entries - 1) / entries, 1, keyGroups);
+  flashrt::Dim3 grid(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles), rows);
+  // The tile order's counters: per (summary row, query tile) a cost and the
+  // CTAs done, then the query tiles done.
   args.add(streamCounters(*orderCounters, stream,
-                          (static_cast<size_t>(rows) * queryTiles + 1) * sizeof(uint32_t)));
+                          (2 * static_cast<size_t>(entries) + 1) * sizeof(uint32_t)));
   summaryFunction->launch(grid, flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
                           static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }

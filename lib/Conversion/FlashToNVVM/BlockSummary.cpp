@@ -1,9 +1,10 @@
 //===- BlockSummary.cpp - The kernel that classifies a mask's tiles -------===//
 //
 // A flash.kernel with a #flash.block_summary gets a second GPU kernel,
-// `<name>_summary`, launched before it over (ceil(ceil(M / Bc) / 4),
-// ceil(N / Br), summary batches x heads) CTAs of four warps, one key block
-// of the query tile per warp. First each warp runs the mask's interval
+// `<name>_summary`, launched before it over (CTAs per query tile,
+// ceil(N / Br), summary batches x heads) CTAs of four warps; the CTAs of a
+// query tile take its groups of four key blocks in turn, one key block per
+// warp. First each warp runs the mask's interval
 // analysis (MaskIntervals.h) with the range of every aux tensor element the
 // mask reads, reduced over the tile's indices (doc[b, i]: the min and max
 // document id of the tile's rows): sorted document ids, a key length or a
@@ -14,9 +15,17 @@
 // flash.block_class reads. Both paths give the exact class of the tile's
 // elements inside the problem.
 //
+// Last, the tile order: each CTA adds its blocks' cost (1 per non-empty
+// block, 2 per partial one) to its query tile's counter, and the launch's
+// last CTA sorts the query tiles costliest first into the order after the
+// summary's bytes, which the attention kernel runs its tiles in: with
+// documents of random lengths the longest tiles otherwise started last
+// (SM active 72-79% of the kernel's cycles at N = 16k).
+//
 // The ABI is the main kernel's up to and including the summary pointer
 // (the main kernel appends only its target arguments after it), so one
-// argument list serves both launches.
+// argument list serves both launches; this kernel then takes the order's
+// counters (kept by the runtime, zero between launches).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +100,9 @@ private:
   Value ctaCount(Value predicate);
   /// Inline PTX with one i32 result.
   Value asmValue(StringRef text, StringRef constraints, ValueRange operands);
+  /// Classifies the key blocks of group `keyGroup` (one per warp); returns
+  /// their cost for the tile order (uniform i32), null on failure.
+  Value emitKeyGroup(Value keyGroup, Value keyBlocks);
   /// Adds the CTA's cost (i32, uniform) to its query tile's counter; the
   /// last CTA of the launch sorts the tiles into the summary's order.
   LogicalResult emitTileOrder(Value counters, Value ctaCost);
@@ -378,7 +390,6 @@ LogicalResult BlockSummaryEmitter::emit() {
 
   Type i32Type = b.getI32Type();
   flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr();
-  Value keyGroup = NVVM::BlockIdXOp::create(b, loc, i32Type);
   queryTile = NVVM::BlockIdYOp::create(b, loc, i32Type);
   Value row = NVVM::BlockIdZOp::create(b, loc, i32Type);
   Value heads = summary.getPerHead() ? headCount : i32(1);
@@ -396,8 +407,30 @@ LogicalResult BlockSummaryEmitter::emit() {
   if (failed(lowerDefinitions(captured.getArrayRef())))
     return error(mask, "the block summary needs a mask region that captures scalars only");
 
+  // The CTAs of a query tile take its groups of key blocks in turn (the
+  // runtime launches fewer CTAs than groups at long N: each CTA is short,
+  // so their dispatch, not their work, bounded the kernel).
+  Value keyBlocks = ceilDiv(keyLen, config.bc);
+  auto groups = scf::ForOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
+                                   ceilDiv(keyLen, config.bc * kKeyBlocksPerCta),
+                                   NVVM::GridDimXOp::create(b, loc, i32Type), ValueRange{i32(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(groups.getBody());
+    Value cost = emitKeyGroup(groups.getInductionVar(), keyBlocks);
+    if (!cost)
+      return failure();
+    scf::YieldOp::create(b, loc, ValueRange{add(groups.getRegionIterArgs()[0], cost)});
+  }
+  if (failed(emitTileOrder(counters, groups.getResult(0))))
+    return failure();
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+  return success();
+}
+
+Value BlockSummaryEmitter::emitKeyGroup(Value keyGroup, Value keyBlocks) {
   using P = arith::CmpIPredicate;
-  Value keyBlocks = arith::DivUIOp::create(b, loc, add(keyLen, i32(config.bc - 1)), i32(config.bc));
+  Type i32Type = b.getI32Type();
   Value firstKeyTile = mul(keyGroup, i32(kKeyBlocksPerCta));
   Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
   Value warpKeyTile = add(firstKeyTile, warp);
@@ -405,14 +438,14 @@ LogicalResult BlockSummaryEmitter::emit() {
 
   // Phase 0: where the mask's index terms alone leave all of the CTA's key
   // blocks empty (past a causal diagonal: half the grid of a causal mask),
-  // each warp stores its block's byte and the CTA stops, without aux loads
-  // or barriers. Every thread computes the same decision.
+  // each warp stores its block's byte and the CTA goes on to its next
+  // group, without aux loads. Every thread computes the same decision.
   Value mayBeVisible = falseValue;
   for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
     Value keyTile = add(firstKeyTile, i32(slot));
     FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(keyTile, /*readAux=*/false);
     if (failed(facts))
-      return failure();
+      return {};
     mayBeVisible = arith::OrIOp::create(
         b, loc, mayBeVisible,
         arith::AndIOp::create(b, loc, cmpI(P::ult, keyTile, keyBlocks), facts->second));
@@ -433,7 +466,7 @@ LogicalResult BlockSummaryEmitter::emit() {
     b.setInsertionPointToStart(ifInside.thenBlock());
     FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(warpKeyTile);
     if (failed(facts))
-      return failure();
+      return {};
     auto [allVisible, anyVisible] = *facts;
     Value empty =
         arith::XOrIOp::create(b, loc, anyVisible, arith::ConstantIntOp::create(b, loc, 1, 1));
@@ -469,7 +502,7 @@ LogicalResult BlockSummaryEmitter::emit() {
       Value keyTile = add(firstKeyTile, i32(slot));
       Value blockClass = classifyElements(batch, head, queryTile, keyTile);
       if (!blockClass)
-        return failure();
+        return {};
       storeClass(keyTile, blockClass, cmpI(P::eq, tid, i32(0)));
       scf::YieldOp::create(b, loc, ValueRange{blockClass});
       b.setInsertionPointToStart(ifEvaluate.elseBlock());
@@ -487,11 +520,7 @@ LogicalResult BlockSummaryEmitter::emit() {
                                           cmpI(P::eq, warpClass, i32(flash::kBlockPartial))));
   scf::YieldOp::create(b, loc, ValueRange{cmpI(P::ult, lane, cost)});
   b.setInsertionPointAfter(ifMayBeVisible);
-
-  if (failed(emitTileOrder(counters, ctaCount(ifMayBeVisible.getResult(0)))))
-    return failure();
-  LLVM::ReturnOp::create(b, loc, ValueRange{});
-  return success();
+  return ctaCount(ifMayBeVisible.getResult(0));
 }
 
 Value BlockSummaryEmitter::ctaCount(Value predicate) {
@@ -513,33 +542,48 @@ Value BlockSummaryEmitter::asmValue(StringRef text, StringRef constraints, Value
 LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) {
   using P = arith::CmpIPredicate;
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
-  // counters: a cost per (summary row, query tile), then the count of CTAs
-  // done. The grid is (key groups, query tiles, summary rows).
+  // counters: a cost per entry (summary row, query tile), the CTAs done
+  // per entry, then the entries done. The grid is (CTAs per query tile,
+  // query tiles, summary rows).
+  Value ctasPerEntry = NVVM::GridDimXOp::create(b, loc, i32Type);
   Value tiles = NVVM::GridDimYOp::create(b, loc, i32Type);
   Value entries = mul(tiles, NVVM::GridDimZOp::create(b, loc, i32Type));
-  Value ctas = mul(NVVM::GridDimXOp::create(b, loc, i32Type), entries);
   Value pointer = LLVM::PtrToIntOp::create(b, loc, i64Type, counters);
   auto counterAt = [&](Value index) { return add(pointer, mul(toI64(index), i64(4))); };
-  Value doneCounter = counterAt(entries);
+  Value doneCounter = counterAt(mul(entries, i32(2)));
 
-  // Thread 0 adds the CTA's cost, then counts the CTA done (acq_rel: after
-  // its add, and, for the last, after every other CTA's). The last CTA
-  // sorts; it resets the counters for the next launch.
+  // Thread 0 adds the CTA's cost, then counts the CTA done in its entry and
+  // the last of an entry counts the entry done: two levels, so that no
+  // address takes one atomic per CTA (a single counter cost 6-20 us at
+  // N = 8k-32k). acq_rel: each count comes after the adds it follows, and
+  // the launch's last CTA sees every add. That CTA sorts; it resets the
+  // counters for the next launch.
   auto arrive = scf::IfOp::create(b, loc, b.getI1Type(), cmpI(P::eq, tid, i32(0)),
                                   /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(arrive.thenBlock());
+    Value entry = add(mul(NVVM::BlockIdZOp::create(b, loc, i32Type), tiles),
+                      NVVM::BlockIdYOp::create(b, loc, i32Type));
     auto ifCost = scf::IfOp::create(b, loc, TypeRange(), cmpI(P::ne, ctaCost, i32(0)),
                                     /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifCost.thenBlock());
-    Value entry = add(mul(NVVM::BlockIdZOp::create(b, loc, i32Type), tiles),
-                      NVVM::BlockIdYOp::create(b, loc, i32Type));
     emitAsm("red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r", ValueRange{counterAt(entry), ctaCost});
     b.setInsertionPointAfter(ifCost);
-    Value before = asmValue("atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
-                            ValueRange{doneCounter});
-    scf::YieldOp::create(b, loc, ValueRange{cmpI(P::eq, before, arith::SubIOp::create(b, loc, ctas, i32(1)))});
+    auto countDone = [&](Value counter, Value total) {
+      Value before = asmValue("atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
+                              ValueRange{counter});
+      return cmpI(P::eq, before, arith::SubIOp::create(b, loc, total, i32(1)));
+    };
+    auto ifEntryDone = scf::IfOp::create(b, loc, b.getI1Type(),
+                                         countDone(counterAt(add(entries, entry)), ctasPerEntry),
+                                         /*withElseRegion=*/true);
+    b.setInsertionPointToStart(ifEntryDone.thenBlock());
+    scf::YieldOp::create(b, loc, ValueRange{countDone(doneCounter, entries)});
+    b.setInsertionPointToStart(ifEntryDone.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)});
+    b.setInsertionPointAfter(ifEntryDone);
+    scf::YieldOp::create(b, loc, ValueRange{ifEntryDone.getResult(0)});
     b.setInsertionPointToStart(arrive.elseBlock());
     scf::YieldOp::create(b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)});
   }
@@ -619,8 +663,9 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
   forEachEntry([&](Value index) {
     Value slot = atomicAdd(binOf(costOf(index)), i32(1));
     LLVM::StoreOp::create(b, loc, index, gepElements(order, toI64(slot), i32Type));
-    LLVM::StoreOp::create(b, loc, i32(0),
-                          LLVM::IntToPtrOp::create(b, loc, counters.getType(), counterAt(index)));
+    for (Value counter : {counterAt(index), counterAt(add(entries, index))})
+      LLVM::StoreOp::create(b, loc, i32(0),
+                            LLVM::IntToPtrOp::create(b, loc, counters.getType(), counter));
   });
   onFirstThread([&] {
     LLVM::StoreOp::create(b, loc, i32(0),

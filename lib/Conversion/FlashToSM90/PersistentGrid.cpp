@@ -40,7 +40,9 @@
 // together share them. Within a group the query tiles go last first
 // (longest first, so the short ones fill the end) with the group's heads
 // side by side. Without a mask G = 1: head by head, query tile by query
-// tile. The last CTA to finish resets the counter (tiles drawn, CTAs done)
+// tile. Under a block summary (a mask that reads tensors) position t is
+// the summary's tile order instead (KernelEmitter::mapTileInSummaryOrder:
+// costliest first, as the summary kernel measured them). The last CTA to finish resets the counter (tiles drawn, CTAs done)
 // to zero: the next launch on the stream starts from zero without a memset.
 // Launches of one kernel on two streams at once need two counters
 // (flashrun::AttentionKernel keeps one per stream).
