@@ -268,10 +268,9 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   int64_t entries = static_cast<int64_t>(rows) * queryTiles;
   int64_t ctasPerTile = std::clamp<int64_t>((kSummaryCtas + entries - 1) / entries, 1, keyGroups);
   flashrt::Dim3 grid(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles), rows);
-  // The tile order's counters: per (summary row, query tile) a cost and the
-  // CTAs done, then the query tiles done.
-  args.add(streamCounters(*orderCounters, stream,
-                          (2 * static_cast<size_t>(entries) + 1) * sizeof(uint32_t)));
+  // The tile order's counters: per (summary row, query tile) a u64 (CTAs
+  // done, cost so far), then per tile its cost (u32), then the tiles done.
+  args.add(streamCounters(*orderCounters, stream, static_cast<size_t>(entries) * 12 + 4));
   summaryFunction->launch(grid, flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
                           static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }

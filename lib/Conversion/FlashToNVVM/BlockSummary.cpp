@@ -17,7 +17,7 @@
 //
 // Last, the tile order: each CTA adds its blocks' cost (1 per non-empty
 // block, 2 per partial one) to its query tile's counter, and the launch's
-// last CTA sorts the query tiles costliest first into the order after the
+// last CTA (found by counts, not by a second launch) sorts the query tiles costliest first into the order after the
 // summary's bytes, which the attention kernel runs its tiles in: with
 // documents of random lengths the longest tiles otherwise started last
 // (SM active 72-79% of the kernel's cycles at N = 16k).
@@ -542,22 +542,28 @@ Value BlockSummaryEmitter::asmValue(StringRef text, StringRef constraints, Value
 LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) {
   using P = arith::CmpIPredicate;
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
-  // counters: a cost per entry (summary row, query tile), the CTAs done
-  // per entry, then the entries done. The grid is (CTAs per query tile,
-  // query tiles, summary rows).
+  // counters: per entry (summary row, query tile) a u64 whose high half
+  // counts its CTAs done and whose low half sums their cost; per entry its
+  // final cost (u32); then the entries done. The grid is (CTAs per query
+  // tile, query tiles, summary rows).
   Value ctasPerEntry = NVVM::GridDimXOp::create(b, loc, i32Type);
   Value tiles = NVVM::GridDimYOp::create(b, loc, i32Type);
   Value entries = mul(tiles, NVVM::GridDimZOp::create(b, loc, i32Type));
   Value pointer = LLVM::PtrToIntOp::create(b, loc, i64Type, counters);
-  auto counterAt = [&](Value index) { return add(pointer, mul(toI64(index), i64(4))); };
-  Value doneCounter = counterAt(mul(entries, i32(2)));
+  auto packedAt = [&](Value index) { return add(pointer, mul(toI64(index), i64(8))); };
+  Value finalCosts = packedAt(entries);
+  auto costAt = [&](Value index) { return add(finalCosts, mul(toI64(index), i64(4))); };
+  Value doneCounter = costAt(entries);
+  auto pointerTo = [&](Value address) {
+    return LLVM::IntToPtrOp::create(b, loc, counters.getType(), address).getResult();
+  };
 
-  // Thread 0 adds the CTA's cost, then counts the CTA done in its entry and
-  // the last of an entry counts the entry done: two levels, so that no
-  // address takes one atomic per CTA (a single counter cost 6-20 us at
-  // N = 8k-32k). acq_rel: each count comes after the adds it follows, and
-  // the launch's last CTA sees every add. That CTA sorts; it resets the
-  // counters for the next launch.
+  // Thread 0 adds (1 CTA, its cost) to its entry in one relaxed atomic:
+  // no fence, and the atomic alone says who is the entry's last (a
+  // single-location count, with a fence per CTA, cost the summary 6-20 us
+  // at N = 8k-32k). The entry's last CTA stores the entry's cost and
+  // counts the entry done (acq_rel: after its store, and the launch's last
+  // sees every entry's). That CTA sorts; it resets the counters.
   auto arrive = scf::IfOp::create(b, loc, b.getI1Type(), cmpI(P::eq, tid, i32(0)),
                                   /*withElseRegion=*/true);
   {
@@ -565,21 +571,28 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
     b.setInsertionPointToStart(arrive.thenBlock());
     Value entry = add(mul(NVVM::BlockIdZOp::create(b, loc, i32Type), tiles),
                       NVVM::BlockIdYOp::create(b, loc, i32Type));
-    auto ifCost = scf::IfOp::create(b, loc, TypeRange(), cmpI(P::ne, ctaCost, i32(0)),
-                                    /*withElseRegion=*/false);
-    b.setInsertionPointToStart(ifCost.thenBlock());
-    emitAsm("red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r", ValueRange{counterAt(entry), ctaCost});
-    b.setInsertionPointAfter(ifCost);
-    auto countDone = [&](Value counter, Value total) {
-      Value before = asmValue("atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
-                              ValueRange{counter});
-      return cmpI(P::eq, before, arith::SubIOp::create(b, loc, total, i32(1)));
-    };
-    auto ifEntryDone = scf::IfOp::create(b, loc, b.getI1Type(),
-                                         countDone(counterAt(add(entries, entry)), ctasPerEntry),
-                                         /*withElseRegion=*/true);
+    Value increment = arith::OrIOp::create(b, loc, i64(int64_t{1} << 32),
+                                           arith::ExtUIOp::create(b, loc, i64Type, ctaCost));
+    Value before = LLVM::InlineAsmOp::create(
+                       b, loc, i64Type, ValueRange{packedAt(entry), increment},
+                       "atom.relaxed.gpu.global.add.u64 $0, [$1], $2;", "=l,l,l",
+                       /*has_side_effects=*/true, /*is_align_stack=*/false,
+                       LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
+                       .getResult(0);
+    Value ctasBefore = arith::TruncIOp::create(
+        b, loc, i32Type, arith::ShRUIOp::create(b, loc, before, i64(32)));
+    auto ifEntryDone = scf::IfOp::create(
+        b, loc, b.getI1Type(),
+        cmpI(P::eq, ctasBefore, arith::SubIOp::create(b, loc, ctasPerEntry, i32(1))),
+        /*withElseRegion=*/true);
     b.setInsertionPointToStart(ifEntryDone.thenBlock());
-    scf::YieldOp::create(b, loc, ValueRange{countDone(doneCounter, entries)});
+    Value entryCost = add(arith::TruncIOp::create(b, loc, i32Type, before), ctaCost);
+    LLVM::StoreOp::create(b, loc, entryCost, pointerTo(costAt(entry)));
+    Value entriesBefore = asmValue("atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;",
+                                   "=r,l,~{memory}", ValueRange{doneCounter});
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{cmpI(P::eq, entriesBefore, arith::SubIOp::create(b, loc, entries, i32(1)))});
     b.setInsertionPointToStart(ifEntryDone.elseBlock());
     scf::YieldOp::create(b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)});
     b.setInsertionPointAfter(ifEntryDone);
@@ -591,7 +604,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
   auto ifLast = scf::IfOp::create(b, loc, TypeRange(), last, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifLast.thenBlock());
-  emitAsm("fence.acq_rel.gpu;", "~{memory}");
+  // No fence here: thread 0's acq_rel count and the barrier order the
+  // entries' cost stores before every thread's loads below.
 
   // A counting sort of the entries by cost over kOrderBins bins, one per
   // thread: a histogram, a scan, a scatter (order within a bin is free).
@@ -616,9 +630,7 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
         .getResult();
   };
   auto costOf = [&](Value index) {
-    return LLVM::LoadOp::create(b, loc, i32Type,
-                                LLVM::IntToPtrOp::create(b, loc, counters.getType(), counterAt(index)),
-                                4, /*isVolatile=*/true)
+    return LLVM::LoadOp::create(b, loc, i32Type, pointerTo(costAt(index)), 4, /*isVolatile=*/true)
         .getResult();
   };
   auto forEachEntry = [&](function_ref<void(Value)> body) {
@@ -663,14 +675,9 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
   forEachEntry([&](Value index) {
     Value slot = atomicAdd(binOf(costOf(index)), i32(1));
     LLVM::StoreOp::create(b, loc, index, gepElements(order, toI64(slot), i32Type));
-    for (Value counter : {counterAt(index), counterAt(add(entries, index))})
-      LLVM::StoreOp::create(b, loc, i32(0),
-                            LLVM::IntToPtrOp::create(b, loc, counters.getType(), counter));
+    LLVM::StoreOp::create(b, loc, i64(0), pointerTo(packedAt(index)));
   });
-  onFirstThread([&] {
-    LLVM::StoreOp::create(b, loc, i32(0),
-                          LLVM::IntToPtrOp::create(b, loc, counters.getType(), doneCounter));
-  });
+  onFirstThread([&] { LLVM::StoreOp::create(b, loc, i32(0), pointerTo(doneCounter)); });
   return success();
 }
 

@@ -176,8 +176,9 @@ private:
   };
   /// Persistent packages: the tile counter (two u32: tiles drawn, CTAs done).
   std::shared_ptr<StreamCounters> tileCounters = std::make_shared<StreamCounters>();
-  /// Packages with a block summary: the tile order's counters (a u32 cost
-  /// per summary row and query tile, then the summary CTAs done).
+  /// Packages with a block summary: the tile order's counters (per summary
+  /// row and query tile a u64 of CTAs done and cost, then a u32 cost; then
+  /// the tiles done).
   std::shared_ptr<StreamCounters> orderCounters = std::make_shared<StreamCounters>();
   /// The device address of `stream`'s counters in `counters`, at least
   /// `bytes` long (zeroed when new or grown).
