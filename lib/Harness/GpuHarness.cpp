@@ -188,6 +188,42 @@ std::string harness::checkTileOrder(const flash::BlockSummaryShape &shape,
   return "";
 }
 
+std::optional<SummaryCheck> harness::checkBlockSummary(const flashrun::AttentionKernel &kernel,
+                                                       flashrt::Stream &stream,
+                                                       DeviceProblem &problem,
+                                                       flash::KernelOp flashKernel,
+                                                       std::string &error) {
+  SummaryCheck check;
+  size_t bytes = kernel.blockSummaryBytes(problem.sizes());
+  problem.summary.emplace(stream.context(), std::max<size_t>(bytes, 16));
+  problem.summary->fill(0xFF); // no valid class, no valid order
+  computeSummary(kernel, stream, problem, stream.context());
+  std::vector<uint8_t> gpu(bytes);
+  stream.synchronize();
+  problem.summary->copyToHost(gpu.data(), bytes);
+  std::vector<uint8_t> expected;
+  if (failed(interp::computeBlockSummary(flashKernel, problem.inputs, expected, error)))
+    return std::nullopt;
+  const flashrt::KernelPackage &pkg = kernel.package();
+  const interp::ProblemShape &s = problem.inputs.shape;
+  flash::BlockSummaryShape shape =
+      flash::BlockSummaryShape::of(flashKernel.getBlockSummaryAttr(), pkg.blockRows,
+                                   pkg.blockCols, s.batch(), s.heads(), s.queryLen(), s.keyLen());
+  if (expected.size() != static_cast<size_t>(shape.bytes()) ||
+      bytes != static_cast<size_t>(shape.bytesWithOrder())) {
+    error = "the block summary's size disagrees between the runtime (" + std::to_string(bytes) +
+            " bytes) and the interpreter (" + std::to_string(expected.size()) + " + order)";
+    return std::nullopt;
+  }
+  check.tiles = static_cast<int64_t>(expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (gpu[i] != expected[i] && check.mismatches++ == 0)
+      check.firstMismatch = "byte " + std::to_string(i) + ": GPU " + std::to_string(gpu[i]) +
+                            ", interpreter " + std::to_string(expected[i]);
+  check.orderError = checkTileOrder(shape, expected, gpu);
+  return check;
+}
+
 std::optional<Validation> harness::validate(const flashrun::AttentionKernel &kernel,
                                             flashrt::Stream &stream, DeviceProblem &problem,
                                             flash::KernelOp flashKernel, std::string &error) {
@@ -200,34 +236,11 @@ std::optional<Validation> harness::validate(const flashrun::AttentionKernel &ker
   Validation v;
   uint64_t summary = 0;
   if (kernel.hasBlockSummary()) {
-    size_t bytes = kernel.blockSummaryBytes(problem.sizes());
-    problem.summary.emplace(stream.context(), std::max<size_t>(bytes, 16));
-    problem.summary->fill(0xFF); // no valid class
-    summary = computeSummary(kernel, stream, problem, stream.context());
-    std::vector<uint8_t> gpu(bytes);
-    stream.synchronize();
-    problem.summary->copyToHost(gpu.data(), bytes);
-    std::vector<uint8_t> expected;
-    if (failed(interp::computeBlockSummary(flashKernel, problem.inputs, expected, error)))
+    std::optional<SummaryCheck> check = checkBlockSummary(kernel, stream, problem, flashKernel, error);
+    if (!check)
       return std::nullopt;
-    const flashrt::KernelPackage &pkg = kernel.package();
-    const interp::ProblemShape &s = problem.inputs.shape;
-    flash::BlockSummaryShape shape =
-        flash::BlockSummaryShape::of(flashKernel.getBlockSummaryAttr(), pkg.blockRows,
-                                     pkg.blockCols, s.batch(), s.heads(), s.queryLen(), s.keyLen());
-    if (expected.size() != static_cast<size_t>(shape.bytes()) ||
-        bytes != static_cast<size_t>(shape.bytesWithOrder())) {
-      error = "the block summary's size disagrees between the runtime (" + std::to_string(bytes) +
-              " bytes) and the interpreter (" + std::to_string(expected.size()) + " + order)";
-      return std::nullopt;
-    }
-    v.summaryTiles = static_cast<int64_t>(expected.size());
-    for (size_t i = 0; i < expected.size(); ++i)
-      if (gpu[i] != expected[i] && v.summaryMismatches++ == 0)
-        v.firstSummaryMismatch = "byte " + std::to_string(i) + ": GPU " +
-                                 std::to_string(gpu[i]) + ", interpreter " +
-                                 std::to_string(expected[i]);
-    v.orderError = checkTileOrder(shape, expected, gpu);
+    v.summary = *check;
+    summary = problem.summary->devicePtr();
   }
   launch(kernel, stream, problem, summary);
   stream.synchronize();

@@ -391,10 +391,20 @@ int main(int argc, char **argv) {
               harness::differingGradRuns(*backwardKernel, stream, problem, backward, 3);
       }
     }
+    // The summary again at the check shape, after the timed shape's
+    // launches on the same stream and kernel object: the tile order's
+    // counters, reused with another layout, must have been left at zero.
+    std::optional<harness::SummaryCheck> summaryAgain;
+    if (kernel.hasBlockSummary() && iterations > 0) {
+      summaryAgain = harness::checkBlockSummary(kernel, stream, checkProblem, flashKernel,
+                                                interpreterError);
+      if (!summaryAgain)
+        die(1, "interpreter: " + interpreterError);
+    }
     if (differingRuns > 0)
       llvm::errs() << "flash-run: --deterministic: dQ or an aux gradient differs bitwise in " << differingRuns
                    << " repeated runs\n";
-    bool passed = validation.passed() &&
+    bool passed = validation.passed() && (!summaryAgain || summaryAgain->passed()) &&
                   (!backwardValidation || backwardValidation->passed()) && differingRuns == 0;
 
     std::string elementName;
@@ -452,18 +462,22 @@ int main(int argc, char **argv) {
         llvm::outs() << ", " << validation.out.nonFinite + validation.lse.nonFinite
                      << " NaN/inf";
       llvm::outs() << (validation.passed() ? "  ok\n" : "  FAIL\n");
-      if (kernel.hasBlockSummary()) {
-        llvm::outs() << "  check " << checkShape.str() << " (block summary, "
-                     << validation.summaryTiles << " tiles): ";
-        if (validation.summaryMismatches)
-          llvm::outs() << validation.summaryMismatches << " differ from the interpreter's ("
-                       << validation.firstSummaryMismatch << ")  FAIL\n";
+      auto printSummary = [&](const harness::SummaryCheck &check, llvm::StringRef when) {
+        llvm::outs() << "  check " << checkShape.str() << " (block summary" << when << ", "
+                     << check.tiles << " tiles): ";
+        if (check.mismatches)
+          llvm::outs() << check.mismatches << " differ from the interpreter's ("
+                       << check.firstMismatch << ")  FAIL\n";
         else
           llvm::outs() << "GPU == interpreter  ok\n";
-        llvm::outs() << "  check " << checkShape.str() << " (tile order): "
-                     << (validation.orderError.empty() ? "a permutation, costliest first  ok\n"
-                                                       : validation.orderError + "  FAIL\n");
-      }
+        llvm::outs() << "  check " << checkShape.str() << " (tile order" << when << "): "
+                     << (check.orderError.empty() ? "a permutation, costliest first  ok\n"
+                                                  : check.orderError + "  FAIL\n");
+      };
+      if (kernel.hasBlockSummary())
+        printSummary(validation.summary, "");
+      if (summaryAgain)
+        printSummary(*summaryAgain, " again, after the timed shape");
       if (backwardValidation) {
         const flashrt::KernelPackage &bwd = backwardKernel->package();
         const harness::BackwardValidation &bv = *backwardValidation;

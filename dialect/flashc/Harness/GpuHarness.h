@@ -51,21 +51,35 @@ DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
 void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,
             const DeviceProblem &problem, uint64_t blockSummary = 0);
 
-struct Validation {
-  interp::ErrorStats out, lse;
-  double outBound = 0, lseBound = 0;
-  /// A kernel with a block summary: its tiles and how many of the GPU's
-  /// summary bytes differ from the interpreter's (the first one named).
-  int64_t summaryTiles = 0, summaryMismatches = 0;
-  std::string firstSummaryMismatch;
+/// The GPU's block summary against the interpreter's.
+struct SummaryCheck {
+  /// Its tiles and how many of the GPU's bytes differ from the
+  /// interpreter's (the first one named).
+  int64_t tiles = 0, mismatches = 0;
+  std::string firstMismatch;
   /// What is wrong with the summary's tile order (checkTileOrder); empty
   /// when it is a permutation sorted by cost.
   std::string orderError;
+  bool passed() const { return mismatches == 0 && orderError.empty(); }
+};
+
+struct Validation {
+  interp::ErrorStats out, lse;
+  double outBound = 0, lseBound = 0;
+  /// A kernel with a block summary: its check (tiles = 0 without one).
+  SummaryCheck summary;
   bool passed() const {
-    return out.passes(outBound) && lse.passes(lseBound) && summaryMismatches == 0 &&
-           orderError.empty();
+    return out.passes(outBound) && lse.passes(lseBound) && summary.passed();
   }
 };
+
+/// Computes `problem`'s block summary on the GPU (into problem.summary,
+/// poisoned first) and compares it with the interpreter's: the bytes, and
+/// the tile order by checkTileOrder. Null with `error` when the
+/// interpreter fails or the sizes disagree.
+std::optional<SummaryCheck> checkBlockSummary(const flashrun::AttentionKernel &kernel,
+                                              flashrt::Stream &stream, DeviceProblem &problem,
+                                              flash::KernelOp flashKernel, std::string &error);
 
 /// Checks the tile order the GPU wrote after the summary's bytes (`gpu`,
 /// flash::BlockSummaryShape::bytesWithOrder() of them) against the costs of

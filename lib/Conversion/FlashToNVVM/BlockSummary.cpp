@@ -675,7 +675,10 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
   forEachEntry([&](Value index) {
     Value slot = atomicAdd(binOf(costOf(index)), i32(1));
     LLVM::StoreOp::create(b, loc, index, gepElements(order, toI64(slot), i32Type));
+    // Every counter back to zero, the costs too: the next launch may have
+    // another entry count, so another layout over the same buffer.
     LLVM::StoreOp::create(b, loc, i64(0), pointerTo(packedAt(index)));
+    LLVM::StoreOp::create(b, loc, i32(0), pointerTo(costAt(index)));
   });
   onFirstThread([&] { LLVM::StoreOp::create(b, loc, i32(0), pointerTo(doneCounter)); });
   return success();

@@ -105,6 +105,10 @@ bool KernelEmitter::mapTileInSummaryOrder(Value position) {
       b, loc, b.getI32Type(), gepElements(blockSummaryOrder(summary), toI64(entry), b.getI32Type()),
       4, /*isVolatile=*/false, /*isNonTemporal=*/false, /*isInvariant=*/true);
   Value tiles = ceilDiv(queryLen, config.br);
+  // An order that does not fit these sizes (a summary of other inputs, the
+  // caller's contract) must not send the CTA outside the problem.
+  Value entries = mul(blockSummaryRows(summary), tiles);
+  ordered = arith::MinUIOp::create(b, loc, ordered, arith::SubIOp::create(b, loc, entries, i32(1)));
   Value row = arith::DivUIOp::create(b, loc, ordered, tiles);
   scalars.map(kernel.getQueryTile(), arith::RemUIOp::create(b, loc, ordered, tiles));
   scalars.map(kernel.getBatch(), summary.getPerBatch()

@@ -36,7 +36,8 @@
 // A forward package whose mask reads aux tensors also holds the kernel that
 // computes its block summary (one byte per (b, h, query tile, key block):
 // 0 empty, 1 partial, 2 full; dense over [B or 1, H or 1, ceil(N/block-rows),
-// ceil(M/block-cols)]), launched first over (ceil(M/block-cols),
+// ceil(M/block-cols)]; then, 4-aligned, the tile order: a u32 per summary
+// row and query tile), launched first over (CTAs per query tile,
 // ceil(N/block-rows), batches x heads of the summary):
 //   block-summary 1 0                   (per batch entry, per head: 1 or 0)
 //   entry summary document_summary 128 528

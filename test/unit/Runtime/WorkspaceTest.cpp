@@ -68,7 +68,7 @@ TEST(BlockSummaryBytes, CountsTheTilesOfThePackage) {
   flashrun::Sizes sizes{3, 5, 5, 1000, 1100};
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 0u);
   package.blockSummary = true;
-  size_t queryTiles = 8, keyBlocks = 12; // ceil(1000 / 128), ceil(1100 / 96)
+  const size_t queryTiles = 8, keyBlocks = 12; // ceil(1000 / 128), ceil(1100 / 96)
   auto expected = [&](size_t rows) {
     size_t classes = rows * queryTiles * keyBlocks;
     return (classes + 3) / 4 * 4 + 4 * rows * queryTiles;
@@ -78,16 +78,16 @@ TEST(BlockSummaryBytes, CountsTheTilesOfThePackage) {
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), expected(3));
   package.summaryPerHead = true;
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), expected(15));
-  // Classes that end off a 4-byte boundary: the order starts at the next.
-  sizes.keyLen = 1000; // 11 key blocks: 3 x 5 x 8 x 11 = 1320 bytes
-  keyBlocks = 11;
-  sizes.queryLen = 1000;
-  package.summaryPerHead = false;
-  sizes.batch = 1;
+  // One summary row, classes on a 4-byte boundary: 8 x 11 = 88 bytes.
+  sizes.keyLen = 1000; // 11 key blocks
+  sizes.queryLen = 1000; // 8 query tiles
+  package.summaryPerBatch = package.summaryPerHead = false;
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 88u + 4 * 8);
-  sizes.keyLen = 97; // 2 key blocks, 8 query tiles: 16 bytes
-  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 16u + 32);
-  sizes.queryLen = 100; // 1 x 2 = 2 bytes, aligned to 4
+  // Classes that end off a 4-byte boundary: 7 x 11 = 77 bytes, the order
+  // at 80.
+  sizes.queryLen = 800; // 7 query tiles
+  EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 80u + 4 * 7);
+  sizes.queryLen = 100; sizes.keyLen = 97; // 1 x 2 = 2 bytes, aligned to 4
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 4u + 4);
 }
 

@@ -69,8 +69,9 @@ public:
   /// Rows (kept batch entries x kept heads) of the block summary (i32).
   mlir::Value blockSummaryRows(flash::BlockSummaryAttr summary);
   /// The summary's tile order: after its bytes, 4-aligned, one i32 per
-  /// (summary row, query tile), all of them sorted by descending cost (the
-  /// summary kernel's last CTA writes it; flash::BlockSummaryShape).
+  /// (summary row, query tile), all of them by cost bin, costliest first,
+  /// any order within a bin (the summary kernel's last CTA writes it;
+  /// flash::BlockSummaryShape).
   mlir::Value blockSummaryOrder(flash::BlockSummaryAttr summary);
   /// ceil(size / block) of an i32 size.
   mlir::Value ceilDiv(mlir::Value size, int64_t block);

@@ -24,7 +24,9 @@
 //   then   one global pointer per aux tensor in declaration order (dense
 //          row-major, extents from the sizes; reads outside give 0)
 //   then   with a #flash.block_summary (a mask that reads aux tensors): the
-//          block summary, a u8 global pointer (flash::BlockSummaryShape)
+//          block summary, a global pointer: one u8 class per (b, h, query
+//          tile, key block), then, 4-aligned, the tile order (a u32 per
+//          summary row and query tile; flash::BlockSummaryShape)
 //   then   with kv_tensor_maps (the wgmma kernel with TMA): the CUtensorMaps
 //          of k and v by value (128 bytes, grid constant): bf16/f16, rank 4,
 //          dims {D, M, HKV, B}, byte strides {row, head, batch}, box
@@ -38,14 +40,19 @@
 //
 // Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1)
 // (threads_per_block = 32 · block_rows / rows_per_warp; a kernel with a mask
-// maps CTA x to query tile grid.x - 1 - x); persistent kernels: grid
-// (min(ceil(N / block_rows) · H · B, CTAs resident at once), 1, 1), each CTA
-// drawing tiles from the tile counter until none is left.
+// maps CTA x to query tile grid.x - 1 - x, a kernel with a block summary maps
+// its position in the launch through the summary's tile order); persistent
+// kernels: grid (min(ceil(N / block_rows) · H · B, CTAs resident at once),
+// 1, 1), each CTA drawing tiles from the tile counter until none is left.
 // A kernel with a block summary has a second entry, `<name>_summary`
 // (grid kind block_summary): the same parameters up to and including the
-// summary pointer, grid (ceil(ceil(M / block_cols) / 4), ceil(N /
-// block_rows), (B or 1) x (H or 1)), 128 threads (a key block per warp),
-// launched first on the same stream.
+// summary pointer, then the tile order's counters (a global pointer to
+// 12 · E + 4 bytes, E = (B or 1) · (H or 1) · ceil(N / block_rows); zero
+// before the launch, the kernel leaves them zero; launches that may run at
+// once need their own), grid (CTAs per query tile, each looping over its
+// groups of 4 key blocks, at most ceil(ceil(M / block_cols) / 4); ceil(N /
+// block_rows); (B or 1) x (H or 1)), 128 threads (a key block per warp),
+// 528 bytes of dynamic shared memory, launched first on the same stream.
 // dynamic shared memory dynamic_shared_bytes (call cuFuncSetAttribute(
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it exceeds 48 KiB).
 // Requirements: q, k, v 16-byte aligned and their batch/head/row strides
