@@ -17,8 +17,9 @@
 //
 // Last, the tile order: each CTA adds its blocks' cost (1 per non-empty
 // block, 2 per partial one) to its query tile's counter, and the launch's
-// last CTA (found by counts, not by a second launch) sorts the query tiles costliest first into the order after the
-// summary's bytes, which the attention kernel runs its tiles in: with
+// last CTA (found by counts, not by a second launch) sorts the query tiles
+// costliest first into the order after the summary's bytes, which the
+// attention kernel runs its tiles in: with
 // documents of random lengths the longest tiles otherwise started last
 // (SM active 72-79% of the kernel's cycles at N = 16k).
 //
@@ -98,8 +99,6 @@ private:
   Value classifyElements(Value batch, Value head, Value queryTile, Value keyTile);
   /// The count of threads whose i1 `predicate` holds (bar.red.popc).
   Value ctaCount(Value predicate);
-  /// Inline PTX with one i32 result.
-  Value asmValue(StringRef text, StringRef constraints, ValueRange operands);
   /// Classifies the key blocks of group `keyGroup` (one per warp); returns
   /// their cost for the tile order (uniform i32), null on failure.
   Value emitKeyGroup(Value keyGroup, Value keyBlocks);
@@ -531,14 +530,6 @@ Value BlockSummaryEmitter::ctaCount(Value predicate) {
       .getRes();
 }
 
-Value BlockSummaryEmitter::asmValue(StringRef text, StringRef constraints, ValueRange operands) {
-  return LLVM::InlineAsmOp::create(b, loc, b.getI32Type(), operands, text, constraints,
-                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-                                   ArrayAttr())
-      .getResult(0);
-}
-
 LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) {
   using P = arith::CmpIPredicate;
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
@@ -573,12 +564,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
                       NVVM::BlockIdYOp::create(b, loc, i32Type));
     Value increment = arith::OrIOp::create(b, loc, i64(int64_t{1} << 32),
                                            arith::ExtUIOp::create(b, loc, i64Type, ctaCost));
-    Value before = LLVM::InlineAsmOp::create(
-                       b, loc, i64Type, ValueRange{packedAt(entry), increment},
-                       "atom.relaxed.gpu.global.add.u64 $0, [$1], $2;", "=l,l,l",
-                       /*has_side_effects=*/true, /*is_align_stack=*/false,
-                       LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
-                       .getResult(0);
+    Value before = emitAsmValue(i64Type, "atom.relaxed.gpu.global.add.u64 $0, [$1], $2;",
+                                "=l,l,l", ValueRange{packedAt(entry), increment});
     Value ctasBefore = arith::TruncIOp::create(
         b, loc, i32Type, arith::ShRUIOp::create(b, loc, before, i64(32)));
     auto ifEntryDone = scf::IfOp::create(
@@ -588,8 +575,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
     b.setInsertionPointToStart(ifEntryDone.thenBlock());
     Value entryCost = add(arith::TruncIOp::create(b, loc, i32Type, before), ctaCost);
     LLVM::StoreOp::create(b, loc, entryCost, pointerTo(costAt(entry)));
-    Value entriesBefore = asmValue("atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;",
-                                   "=r,l,~{memory}", ValueRange{doneCounter});
+    Value entriesBefore = emitAsmValue(i32Type, "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;",
+                                       "=r,l,~{memory}", ValueRange{doneCounter});
     scf::YieldOp::create(
         b, loc,
         ValueRange{cmpI(P::eq, entriesBefore, arith::SubIOp::create(b, loc, entries, i32(1)))});

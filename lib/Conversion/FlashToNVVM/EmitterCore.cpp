@@ -118,13 +118,7 @@ Value EmitterCore::ctaVote(Value predicate, NVVM::BarrierReduction reduction) {
 Value EmitterCore::opaquePointer(Value pointer) {
   Type i64Type = b.getI64Type();
   Value bits = LLVM::PtrToIntOp::create(b, loc, i64Type, pointer);
-  Value moved =
-      LLVM::InlineAsmOp::create(
-          b, loc, i64Type, ValueRange{bits}, "mov.b64 $0, $1;", "=l,l",
-          /*has_side_effects=*/true,
-          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr(), ArrayAttr())
-          .getResult(0);
+  Value moved = emitAsmValue(i64Type, "mov.b64 $0, $1;", "=l,l", ValueRange{bits});
   return LLVM::IntToPtrOp::create(b, loc, pointer.getType(), moved);
 }
 
@@ -141,19 +135,21 @@ Value EmitterCore::opaqueValue(Value value) {
     text = "mov.b32 $0, $1;", constraints = "=f,f";
   else
     return value;
-  return LLVM::InlineAsmOp::create(b, loc, type, ValueRange{value}, text, constraints,
-                                   /*has_side_effects=*/true,
-                                   /*is_align_stack=*/false,
-                                   LLVM::tailcallkind::TailCallKind::None,
-                                   LLVM::AsmDialectAttr(), ArrayAttr())
-      .getResult(0);
+  return emitAsmValue(type, text, constraints, ValueRange{value});
+}
+
+Value EmitterCore::emitAsmValue(Type result, StringRef text, StringRef constraints,
+                                ValueRange operands) {
+  return LLVM::InlineAsmOp::create(b, loc, result ? TypeRange{result} : TypeRange{}, operands,
+                                   text, constraints,
+                                   /*has_side_effects=*/true, /*is_align_stack=*/false,
+                                   LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+                                   ArrayAttr())
+      .getRes();
 }
 
 void EmitterCore::emitAsm(StringRef text, StringRef constraints, ValueRange operands) {
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, text, constraints,
-                            /*has_side_effects=*/true, /*is_align_stack=*/false,
-                            LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
-                            ArrayAttr());
+  emitAsmValue(Type(), text, constraints, operands);
 }
 
 void EmitterCore::onFirstThread(llvm::function_ref<void()> body) {

@@ -90,9 +90,8 @@ bool KernelEmitter::readsTileOrder() {
   return kernel.getBlockSummaryAttr() && blockSummaryPtr;
 }
 
-bool KernelEmitter::mapTileInSummaryOrder(Value position) {
-  if (!readsTileOrder())
-    return false;
+void KernelEmitter::mapTileInSummaryOrder(Value position) {
+  assert(readsTileOrder() && "the kernel reads no tile order");
   flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr();
   // Entry e of the order covers positions [e·copies, (e+1)·copies): the
   // heads (and batch entries) one summary row stands for.
@@ -117,7 +116,6 @@ bool KernelEmitter::mapTileInSummaryOrder(Value position) {
   scalars.map(kernel.getHead(), summary.getPerHead()
                                     ? arith::RemUIOp::create(b, loc, row, headCount)
                                     : arith::RemUIOp::create(b, loc, copy, headCount));
-  return true;
 }
 
 LogicalResult KernelEmitter::emitKernelBody() {

@@ -40,10 +40,12 @@
 // together share them. Within a group the query tiles go last first
 // (longest first, so the short ones fill the end) with the group's heads
 // side by side. Without a mask G = 1: head by head, query tile by query
-// tile. Under a block summary (a mask that reads tensors) position t is
-// the summary's tile order instead (KernelEmitter::mapTileInSummaryOrder:
-// costliest first, as the summary kernel measured them). The last CTA to finish resets the counter (tiles drawn, CTAs done)
-// to zero: the next launch on the stream starts from zero without a memset.
+// tile. Under a block summary (a mask that reads tensors) position t goes
+// through the summary's tile order instead (KernelEmitter::
+// mapTileInSummaryOrder: costliest first, as the summary kernel measured
+// them). The last CTA to finish resets the counter (tiles drawn, CTAs
+// done) to zero: the next launch on the stream starts from zero without a
+// memset.
 // Launches of one kernel on two streams at once need two counters
 // (flashrun::AttentionKernel keeps one per stream).
 //
@@ -117,8 +119,9 @@ SM90Emitter::TileSchedule SM90Emitter::emitTileSchedule() {
   schedule.tiles = mul(schedule.tilesPerHead, pairs);
   // Without a mask every tile costs the same: one pair per group, the
   // query tiles of a head in a row (the order of one CTA per tile), which
-  // measured faster than head groups on the dense grid.
-  if (!visitsLongestFirst()) {
+  // measured faster than head groups on the dense grid. Under a block
+  // summary only the tile count is used (the summary's order maps tiles).
+  if (!visitsLongestFirst() || readsTileOrder()) {
     schedule.headsPerGroup = i32(1);
     schedule.heads = headCount;
     return schedule;
@@ -141,9 +144,6 @@ SM90Emitter::TileSchedule SM90Emitter::emitTileSchedule() {
 }
 
 void SM90Emitter::mapTile(const TileSchedule &schedule, Value tile) {
-  // Under a block summary the tiles go in its order (costliest first).
-  if (mapTileInSummaryOrder(tile))
-    return;
   Value groupTiles = mul(schedule.headsPerGroup, schedule.tilesPerHead);
   Value group = arith::DivUIOp::create(b, loc, tile, groupTiles);
   Value firstPair = mul(group, schedule.headsPerGroup);
@@ -231,7 +231,11 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
   Value nextTile;
   if (isProducer && drawsEarly)
     nextTile = drawTile();
-  mapTile(emitTileSchedule(), after->getArgument(0));
+  // Under a block summary the tiles go in its order (costliest first).
+  if (readsTileOrder())
+    mapTileInSummaryOrder(after->getArgument(0));
+  else
+    mapTile(emitTileSchedule(), after->getArgument(0));
   ordinalBase = after->getArgument(1);
   tileIteration = after->getArgument(2);
   FailureOr<Value> blocks = work();

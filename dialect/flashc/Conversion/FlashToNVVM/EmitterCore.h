@@ -124,6 +124,9 @@ public:
   /// fences, spins): `operands` bound to $0... by `constraints`.
   void emitAsm(llvm::StringRef text, llvm::StringRef constraints = "",
                mlir::ValueRange operands = {});
+  /// The same with one result of type `result` (null: none, returns null).
+  mlir::Value emitAsmValue(mlir::Type result, llvm::StringRef text, llvm::StringRef constraints,
+                           mlir::ValueRange operands);
   /// One CTA-wide bar.red vote on the i1 `predicate` (OR: some thread's
   /// holds, AND: every thread's); the i1 result is uniform in every thread.
   mlir::Value ctaVote(mlir::Value predicate, mlir::NVVM::BarrierReduction reduction);

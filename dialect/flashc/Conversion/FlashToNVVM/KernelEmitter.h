@@ -88,11 +88,11 @@ public:
   /// Whether query tiles are visited last first: under a mask (causal,
   /// windows) the last tiles see the most keys.
   bool visitsLongestFirst();
-  /// Under a block summary, maps launch position `position` (0 ..
-  /// ceil(N/Br)·H·B - 1) to (b, h, qt) through the summary's tile order:
-  /// the costliest query tiles first, the heads and batch entries that
-  /// share a summary row side by side. False (nothing mapped) without one.
-  bool mapTileInSummaryOrder(mlir::Value position);
+  /// Under a block summary (readsTileOrder), maps launch position
+  /// `position` (0 .. ceil(N/Br)·H·B - 1) to (b, h, qt) through the
+  /// summary's tile order: the costliest query tiles first, the heads and
+  /// batch entries that share a summary row side by side.
+  void mapTileInSummaryOrder(mlir::Value position);
   /// Whether this kernel reads a block summary and so runs its tiles in
   /// the summary's order.
   bool readsTileOrder();
