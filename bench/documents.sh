@@ -32,8 +32,6 @@
 set -u
 T=$(mktemp -d)
 tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
-# Each tool compiles into its own cache (the cache key names the variant and
-# options, not the compiler build, and variants differ in the compiler).
 export FLASHC_CACHE_DIR="$T/cache"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -51,7 +49,7 @@ wants() { case ",$PART," in *",$1,"*) return 0 ;; esac; return 1; }
 if wants compare; then
 echo "== checks"
 for tool in $TOOLS; do for D in 64 128; do for grid in false true; do
-  timeout 120 env FLASHC_CACHE_DIR="$T/cache-$tool" "$T/$tool" examples/document.flash --shape B=2,H=4,N=3000,D=$D --docs 7 \
+  timeout 120 "$T/$tool" examples/document.flash --shape B=2,H=4,N=3000,D=$D --docs 7 \
     --persistent=$grid --iters 0 > "$T/c.log" 2>&1 \
     && echo "ok   $tool document D=$D persistent=$grid" \
     || { echo "FAIL $tool document D=$D persistent=$grid"; tail -5 "$T/c.log"; }
@@ -67,7 +65,7 @@ for D in $DS; do for N in $NS; do
     flags=; [ $grid = persistent ] && flags=--persistent=true
     save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
     # shellcheck disable=SC2086
-    row=$(timeout 120 env FLASHC_CACHE_DIR="$T/cache-$tool" "$T/$tool" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs 20 \
+    row=$(timeout 120 "$T/$tool" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs 20 \
       --check-shape B=1,H=2,N=2048,D=$D $flags $save --iters 30 --csv 2>&1 | tail -1)
     echo "$tool,$grid,$row" | tee -a "$OUT/docs.csv"
   done; done
@@ -89,7 +87,7 @@ for D in $DS; do for N in $NS; do
     [ $grid = true ] && [ "$br" -lt 128 ] && continue
     save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
     # shellcheck disable=SC2086
-    row=$(timeout 120 env FLASHC_CACHE_DIR="$T/cache-$LAST" "$T/$LAST" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs 20 \
+    row=$(timeout 120 "$T/$LAST" examples/document.flash --shape B=1,H=16,N=$N,D=$D --docs 20 \
       --tile Br=$br,Bc=$bc --persistent=$grid --check-shape B=1,H=2,N=2048,D=$D $save \
       --iters 30 --csv 2>&1 | tail -1)
     echo "$tile,$grid,$row" | tee -a "$OUT/tiles.csv"
@@ -118,7 +116,7 @@ for D in $DS; do for shape in "8 4096" "4 8192" "2 16384"; do
   for tool in $TOOLS; do
     save=; [ -f "$lens/kv_len.bin" ] || save="--save-aux $lens"
     # shellcheck disable=SC2086
-    row=$(timeout 120 env FLASHC_CACHE_DIR="$T/cache-$tool" "$T/$tool" examples/key_padding.flash --shape B=$B,H=16,N=$N,D=$D \
+    row=$(timeout 120 "$T/$tool" examples/key_padding.flash --shape B=$B,H=16,N=$N,D=$D \
       --check-shape B=2,H=2,N=2048,D=$D $save --iters 30 --csv 2>&1 | tail -1)
     echo "$tool,default,$row" | tee -a "$OUT/padding.csv"
   done
@@ -139,7 +137,7 @@ for N in 16384 32768; do for tool in $TOOLS; do
   for c in "docs20:examples/document.flash --docs 20" "docs1:examples/document.flash --docs 1" \
            "causal:examples/causal.flash --causal"; do
     # shellcheck disable=SC2086
-    row=$(timeout 120 env FLASHC_CACHE_DIR="$T/cache-$tool" "$T/$tool" ${c#*:} --shape B=1,H=16,N=$N,D=128 --check-shape B=1,H=2,N=2048,D=128 \
+    row=$(timeout 120 "$T/$tool" ${c#*:} --shape B=1,H=16,N=$N,D=128 --check-shape B=1,H=2,N=2048,D=128 \
       --iters 30 --csv 2>&1 | tail -1)
     echo "$tool,${c%%:*},$row" | tee -a "$OUT/diagnose.csv"
   done

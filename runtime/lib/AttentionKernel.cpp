@@ -117,14 +117,8 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
     : kernelPackage(std::move(package)),
       module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
       kernelFunction(module.function(kernelPackage.kernelName)), context(&context) {
-  if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary")) {
+  if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary"))
     summaryFunction.emplace(module.function(summary->name));
-    int perSM = summaryFunction->maxActiveBlocksPerMultiprocessor(
-        static_cast<int>(summary->threadsPerBlock),
-        static_cast<size_t>(summary->dynamicSharedBytes));
-    summaryResidentCtas =
-        static_cast<int64_t>(std::max(perSM, 1)) * context.device().multiprocessorCount();
-  }
   if (kernelPackage.backward)
     throw Error(ErrorKind::InvalidArgument,
                 "kernel '" + kernelPackage.kernelName +
@@ -167,11 +161,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
                              const Sizes &sizes, const std::map<std::string, double> &params,
                              const std::vector<uint64_t> &tensors, uint64_t blockSummary) const {
   validate(sizes, q, k, v, o, params, tensors);
-  // Right after our own summary launch the kernel may start under its tail
-  // (the package's kernels wait for the summary's grid on entry).
-  bool afterOwnSummary = false;
   if (kernelPackage.blockSummary && blockSummary == 0) {
-    afterOwnSummary = kernelPackage.dependentLaunch;
     size_t bytes = blockSummaryBytes(sizes);
     if (ownSummary.size() < bytes)
       ownSummary = flashrt::DeviceBuffer(*context, bytes);
@@ -211,8 +201,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
         static_cast<unsigned>(std::min(tiles * sizes.heads * sizes.batch, residentCtas)));
   kernelFunction.launch(grid,
                         flashrt::Dim3(static_cast<unsigned>(kernelPackage.threadsPerBlock)),
-                        static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args,
-                        afterOwnSummary);
+                        static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
 }
 
 uint64_t AttentionKernel::streamCounters(StreamCounters &counters, const flashrt::Stream &stream,
@@ -272,15 +261,12 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
   int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
   // The CTAs of a query tile take its groups of key blocks in turn: about
-  // kSummaryWaves waves of resident CTAs in all (each is short, so at long
-  // N one CTA per group left the kernel bound by their dispatch; and each
-  // CTA ends in an atomic round trip for the tile order), at most one per
-  // group.
-  constexpr int64_t kSummaryWaves = 2;
-  int64_t summaryCtas = kSummaryWaves * summaryResidentCtas;
+  // kSummaryCtas CTAs in all (each is short, so at long N one CTA per group
+  // left the kernel bound by their dispatch), at most one per group.
+  constexpr int64_t kSummaryCtas = 4096;
   int64_t keyGroups = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
   int64_t entries = static_cast<int64_t>(rows) * queryTiles;
-  int64_t ctasPerTile = std::clamp<int64_t>((summaryCtas + entries - 1) / entries, 1, keyGroups);
+  int64_t ctasPerTile = std::clamp<int64_t>((kSummaryCtas + entries - 1) / entries, 1, keyGroups);
   flashrt::Dim3 grid(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles), rows);
   // The tile order's counters: per (summary row, query tile) a u64 (CTAs
   // done, cost so far), then per tile its cost (u32), then the tiles done.

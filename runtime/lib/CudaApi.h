@@ -77,32 +77,6 @@ enum CUevent_flags : unsigned {
   CU_EVENT_DEFAULT = 0x0,
 };
 
-// Extensible launches (cuLaunchKernelEx), for programmatic dependent launch
-// only: CUlaunchAttributeValue is a 64-byte union, the attribute's id sits
-// in 8 bytes before it.
-enum CUlaunchAttributeID : int {
-  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
-};
-union CUlaunchAttributeValue {
-  char pad[64];
-  int programmaticStreamSerializationAllowed;
-  void *alignment; // the union holds pointers elsewhere: 8-byte aligned
-};
-struct CUlaunchAttribute {
-  CUlaunchAttributeID id;
-  char pad[8 - sizeof(CUlaunchAttributeID)];
-  CUlaunchAttributeValue value;
-};
-static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute as in cuda.h");
-struct CUlaunchConfig {
-  unsigned gridDimX, gridDimY, gridDimZ;
-  unsigned blockDimX, blockDimY, blockDimZ;
-  unsigned sharedMemBytes;
-  CUstream hStream;
-  CUlaunchAttribute *attrs;
-  unsigned numAttrs;
-};
-
 // Tensor maps (Hopper TMA). CUtensorMap is 16 qwords, 64-byte aligned at
 // least (cuda.h asks for 128).
 constexpr int CU_TENSOR_MAP_NUM_QWORDS = 16;
@@ -188,8 +162,6 @@ struct DriverApi {
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   const char *cuEventElapsedTimeSymbol;
 
-  // Optional: null when the driver predates it (CUDA < 11.8).
-  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
   // Optional: null when the driver predates it (CUDA < 12.0).
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType,
                                      cuuint32_t, void *, const cuuint64_t *,

@@ -130,8 +130,6 @@ Driver::Driver(const std::string &libraryPath)
     api.cuEventElapsedTimeSymbol = "cuEventElapsedTime";
   resolve(h, path, api.cuEventElapsedTimeSymbol, api.cuEventElapsedTime);
 
-  api.cuLaunchKernelEx =
-      reinterpret_cast<decltype(api.cuLaunchKernelEx)>(dlsym(h, "cuLaunchKernelEx"));
   api.cuTensorMapEncodeTiled =
       reinterpret_cast<decltype(api.cuTensorMapEncodeTiled)>(
           dlsym(h, "cuTensorMapEncodeTiled"));

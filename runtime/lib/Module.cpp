@@ -138,7 +138,7 @@ int Function::maxActiveBlocksPerMultiprocessor(int threads, size_t dynamicShared
 }
 
 void Function::launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes,
-                      Stream &stream, void **args, bool dependsOnPriorGrid) const {
+                      Stream &stream, void **args) const {
   // Built only on failure: launches sit in timing loops.
   auto describeLaunch = [&] {
     return "(kernel '" + kernelName + "', grid " + formatDim(grid) +
@@ -153,19 +153,6 @@ void Function::launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes,
     throw Error(ErrorKind::InvalidArgument,
                 "launch with too much dynamic shared memory " +
                     describeLaunch());
-  if (dependsOnPriorGrid && driver->api().cuLaunchKernelEx) {
-    cu::CUlaunchAttribute attribute{};
-    attribute.id = cu::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
-    cu::CUlaunchConfig config{grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                              static_cast<unsigned>(dynamicSharedBytes),
-                              stream.handle(), &attribute, 1};
-    CUresult result = driver->api().cuLaunchKernelEx(&config, function, args, nullptr);
-    if (result != CUDA_SUCCESS)
-      driver->check(result, "cuLaunchKernelEx", ErrorKind::LaunchError,
-                    describeLaunch() + " with programmatic stream serialization");
-    return;
-  }
   CUresult result = driver->api().cuLaunchKernel(
       function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
       static_cast<unsigned>(dynamicSharedBytes), stream.handle(), args,
@@ -176,7 +163,6 @@ void Function::launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes,
 }
 
 void Function::launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes,
-                      Stream &stream, const KernelArgs &args,
-                      bool dependsOnPriorGrid) const {
-  launch(grid, block, dynamicSharedBytes, stream, args.data(), dependsOnPriorGrid);
+                      Stream &stream, const KernelArgs &args) const {
+  launch(grid, block, dynamicSharedBytes, stream, args.data());
 }

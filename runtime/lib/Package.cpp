@@ -91,8 +91,6 @@ std::string KernelPackage::serialize() const {
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
-  if (dependentLaunch)
-    os << "dependent-launch\n";
   os << "ptx " << ptx.size() << '\n' << ptx;
   return os.str();
 }
@@ -190,9 +188,6 @@ KernelPackage KernelPackage::parse(std::string_view text) {
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
-    } else if (key == "dependent-launch") {
-      expect(0);
-      package.dependentLaunch = true;
     } else if (key == "kv-tensor-maps") {
       expect(0);
       package.kvTensorMaps = true;
@@ -228,8 +223,6 @@ KernelPackage KernelPackage::parse(std::string_view text) {
                "when it has a block-summary line");
   if (package.backward && package.blockSummary)
     fail(line, "a backward package has no block summary");
-  if (package.dependentLaunch && !package.blockSummary)
-    fail(line, "dependent-launch needs a block summary (the grid the main kernel waits for)");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

@@ -62,9 +62,8 @@ constexpr int64_t kOrderSharedBytes = 4 * (kOrderBins + kSummaryWarps);
 class BlockSummaryEmitter : public EmitterCore {
 public:
   BlockSummaryEmitter(flash::KernelOp kernel, const KernelConfig &config,
-                      gpu::GPUModuleOp gpuModule, StringRef pass, bool dependentLaunch)
-      : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
-        dependentLaunch(dependentLaunch) {}
+                      gpu::GPUModuleOp gpuModule, StringRef pass)
+      : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {}
 
   LogicalResult emit();
   StringRef passName() const override { return pass; }
@@ -109,9 +108,6 @@ private:
 
   flash::KernelOp kernel;
   std::string pass;
-  /// Trigger griddepcontrol.launch_dependents on entry: the main kernel's
-  /// CTAs may then launch once every summary CTA has started, and wait.
-  bool dependentLaunch;
   flash::MaskOp mask;
   scf::ForOp loop;
   Value batch, head, queryTile;
@@ -390,11 +386,6 @@ LogicalResult BlockSummaryEmitter::emit() {
   bindSizesAndInputs(entry.getArguments(), 5 + 12);
   Value counters = entry.getArguments().back();
   bindThreadCoordinates();
-  // Early: the main kernel's CTAs launch only once every CTA here has
-  // triggered (all of them resident or done), so they never take a slot a
-  // summary CTA waits for, and they wait for this grid's end themselves.
-  if (dependentLaunch)
-    NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::launch_dependents);
 
   Type i32Type = b.getI32Type();
   flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr();
@@ -685,8 +676,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
 flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelOp kernel,
                                                    const KernelConfig &config,
                                                    gpu::GPUModuleOp gpuModule, StringRef passName,
-                                                   flash::GemmKind gemm, bool dependentLaunch) {
-  BlockSummaryEmitter emitter(kernel, config, gpuModule, passName, dependentLaunch);
+                                                   flash::GemmKind gemm) {
+  BlockSummaryEmitter emitter(kernel, config, gpuModule, passName);
   if (failed(emitter.emit())) {
     if (emitter.func)
       emitter.func.erase();
@@ -702,5 +693,5 @@ flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelOp kernel,
       emitError, kernel.getContext(), gemm, flash::GridKind::BlockSummary, kSummaryThreads,
       /*dynamic_shared_bytes=*/kOrderSharedBytes, config.br, config.bc, config.headDim, kSummaryThreads / 32,
       config.rowsPerWarp, config.elementType, /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
-      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames), dependentLaunch);
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
 }

@@ -78,12 +78,6 @@ LogicalResult KernelEmitter::emit() {
   bindTargetArguments(entry.getArguments().drop_front(arg));
 
   bindThreadCoordinates();
-  // Launched right after its summary kernel with programmatic stream
-  // serialization, the CTAs start under the summary's tail; nothing the
-  // summary writes (classes, order) may be read before the wait. Without a
-  // prior grid in flight it returns at once.
-  if (kernel.getBlockSummaryAttr() && waitsForSummaryGrid())
-    NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
   emitSharedMemoryLayout();
   return emitKernelBody();
 }

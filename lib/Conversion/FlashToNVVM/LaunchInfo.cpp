@@ -48,7 +48,7 @@ flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {
       emitError, kernel.getContext(), gemm, grid, config.numThreads, dynamicSharedBytes(),
       config.br, config.bc, config.headDim, config.numWarps, config.rowsPerWarp,
       config.elementType, tensorMapArguments(), b.getArrayAttr(paramNames),
-      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames), /*dependent_launch=*/false);
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
 }
 
 gpu::GPUModuleOp flashc::getOrCreateKernelModule(ModuleOp module) {
@@ -99,8 +99,7 @@ LogicalResult lowering::lowerFlashKernels(
     launches.push_back(b.getNamedAttr(kernel.getSymName(), launch));
     if (kernel.getBlockSummaryAttr()) {
       flash::LaunchAttr summary = emitBlockSummaryKernel(kernel, emitter->config, gpuModule,
-                                                         emitter->passName(), gemm,
-                                                         emitter->waitsForSummaryGrid());
+                                                         emitter->passName(), gemm);
       if (!summary) {
         failedAny = true;
         continue;

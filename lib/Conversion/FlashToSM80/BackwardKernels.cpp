@@ -188,7 +188,7 @@ flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
       sharedBytesOf(which), config.br, config.bc, config.headDim, threads / 32,
       /*rows_per_warp=*/int64_t{16}, config.elementType,
       /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
-      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames), /*dependent_launch=*/false);
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
 }
 
 //===----------------------------------------------------------------------===//

@@ -94,7 +94,6 @@ public:
   bool storesWide() const override { return true; }
   int64_t dynamicSharedBytes() const override { return hopper.sharedBytes(); }
   bool persistentGrid() const override { return hopper.persistent; }
-  bool waitsForSummaryGrid() const override { return true; }
 
   // TensorMemoryAccess.cpp: the CUtensorMap arguments (k and v with TMA; q
   // too on a persistent grid), grid-constant byval parameters.

@@ -162,7 +162,6 @@ FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) 
     info.kvTensorMaps = launch.getTensorMaps() > 0;
     info.persistent = launch.getGrid() == flash::GridKind::Persistent;
     info.grid = flash::stringifyGridKind(launch.getGrid()).str();
-    info.dependentLaunch = launch.getDependentLaunch();
     result.push_back(std::move(info));
   }
   return result;

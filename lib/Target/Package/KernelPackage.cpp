@@ -114,11 +114,9 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
           if (package.backward && info.name == backwardKernelName(name, role))
             package.entries.push_back(
                 {role.str(), info.name, info.threadsPerBlock, info.dynamicSharedBytes});
-        if (package.blockSummary && info.name == blockSummaryKernelName(name)) {
+        if (package.blockSummary && info.name == blockSummaryKernelName(name))
           package.entries.push_back(
               {"summary", info.name, info.threadsPerBlock, info.dynamicSharedBytes});
-          package.dependentLaunch = info.dependentLaunch;
-        }
         continue;
       }
       package.blockRows = info.blockRows;

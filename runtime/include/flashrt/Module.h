@@ -47,16 +47,10 @@ public:
   /// Throws InvalidArgument for a zero dimension and LaunchError when the
   /// driver refuses the launch. Faults during execution surface at the next
   /// synchronization.
-  /// With `dependsOnPriorGrid` the launch allows programmatic stream
-  /// serialization: the kernel may start before the kernel launched before
-  /// it on `stream` ends, once that one's CTAs have all triggered
-  /// griddepcontrol.launch_dependents; the kernel must wait
-  /// (griddepcontrol.wait) before it reads what that one writes. A driver
-  /// without cuLaunchKernelEx launches it plainly.
   void launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes, Stream &stream,
-              void **args, bool dependsOnPriorGrid = false) const;
+              void **args) const;
   void launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes, Stream &stream,
-              const KernelArgs &args, bool dependsOnPriorGrid = false) const;
+              const KernelArgs &args) const;
 
 private:
   friend class Module;

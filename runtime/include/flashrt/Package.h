@@ -41,8 +41,6 @@
 // ceil(N/block-rows), batches x heads of the summary):
 //   block-summary 1 0                   (per batch entry, per head: 1 or 0)
 //   entry summary document_summary 128 528
-//   dependent-launch                    (sm_90a: the main kernel waits for the
-//                                        summary's grid, griddepcontrol)
 //
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
@@ -115,12 +113,6 @@ struct KernelPackage {
   /// summary, kept per batch entry and/or per head (else one serves all).
   bool blockSummary = false;
   bool summaryPerBatch = false, summaryPerHead = false;
-  /// The summary kernel triggers griddepcontrol.launch_dependents on entry
-  /// and the main kernel waits (griddepcontrol.wait) before it reads
-  /// anything: the main kernel may be launched right after the summary with
-  /// programmatic stream serialization, its CTAs starting under the
-  /// summary's tail.
-  bool dependentLaunch = false;
   std::vector<PackageEntry> entries;
   std::string ptx;
 

@@ -167,8 +167,6 @@ private:
   std::shared_ptr<BackwardKernel> backwardPass;
   /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
   int64_t residentCtas = 0;
-  /// Packages with a block summary: the summary CTAs the GPU holds at once.
-  int64_t summaryResidentCtas = 0;
   /// Counters a kernel leaves zero when it finishes, one set per stream
   /// launched on, so launches on two streams at once never share one.
   /// Launches on one stream are ordered.

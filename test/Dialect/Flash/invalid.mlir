@@ -431,9 +431,3 @@ module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = pe
 // expected-error @+1 {{tensors must be names (strings), got 3}}
 module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = [3]>}} {
 }
-
-// -----
-
-// expected-error @+1 {{dependent_launch is for the block-summary kernels of the wgmma lowering}}
-module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = block_summary, threads_per_block = 128, dynamic_shared_bytes = 528, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = [], dependent_launch = true>}} {
-}

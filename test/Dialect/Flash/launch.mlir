@@ -10,11 +10,6 @@
 // CHECK-SAME: dynamic_shared_bytes = 164944, block_rows = 128, block_cols = 128, head_dim = 128,
 // CHECK-SAME: num_warps = 12, rows_per_warp = 16, element_type = bf16, tensor_maps = 3,
 // CHECK-SAME: params = [], param_types = [], tensors = []>
-// A summary kernel whose main kernel waits for its grid; false is the
-// default and is not printed.
-// CHECK-SAME: document_summary = #flash.launch<gemm = wgmma, grid = block_summary,
-// CHECK-SAME: tensors = ["doc"], dependent_launch = true>
-// CHECK-NOT: dependent_launch = false
 // CHECK-SAME: softcap = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256,
 // CHECK-SAME: dynamic_shared_bytes = 69632, block_rows = 128, block_cols = 64, head_dim = 128,
 // CHECK-SAME: num_warps = 8, rows_per_warp = 16, element_type = f16, tensor_maps = 0,
@@ -42,11 +37,5 @@ module attributes {flashc.launch = {
                               threads_per_block = 32, dynamic_shared_bytes = 0, block_rows = 32,
                               block_cols = 128, head_dim = 128, num_warps = 1,
                               rows_per_warp = 16, element_type = f16, tensor_maps = 0,
-                              params = ["cap"], param_types = [f32], tensors = ["bias"]>,
-  document_summary = #flash.launch<gemm = wgmma, grid = block_summary,
-                              threads_per_block = 128, dynamic_shared_bytes = 528,
-                              block_rows = 128, block_cols = 128, head_dim = 128, num_warps = 4,
-                              rows_per_warp = 16, element_type = bf16, tensor_maps = 0,
-                              params = [], param_types = [], tensors = ["doc"],
-                              dependent_launch = true>}} {
+                              params = ["cap"], param_types = [f32], tensors = ["bias"]>}} {
 }

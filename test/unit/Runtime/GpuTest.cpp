@@ -89,32 +89,6 @@ TEST_F(GpuTest, VectorAddComputesTheSumAndNothingElse) {
     ASSERT_EQ(std::memcmp(&c[i], &poison, 4), 0) << "tail element " << i;
 }
 
-TEST_F(GpuTest, DependentLaunchWaitsForThePriorGrid) {
-  if (context->device().computeCapability().number() < 90)
-    GTEST_SKIP() << "griddepcontrol needs sm_90; " << context->device().name() << " is sm_"
-                 << context->device().computeCapability().number();
-  Module module = Module::fromPtx(*context, readKernel("dependent_launch.ptx"));
-  Function produce = module.function("produce");
-  Function consume = module.function("consume");
-  // More CTAs than fit at once: consume's CTAs may launch only once every
-  // produce CTA has started, and must still read produce's last writes.
-  const uint32_t n = 256 * 4096;
-  DeviceBuffer middle(*context, n * sizeof(uint32_t));
-  DeviceBuffer out(*context, n * sizeof(uint32_t));
-  Stream stream(*context);
-  std::vector<uint32_t> values(n);
-  for (uint32_t seed : {7u, 1000u, 123456u}) {
-    out.fill(0xFF);
-    produce.launch(Dim3(n / 256), Dim3(256), 0, stream, KernelArgs::pack(middle, n, seed));
-    consume.launch(Dim3(n / 256), Dim3(256), 0, stream, KernelArgs::pack(middle, out, n),
-                   /*dependsOnPriorGrid=*/true);
-    stream.synchronize();
-    out.copyToHost(values.data(), n * sizeof(uint32_t));
-    for (uint32_t i = 0; i < n; ++i)
-      ASSERT_EQ(values[i], i * 3 + seed + 1) << "element " << i << ", seed " << seed;
-  }
-}
-
 TEST_F(GpuTest, RawArgumentArrayLaunchesOnTheLegacyStream) {
   Module module = Module::fromPtx(*context, readKernel("vector_add.ptx"));
   Function vectorAdd = module.function("vectorAdd");

@@ -188,27 +188,6 @@ TEST(Package, RecordsTheBlockSummary) {
                    "takes 0 or 1");
 }
 
-TEST(Package, RecordsTheDependentLaunch) {
-  flashrt::KernelPackage package = samplePackage();
-  EXPECT_EQ(package.serialize().find("dependent-launch"), std::string::npos);
-  package.blockSummary = true;
-  package.entries.push_back({"summary", "sliding_window_summary", 128, 0});
-  package.dependentLaunch = true;
-  std::string text = package.serialize();
-  EXPECT_NE(text.find("\nentry summary sliding_window_summary 128 0\ndependent-launch\n"),
-            std::string::npos)
-      << text;
-  EXPECT_TRUE(flashrt::KernelPackage::parse(text).dependentLaunch);
-  EXPECT_FALSE(flashrt::KernelPackage::parse(replacedOnce(text, "dependent-launch\n", ""))
-                   .dependentLaunch);
-  // Only a kernel with a summary has a grid to wait for.
-  expectParseError(replacedOnce(replacedOnce(text, "block-summary 0 0\n", ""),
-                                "entry summary sliding_window_summary 128 0\n", ""),
-                   "dependent-launch needs a block summary");
-  expectParseError(replacedOnce(text, "dependent-launch", "dependent-launch 1"),
-                   "takes 0 value(s)");
-}
-
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");

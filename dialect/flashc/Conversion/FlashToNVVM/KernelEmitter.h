@@ -169,11 +169,6 @@ public:
   /// Whether the grid is persistent (one CTA per SM slot, looping over
   /// query tiles) rather than one CTA per query tile.
   virtual bool persistentGrid() const { return false; }
-  /// Whether the backend's chips have griddepcontrol (sm_90): a kernel
-  /// with a block summary then waits for the summary's grid on entry and
-  /// the summary kernel lets it launch early (#flash.launch's
-  /// dependent_launch).
-  virtual bool waitsForSummaryGrid() const { return false; }
   /// Arguments the backend appends after the aux tensor pointers (the
   /// Hopper kernel's tensor maps): their types, their attributes once the
   /// function exists (`first` is the index of the first), and binding the
@@ -387,12 +382,9 @@ flash::MaskOp findSkippableMask(mlir::scf::ForOp loop);
 /// computes the summary, `<name>_summary` (BlockSummary.cpp), into
 /// `gpuModule` and returns its launch facts; null after an error on the
 /// kernel. `config` is the main kernel's (its Br x Bc tiling).
-/// With `dependentLaunch` the summary kernel triggers
-/// griddepcontrol.launch_dependents on entry (its main kernel waits).
 flash::LaunchAttr emitBlockSummaryKernel(flash::KernelOp kernel, const KernelConfig &config,
                                          mlir::gpu::GPUModuleOp gpuModule,
-                                         llvm::StringRef passName, flash::GemmKind gemm,
-                                         bool dependentLaunch);
+                                         llvm::StringRef passName, flash::GemmKind gemm);
 
 /// The largest dynamic shared memory a block may opt into (sm_90: 227 KiB;
 /// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).

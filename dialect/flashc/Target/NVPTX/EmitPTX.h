@@ -162,10 +162,6 @@ struct KernelLaunchInfo {
   /// (the backward's main kernel) or "per_row_tile" (its preprocess and dQ
   /// conversion).
   std::string grid;
-  /// A block-summary kernel whose main kernel waits for it on entry
-  /// (griddepcontrol): the main kernel may launch with programmatic stream
-  /// serialization right after it.
-  bool dependentLaunch = false;
 };
 
 struct CompiledPTX {

@@ -118,11 +118,7 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, G
                                  int64_t dynamicSharedBytes, int64_t blockRows,
                                  int64_t blockCols, int64_t headDim, int64_t numWarps,
                                  int64_t rowsPerWarp, Type elementType, int64_t tensorMaps,
-                                 ArrayAttr params, ArrayAttr paramTypes, ArrayAttr tensors,
-                                 bool dependentLaunch) {
-  if (dependentLaunch && (grid != GridKind::BlockSummary || gemm != GemmKind::Wgmma))
-    return emitError() << "dependent_launch is for the block-summary kernels of the wgmma "
-                          "lowering (griddepcontrol needs sm_90)";
+                                 ArrayAttr params, ArrayAttr paramTypes, ArrayAttr tensors) {
   if (blockRows <= 0 || blockCols <= 0 || headDim <= 0)
     return emitError() << "tile sizes must be positive, got block_rows = " << blockRows
                        << ", block_cols = " << blockCols << ", head_dim = " << headDim;

@@ -169,13 +169,6 @@ def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
     aux tensor pointers in the ABI (2: k and v; 3: q, k and v, which only a
     persistent grid takes). `params` and `param_types` name the run-time
     scalars in ABI order, `tensors` the aux tensors.
-
-    `dependent_launch` (block-summary kernels of the wgmma lowering only):
-    the summary kernel lets the grid after it launch early
-    (griddepcontrol.launch_dependents) and its main kernel waits for it
-    (griddepcontrol.wait) before it reads anything, so the launcher may
-    start the main kernel with programmatic stream serialization: its CTAs
-    launch under the summary's tail instead of after it.
   }];
   let parameters = (ins
     EnumParameter<Flash_GemmKind>:$gemm,
@@ -191,8 +184,7 @@ def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
     "int64_t":$tensor_maps,
     "::mlir::ArrayAttr":$params,
     "::mlir::ArrayAttr":$param_types,
-    "::mlir::ArrayAttr":$tensors,
-    DefaultValuedParameter<"bool", "false">:$dependent_launch
+    "::mlir::ArrayAttr":$tensors
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
