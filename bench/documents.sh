@@ -38,7 +38,7 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 # Newest variant first: it writes the document ids (--save-aux) that the
 # others and Flex read.
-TOOLS=$(cd "$T" && ls -r flash-run* | tr '\n' ' ')
+TOOLS=${TOOLS:-$(cd "$T" && ls -r flash-run* | tr '\n' ' ')}
 LAST=${TOOLS%% *}
 PART=${1:-compare}
 DS=${2:-64 128}
