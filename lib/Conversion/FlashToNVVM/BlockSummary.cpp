@@ -95,7 +95,9 @@ private:
                                                   ArrayRef<Value> hi);
   /// Stores the class (i32) of key block `keyTile` where `predicate` holds.
   void storeClass(Value keyTile, Value blockClass, Value predicate);
-  /// Evaluates the mask on this thread's elements of the tile and votes.
+  /// The exact class of the tile's elements inside the problem: the mask on
+  /// the tile's border first (mixed: partial), else on every element; each
+  /// thread evaluates its share and the CTA votes.
   Value classifyElements(Value batch, Value head, Value queryTile, Value keyTile);
   /// The count of threads whose i1 `predicate` holds (bar.red.popc).
   Value ctaCount(Value predicate);
@@ -313,44 +315,111 @@ void BlockSummaryEmitter::storeClass(Value keyTile, Value blockClass, Value pred
 
 Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value queryTile,
                                             Value keyTile) {
+  using P = arith::CmpIPredicate;
+  Value firstQuery = mul(queryTile, i32(config.br));
+  Value firstKey = mul(keyTile, i32(config.bc));
+  auto inside = [&](Value length, Value first, int64_t tile) -> Value {
+    return arith::MinSIOp::create(
+        b, loc,
+        arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, length, first), i32(0)),
+        i32(tile));
+  };
+  Value rowsInside = inside(queryLen, firstQuery, config.br);
+  Value columnsInside = inside(keyLen, firstKey, config.bc);
+  Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
+  Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
+  // The mask (i1) at (row, column) of the tile.
+  auto visibleAt = [&](Value row, Value column) {
+    return emitRegionElement(mask, ValueRange(), batch, head, add(firstQuery, row),
+                             add(firstKey, column));
+  };
+
+  // First the tile's border inside the problem (its first and last row and
+  // column, a few elements per thread): a visible and a hidden element there
+  // make the tile partial without the full walk. That is every tile the
+  // intervals leave undecided under monotonic data (sorted document ids:
+  // any boundary crossing the tile reaches its border); a border all one
+  // way leaves the tile to the walk below, so the class stays exact.
+  int64_t borderLength = 2 * (config.br + config.bc);
+  auto probe = scf::ForOp::create(b, loc, tid, i32(borderLength), i32(kSummaryThreads),
+                                  ValueRange{falseValue, trueValue});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(probe.getBody());
+    Value p = probe.getInductionVar();
+    Value any = probe.getRegionIterArgs()[0], all = probe.getRegionIterArgs()[1];
+    // p < 2·Bc: row 0 or the last row at column p mod Bc; then column 0 or
+    // the last column at row (p - 2·Bc) mod Br.
+    Value onRows = cmpI(P::slt, p, i32(2 * config.bc));
+    Value rowSide = arith::SubIOp::create(b, loc, p, i32(2 * config.bc));
+    Value lastRow = arith::SubIOp::create(b, loc, rowsInside, i32(1));
+    Value lastColumn = arith::SubIOp::create(b, loc, columnsInside, i32(1));
+    Value row = select(onRows,
+                       select(cmpI(P::slt, p, i32(config.bc)), i32(0), lastRow),
+                       arith::RemSIOp::create(b, loc, rowSide, i32(config.br)));
+    Value column = select(onRows, arith::RemSIOp::create(b, loc, p, i32(config.bc)),
+                          select(cmpI(P::slt, rowSide, i32(config.br)), i32(0), lastColumn));
+    Value valid = arith::AndIOp::create(
+        b, loc,
+        arith::AndIOp::create(b, loc, cmpI(P::sge, row, i32(0)), cmpI(P::slt, row, rowsInside)),
+        arith::AndIOp::create(b, loc, cmpI(P::sge, column, i32(0)),
+                              cmpI(P::slt, column, columnsInside)));
+    auto ifValid = scf::IfOp::create(b, loc, TypeRange{b.getI1Type(), b.getI1Type()}, valid,
+                                     /*withElseRegion=*/true);
+    b.setInsertionPointToStart(ifValid.thenBlock());
+    FailureOr<Value> visible = visibleAt(row, column);
+    if (failed(visible))
+      return {};
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::OrIOp::create(b, loc, any, *visible),
+                                    arith::AndIOp::create(b, loc, all, *visible)});
+    b.setInsertionPointToStart(ifValid.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{any, all});
+    b.setInsertionPointAfter(ifValid);
+    scf::YieldOp::create(b, loc, ifValid.getResults());
+  }
+  Value borderMixed = arith::AndIOp::create(
+      b, loc, ctaVote(probe.getResult(0), NVVM::BarrierReduction::OR),
+      arith::XOrIOp::create(b, loc, ctaVote(probe.getResult(1), NVVM::BarrierReduction::AND),
+                            trueValue));
+  auto ifWalk = scf::IfOp::create(b, loc, b.getI32Type(), borderMixed, /*withElseRegion=*/true);
+  b.setInsertionPointToStart(ifWalk.thenBlock());
+  scf::YieldOp::create(b, loc, ValueRange{i32(flash::kBlockPartial)});
+  b.setInsertionPointToStart(ifWalk.elseBlock());
+
   // Thread t takes columns t, t + T, ... and walks each down the tile's
   // rows inside the problem: the key side of the mask (doc[b, j], an
   // invariant load) leaves the row loop and the query side (doc[b, i]) is
   // the same address across the warp. A column at j >= M walks no rows.
-  Value firstQuery = mul(queryTile, i32(config.br));
-  Value firstKey = mul(keyTile, i32(config.bc));
-  Value rowsInside = arith::MinSIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
-                                     i32(0)),
-      i32(config.br));
-  Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
-  Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
   auto columnLoop = scf::ForOp::create(b, loc, tid, i32(config.bc), i32(kSummaryThreads),
                                        ValueRange{falseValue, trueValue});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(columnLoop.getBody());
-    Value key = add(firstKey, columnLoop.getInductionVar());
-    Value rows = select(cmpI(arith::CmpIPredicate::slt, key, keyLen), rowsInside, i32(0));
+    Value column = columnLoop.getInductionVar();
+    Value rows = select(cmpI(P::slt, column, columnsInside), rowsInside, i32(0));
     auto rowLoop = scf::ForOp::create(b, loc, i32(0), rows, i32(1),
                                       columnLoop.getRegionIterArgs());
     b.setInsertionPointToStart(rowLoop.getBody());
-    Value query = add(firstQuery, rowLoop.getInductionVar());
-    FailureOr<Value> visible = emitRegionElement(mask, ValueRange(), batch, head, query, key);
+    Value any = rowLoop.getRegionIterArgs()[0], all = rowLoop.getRegionIterArgs()[1];
+    FailureOr<Value> visible = visibleAt(rowLoop.getInductionVar(), column);
     if (failed(visible))
       return {};
-    Value any = rowLoop.getRegionIterArgs()[0], all = rowLoop.getRegionIterArgs()[1];
     scf::YieldOp::create(b, loc,
                          ValueRange{arith::OrIOp::create(b, loc, any, *visible),
                                     arith::AndIOp::create(b, loc, all, *visible)});
     b.setInsertionPointAfter(rowLoop);
     scf::YieldOp::create(b, loc, rowLoop.getResults());
   }
-  Value anyLocal = columnLoop.getResult(0), allLocal = columnLoop.getResult(1);
-  Value any = ctaVote(anyLocal, NVVM::BarrierReduction::OR);
-  Value all = ctaVote(allLocal, NVVM::BarrierReduction::AND);
-  return select(any, select(all, i32(flash::kBlockFull), i32(flash::kBlockPartial)),
-                i32(flash::kBlockEmpty));
+  Value any = ctaVote(columnLoop.getResult(0), NVVM::BarrierReduction::OR);
+  Value all = ctaVote(columnLoop.getResult(1), NVVM::BarrierReduction::AND);
+  scf::YieldOp::create(b, loc,
+                       ValueRange{select(any,
+                                         select(all, i32(flash::kBlockFull),
+                                                i32(flash::kBlockPartial)),
+                                         i32(flash::kBlockEmpty))});
+  b.setInsertionPointAfter(ifWalk);
+  return ifWalk.getResult(0);
 }
 
 LogicalResult BlockSummaryEmitter::emit() {
