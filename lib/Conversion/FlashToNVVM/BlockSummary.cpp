@@ -36,6 +36,7 @@
 
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <limits>
 
@@ -84,6 +85,11 @@ private:
   /// Without `readAux` every aux range is its type's whole range (no loads,
   /// no shuffles): what the mask's index terms alone decide.
   FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile, bool readAux = true);
+  /// Reduces, before the loop over key groups, every aux range the
+  /// analysis asks for whose index box does not depend on the key tile
+  /// (doc[b, i] over the query tile's rows: the same for every group of
+  /// the CTA); warpIntervalFacts then uses them instead of loading again.
+  LogicalResult hoistKeyInvariantRanges();
   /// The bounds of an aux range nothing is known of: an integer tensor's
   /// i32 range widened to i64, a floating-point one's [-inf, inf].
   std::pair<Value, Value> unknownRange(bool isFloat);
@@ -113,6 +119,12 @@ private:
   flash::MaskOp mask;
   scf::ForOp loop;
   Value batch, head, queryTile;
+  /// Per aux-range request of the analysis, in the order it makes them:
+  /// the bounds hoistKeyInvariantRanges reduced, or none (the request
+  /// depends on the key tile).
+  SmallVector<std::optional<std::pair<Value, Value>>> hoistedRanges;
+  /// While hoisting: reduce only the key-invariant requests.
+  bool hoisting = false;
 };
 
 LogicalResult BlockSummaryEmitter::findMask() {
@@ -258,18 +270,52 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
     }
     return !lowerFailed;
   };
+  // Whether a scratch value depends on the key tile (the loop's induction
+  // variable); values from outside the scratch block (the kernel's, the
+  // mask's captures) do not.
+  auto dependsOnKeyTile = [&](Value root) {
+    SmallVector<Value> work{root};
+    llvm::SmallPtrSet<Operation *, 16> seen;
+    while (!work.empty()) {
+      Value value = work.pop_back_val();
+      if (!value)
+        continue;
+      if (value == loop.getInductionVar())
+        return true;
+      Operation *def = value.getDefiningOp();
+      if (def && def->getBlock() == &scratch && seen.insert(def).second)
+        llvm::append_range(work, def->getOperands());
+    }
+    return false;
+  };
+  size_t request = 0;
   auto auxRange = [&](flash::AuxLoadOp load,
                       ArrayRef<flash::Interval> indices) -> std::optional<flash::Interval> {
     if (!lowerPending())
       return std::nullopt;
+    size_t index = request++;
+    bool invariant = llvm::none_of(indices, [&](const flash::Interval &interval) {
+      return dependsOnKeyTile(interval.lo) || dependsOnKeyTile(interval.hi);
+    });
     SmallVector<Value> lo, hi;
-    for (const flash::Interval &index : indices) {
-      lo.push_back(lookupScalar(index.lo));
-      hi.push_back(lookupScalar(index.hi));
+    for (const flash::Interval &interval : indices) {
+      lo.push_back(lookupScalar(interval.lo));
+      hi.push_back(lookupScalar(interval.hi));
     }
     bool isFloat = load.getType().isF32();
-    FailureOr<std::pair<Value, Value>> range =
-        readAux ? warpAuxRange(load, lo, hi) : FailureOr(unknownRange(isFloat));
+    FailureOr<std::pair<Value, Value>> range = unknownRange(isFloat);
+    if (hoisting) {
+      if (hoistedRanges.size() <= index)
+        hoistedRanges.resize(index + 1);
+      if (invariant) {
+        range = warpAuxRange(load, lo, hi);
+        if (succeeded(range))
+          hoistedRanges[index] = *range;
+      }
+    } else if (readAux) {
+      range = index < hoistedRanges.size() && hoistedRanges[index] ? *hoistedRanges[index]
+                                                                    : warpAuxRange(load, lo, hi);
+    }
     if (failed(range)) {
       lowerFailed = true;
       return std::nullopt;
@@ -302,6 +348,15 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
   if (!ok)
     return failure();
   return result;
+}
+
+LogicalResult BlockSummaryEmitter::hoistKeyInvariantRanges() {
+  // The analysis run once at key tile 0 for its requests' ranges; its facts
+  // are dead (the loop's runs decide), so only the reductions remain.
+  hoisting = true;
+  FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(i32(0));
+  hoisting = false;
+  return success(succeeded(facts));
 }
 
 void BlockSummaryEmitter::storeClass(Value keyTile, Value blockClass, Value predicate) {
@@ -478,6 +533,8 @@ LogicalResult BlockSummaryEmitter::emit() {
   // The CTAs of a query tile take its groups of key blocks in turn (the
   // runtime launches fewer CTAs than groups at long N: each CTA is short,
   // so their dispatch, not their work, bounded the kernel).
+  if (failed(hoistKeyInvariantRanges()))
+    return error(mask, "the block summary could not lower the mask's interval analysis");
   Value keyBlocks = ceilDiv(keyLen, config.bc);
   auto groups = scf::ForOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
                                    ceilDiv(keyLen, config.bc * kKeyBlocksPerCta),
