@@ -270,9 +270,11 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
     }
     return !lowerFailed;
   };
-  // Whether a scratch value depends on the key tile (the loop's induction
-  // variable); values from outside the scratch block (the kernel's, the
-  // mask's captures) do not.
+  // Whether a scratch value depends on the key tile: the loop's induction
+  // variable, or the bounds of an aux range whose box does (tbl[doc[b, j]]:
+  // the placeholders have no operands to follow). Values from outside the
+  // scratch block (the kernel's, the mask's captures) do not.
+  llvm::SmallPtrSet<Value, 8> keyDependentBounds;
   auto dependsOnKeyTile = [&](Value root) {
     SmallVector<Value> work{root};
     llvm::SmallPtrSet<Operation *, 16> seen;
@@ -280,7 +282,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
       Value value = work.pop_back_val();
       if (!value)
         continue;
-      if (value == loop.getInductionVar())
+      if (value == loop.getInductionVar() || keyDependentBounds.contains(value))
         return true;
       Operation *def = value.getDefiningOp();
       if (def && def->getBlock() == &scratch && seen.insert(def).second)
@@ -329,6 +331,10 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
       return value;
     };
     Value first = placeholder(range->first), last = placeholder(range->second);
+    if (!invariant) {
+      keyDependentBounds.insert(first);
+      keyDependentBounds.insert(last);
+    }
     return flash::Interval{isFloat ? flash::Interval::Kind::Float : flash::Interval::Kind::Int,
                            first, last};
   };
