@@ -82,9 +82,19 @@ private:
   /// The i1 facts (all visible, any visible) the interval analysis proves
   /// on (b, h, qt, keyTile) with the aux tensors' ranges over the tile,
   /// computed by this warp alone; failure when a value cannot be lowered.
-  /// Without `readAux` every aux range is its type's whole range (no loads,
-  /// no shuffles): what the mask's index terms alone decide.
-  FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile, bool readAux = true);
+  /// `ranges` says where the aux ranges come from.
+  enum class AuxRanges {
+    /// Every range its type's whole range (no loads, no shuffles): what the
+    /// mask's index terms alone decide.
+    Unknown,
+    /// Reduce the ranges whose box does not depend on the key tile into
+    /// hoistedRanges; the others stay unknown.
+    Hoist,
+    /// The hoisted range where there is one, else reduced here.
+    Read,
+  };
+  FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile,
+                                                       AuxRanges ranges = AuxRanges::Read);
   /// Reduces, before the loop over key groups, every aux range the
   /// analysis asks for whose index box does not depend on the key tile
   /// (doc[b, i] over the query tile's rows: the same for every group of
@@ -123,8 +133,6 @@ private:
   /// the bounds hoistKeyInvariantRanges reduced, or none (the request
   /// depends on the key tile).
   SmallVector<std::optional<std::pair<Value, Value>>> hoistedRanges;
-  /// While hoisting: reduce only the key-invariant requests.
-  bool hoisting = false;
 };
 
 LogicalResult BlockSummaryEmitter::findMask() {
@@ -253,7 +261,7 @@ BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, Arr
 }
 
 FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value keyTile,
-                                                                          bool readAux) {
+                                                                          AuxRanges ranges) {
   // The analysis is emitted as arith IR into a scratch block and lowered op
   // by op; each aux range is reduced where the analysis asks for it and
   // enters the scratch IR as two placeholder constants mapped to its bounds.
@@ -306,7 +314,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
     }
     bool isFloat = load.getType().isF32();
     FailureOr<std::pair<Value, Value>> range = unknownRange(isFloat);
-    if (hoisting) {
+    if (ranges == AuxRanges::Hoist) {
       if (hoistedRanges.size() <= index)
         hoistedRanges.resize(index + 1);
       if (invariant) {
@@ -314,7 +322,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
         if (succeeded(range))
           hoistedRanges[index] = *range;
       }
-    } else if (readAux) {
+    } else if (ranges == AuxRanges::Read) {
       range = index < hoistedRanges.size() && hoistedRanges[index] ? *hoistedRanges[index]
                                                                     : warpAuxRange(load, lo, hi);
     }
@@ -359,10 +367,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
 LogicalResult BlockSummaryEmitter::hoistKeyInvariantRanges() {
   // The analysis run once at key tile 0 for its requests' ranges; its facts
   // are dead (the loop's runs decide), so only the reductions remain.
-  hoisting = true;
-  FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(i32(0));
-  hoisting = false;
-  return success(succeeded(facts));
+  return success(succeeded(warpIntervalFacts(i32(0), AuxRanges::Hoist)));
 }
 
 void BlockSummaryEmitter::storeClass(Value keyTile, Value blockClass, Value predicate) {
@@ -393,6 +398,12 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
   auto visibleAt = [&](Value row, Value column) {
     return emitRegionElement(mask, ValueRange(), batch, head, add(firstQuery, row),
                              add(firstKey, column));
+  };
+  // Yields (any, all) with one more element's visibility folded in.
+  auto yieldFolded = [&](Value any, Value all, Value visible) {
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::OrIOp::create(b, loc, any, visible),
+                                    arith::AndIOp::create(b, loc, all, visible)});
   };
 
   // First the tile's border inside the problem (its first and last row and
@@ -431,9 +442,7 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
     FailureOr<Value> visible = visibleAt(row, column);
     if (failed(visible))
       return {};
-    scf::YieldOp::create(b, loc,
-                         ValueRange{arith::OrIOp::create(b, loc, any, *visible),
-                                    arith::AndIOp::create(b, loc, all, *visible)});
+    yieldFolded(any, all, *visible);
     b.setInsertionPointToStart(ifValid.elseBlock());
     scf::YieldOp::create(b, loc, ValueRange{any, all});
     b.setInsertionPointAfter(ifValid);
@@ -466,9 +475,7 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
     FailureOr<Value> visible = visibleAt(rowLoop.getInductionVar(), column);
     if (failed(visible))
       return {};
-    scf::YieldOp::create(b, loc,
-                         ValueRange{arith::OrIOp::create(b, loc, any, *visible),
-                                    arith::AndIOp::create(b, loc, all, *visible)});
+    yieldFolded(any, all, *visible);
     b.setInsertionPointAfter(rowLoop);
     scf::YieldOp::create(b, loc, rowLoop.getResults());
   }
@@ -574,7 +581,7 @@ Value BlockSummaryEmitter::emitKeyGroup(Value keyGroup, Value keyBlocks) {
   Value mayBeVisible = falseValue;
   for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
     Value keyTile = add(firstKeyTile, i32(slot));
-    FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(keyTile, /*readAux=*/false);
+    FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(keyTile, AuxRanges::Unknown);
     if (failed(facts))
       return {};
     mayBeVisible = arith::OrIOp::create(
