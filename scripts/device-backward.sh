@@ -5,7 +5,7 @@
 # backward kernels at a small shape, and bench/backward.sh (flashc beside
 # the peers). Logs and tables go to $OUT; a summary is printed last.
 #   TOOLS=.device-carry/flashc-tools.tar.xz OUT=out [PTX_DIR=dir] [BASE_TOOLS=old.tar.xz] scripts/device-backward.sh
-# SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_COST,
+# SANITIZER_RUNS, SANITIZER_SHAPE pick the sanitizer runs; SKIP_CHECK, SKIP_DETERMINISTIC, SKIP_SANITIZER, SKIP_CHOICES, SKIP_COST,
 # SKIP_TILES, SKIP_TUNE, SKIP_BENCH, SKIP_TRAIN=1 leave a part out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
     for run in "${runs[@]}"; do
       echo "== $tool $run" >> "$OUT/sanitizer.log"
       timeout 300 "$sanitizer" --tool $tool "$tools/flash-run" $run --bwd \
-        --shape B=1,H=2,N=200,D=64 --iters 0 >> "$OUT/sanitizer.log" 2>&1
+        --shape "${SANITIZER_SHAPE:-B=1,H=2,N=200,D=64}" --iters 0 >> "$OUT/sanitizer.log" 2>&1
       echo "exit $?" >> "$OUT/sanitizer.log"
     done
   done

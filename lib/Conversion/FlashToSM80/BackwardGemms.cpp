@@ -279,6 +279,7 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   Value lock = deterministic ? lockAddress(batch, head, queryTile) : Value();
   if (lock)
     waitForTurn(lock);
+  awaitQueryGradReads();
   NVVM::Barrier0Op::create(b, loc);
   sharedReadSinceCopy = true;
   Value accumHead = mul(toI64(add(mul(batch, headCount), head)),

@@ -72,12 +72,25 @@ int64_t BackwardEmitter::threadsOf(BackwardStage s) const {
 
 int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
   return s == BackwardStage::Main
-             ? llvm::alignTo(mainSharedBytes(queryStages()), 16) + stagingBytes()
+             ? llvm::alignTo(mainSharedBytes(queryStages()), 16) +
+                   rowStatBytes(queryStages()) + stagingBytes()
              : 0;
 }
 
 int64_t BackwardEmitter::queryStages() const {
-  return llvm::alignTo(mainSharedBytes(2), 16) + stagingBytes() <= kMaxSharedBytes ? 2 : 1;
+  return llvm::alignTo(mainSharedBytes(2), 16) + rowStatBytes(2) + stagingBytes() <=
+                 kMaxSharedBytes
+             ? 2
+             : 1;
+}
+
+int64_t BackwardEmitter::rowStatBytes(int64_t stages) const {
+  // Two statistics (LSE, Δ) per stage; only the pipelined loop stages them.
+  return stages == 2 ? 2 * 2 * config.br * 4 : 0;
+}
+
+Value BackwardEmitter::rowStatBuffer(int64_t slot, Value stage) {
+  return gepBytes(smemRowStats, add(i32(slot * config.br * 4), mul(stage, i32(2 * config.br * 4))));
 }
 
 int64_t BackwardEmitter::stagingBytes() const {
@@ -460,11 +473,13 @@ LogicalResult BackwardEmitter::emitConvert() {
 LogicalResult BackwardEmitter::emitMain() {
   Type i32Type = b.getI32Type();
   assignSharedBuffers();
+  int64_t rowStatOffset = llvm::alignTo(mainSharedBytes(queryStages()), 16);
+  smemRowStats = gepBytes(sharedMemoryBase(/*alignment=*/16), i32(rowStatOffset));
   if (hasStagedAdds()) {
     // The staging slots start at 0 (each flush leaves them so); the first
     // barrier of the first tile orders this before any add.
     stagingBase = gepBytes(sharedMemoryBase(/*alignment=*/16),
-                           i32(llvm::alignTo(mainSharedBytes(queryStages()), 16)));
+                           i32(rowStatOffset + rowStatBytes(queryStages())));
     Value threads = i32(threadsOf(BackwardStage::Main));
     auto zero = scf::ForOp::create(b, loc, tid, i32(kStagingSlots), threads);
     OpBuilder::InsertionGuard guard(b);
@@ -479,6 +494,7 @@ LogicalResult BackwardEmitter::emitMain() {
     return failure();
   // No copy may be in flight when the CTA exits (every query tile skipped).
   NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+  drainQueryGrads();
   return success();
 }
 
@@ -648,6 +664,7 @@ Value BackwardEmitter::stageBuffer(Value buffer, Value stage) {
 }
 
 SmallVector<Operation *> BackwardEmitter::prefetchableCopies(scf::ForOp loop) {
+  prefetchedStats.clear();
   if (queryStages() < 2 ||
       getConstantIntValue(loop.getStep()) != std::optional<int64_t>(1))
     return {};
@@ -662,7 +679,36 @@ SmallVector<Operation *> BackwardEmitter::prefetchableCopies(scf::ForOp loop) {
       return {};
     copies.push_back(&op);
   }
+  // LSE and Δ of the tile come with its copies: read from shared memory
+  // where used, instead of an address and a global load per column.
+  if (!copies.empty())
+    for (auto stat : loop.getBody()->getOps<flash::LoadRowStatOp>())
+      if (stat.getQueryTile() == loop.getInductionVar() &&
+          loop.isDefinedOutsideOfLoop(stat.getBatch()) &&
+          loop.isDefinedOutsideOfLoop(stat.getHead()) && prefetchedStats.size() < 2)
+        prefetchedStats.push_back(stat);
   return copies;
+}
+
+void BackwardEmitter::issueRowStatCopy(flash::LoadRowStatOp op, Value tile, Value buffer) {
+  Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead());
+  Value source = op.getStat() == flash::RowStat::Lse ? lsePtr : deltaPtr;
+  int64_t threads = config.numThreads;
+  for (int64_t first = 0; first < config.br; first += threads) {
+    OpBuilder::InsertionGuard guard(b);
+    Value index = add(tid, i32(first));
+    if (first + threads > config.br) {
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(config.br)),
+                                      /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    }
+    Value row = add(mul(tile, i32(config.br)), index);
+    Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+    Value src = gepElements(source, statIndex(*this, batch, head, select(valid, row, i32(0))),
+                            b.getF32Type());
+    NVVM::CpAsyncOp::create(b, loc, gepBytes(buffer, mul(index, i32(4))), src, 4,
+                            NVVM::LoadCacheModifierKind::CA, select(valid, i32(4), i32(0)));
+  }
 }
 
 void BackwardEmitter::issueRowCopies(ArrayRef<Operation *> copies, Value tile,
@@ -670,6 +716,9 @@ void BackwardEmitter::issueRowCopies(ArrayRef<Operation *> copies, Value tile,
   auto issue = scf::IfOp::create(b, loc, predicate, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(issue.thenBlock()->getTerminator());
+  // The statistics join the group the first copy commits.
+  for (auto [slot, stat] : llvm::enumerate(prefetchedStats))
+    issueRowStatCopy(stat, tile, rowStatBuffer(slot, stage));
   for (Operation *op : copies) {
     RowTensor rows = rowTensorOf(op);
     auto [batch, head, unused] = *rowCopyCoordinates(op);
@@ -729,6 +778,8 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     Value nextStage = arith::XOrIOp::create(b, loc, stage, i32(1));
     for (Operation *op : prefetch)
       prefetched[op] = stageBuffer(rowTensorOf(op).smem, stage);
+    for (auto [slot, stat] : llvm::enumerate(prefetchedStats))
+      prefetchedStatBuffers[stat] = rowStatBuffer(slot, stage);
     // Every thread is past the previous tile's GEMMs, which read the other
     // stage (and dSᵀ).
     NVVM::Barrier0Op::create(b, loc);
@@ -773,6 +824,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   if (failed(lowerBlock(*loop.getBody())))
     return failure();
   prefetched.clear();
+  prefetchedStatBuffers.clear();
   groupsInFlight = 0;
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   SmallVector<Value> yielded;
@@ -890,12 +942,19 @@ Value BackwardEmitter::columnValue(const BackwardValue &columns,
   Value source = isLse ? lsePtr : deltaPtr;
   // Rows past N: LSE = -inf (the guard zeroes P there), Δ = 0.
   Value outside = f32(isLse ? -std::numeric_limits<double>::infinity() : 0.0);
-  Value row = queryOf(mul(queryTile, i32(config.br)),
-                      column / 2 * 4 + column % 2);
+  int64_t index = column / 2 * 4 + column % 2;
+  Value row = queryOf(mul(queryTile, i32(config.br)), index);
   Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
-  Value index = statIndex(*this, batch, head, select(valid, row, i32(0)));
+  if (Value buffer = prefetchedStatBuffers.lookup(op)) {
+    // Copied with the tile (rows past N zero filled: Δ = 0 as it is).
+    Value offset = queryOf(i32(0), index);
+    Value loaded = LLVM::LoadOp::create(b, loc, b.getF32Type(),
+                                        gepBytes(buffer, mul(offset, i32(4))), 4);
+    return isLse ? select(valid, loaded, outside) : loaded;
+  }
+  Value globalIndex = statIndex(*this, batch, head, select(valid, row, i32(0)));
   Value loaded = LLVM::LoadOp::create(
-      b, loc, b.getF32Type(), gepElements(source, index, b.getF32Type()), 4);
+      b, loc, b.getF32Type(), gepElements(source, globalIndex, b.getF32Type()), 4);
   return select(valid, loaded, outside);
 }
 
@@ -1021,21 +1080,21 @@ LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
       lookup(op, op.getLse(), BackwardValue::Kind::Columns);
   if (failed(scores) || failed(lse))
     return failure();
-  Value negInf = f32(-std::numeric_limits<double>::infinity()), zero = f32(0.0);
-  SmallVector<Value> scaledLse, unseen;
+  Value negInf = f32(-std::numeric_limits<double>::infinity());
+  SmallVector<Value> scaledLse;
   BackwardValue result = **scores;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     int64_t column = columnOf(index);
     if (column == static_cast<int64_t>(scaledLse.size())) {
+      // A row with LSE = -inf (it sees no key, or lies past N) takes -inf
+      // for -LSE·log2 e, not +inf: its scores are -inf (masked) or finite
+      // (past N), so P = 2^-inf = 0, never NaN, without a select per element.
       Value value = columnValue(**lse, column);
-      scaledLse.push_back(fmul(value, f32(-kLog2E)));
-      unseen.push_back(arith::CmpFOp::create(
-          b, loc, arith::CmpFPredicate::OEQ, value, negInf));
+      Value unseen = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, value, negInf);
+      scaledLse.push_back(select(unseen, negInf, fmul(value, f32(-kLog2E))));
     }
-    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e); a row with LSE = -inf
-    // (it sees no key) has P = 0, never NaN.
-    Value p = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
-    element = select(unseen[column], zero, p);
+    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e).
+    element = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
   }
   values[op.getResult()] = std::move(result);
   return success();

@@ -14,13 +14,18 @@
 // and over the CTA, dQᵀ = Kᵀ·dSᵀ (m64nBr per 64 columns of D, the
 // warpgroups taking turns): A = K rows as k (MN-major, transposed A), B =
 // dS (Br rows of Bc keys, K-major, written by stmatrix.trans) from shared
-// memory, added into the f32 accumulator with red.global.add.f32.
+// memory. The f32 dQ tile is staged in shared memory as it lies in the
+// accumulator (Br rows of D words) and added by one
+// cp.reduce.async.bulk .add.f32 per tile (FlashAttention-3 adds dQ by TMA
+// too): an atomic add per element cost 8-15% of the kernel at D = 64. The
+// deterministic mode keeps its ordered red.global.add.f32 per element.
 // Computing dQ transposed keeps the m64 shape for any Br (dQ = dS·K would
 // need 64 query rows per warpgroup), so Br = 32 halves Sᵀ and dPᵀ.
 //
 // Shared memory (from a 1024-byte-aligned base): K, V (Bc rows), Q, dO (Br
 // rows) as 64-column panels of 128-byte swizzled rows (SharedMemory.cpp),
-// then dS (Br rows x Bc keys, the same layout); Q and dO in two stages
+// then dS (Br rows x Bc keys, the same layout), then the staged dQ tile
+// (f32, Br x D, unswizzled); Q and dO in two stages
 // where they fit (the query loop prefetches the next tile's). Every GEMM
 // is waited for before the next one (wait_group 0), except dPᵀ, which
 // pairsTransposedProducts issues right behind Sᵀ (wait_group 1 for Sᵀ,
@@ -48,8 +53,8 @@ namespace {
 /// Byte offsets of the wgmma backward's shared memory (see the file
 /// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
 struct WgmmaBackwardLayout {
-  explicit WgmmaBackwardLayout(const KernelConfig &config, int64_t stages = 1)
-      : config(config), stages(stages) {}
+  WgmmaBackwardLayout(const KernelConfig &config, int64_t stages, bool stagesQueryGrads)
+      : config(config), stages(stages), stagesQueryGrads(stagesQueryGrads) {}
   int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
   int64_t keyOffset() const { return 0; }
   int64_t valueOffset() const { return config.bc * tileRowBytes(); }
@@ -58,10 +63,17 @@ struct WgmmaBackwardLayout {
   /// Q and dO of the next stage (panels stay 1024-byte aligned: Br >= 32).
   int64_t stageBytes() const { return 2 * config.br * tileRowBytes(); }
   int64_t scoreGradOffset() const { return queryOffset() + stages * stageBytes(); }
-  int64_t sharedBytes() const { return scoreGradOffset() + config.bc * config.br * 2 + 1024; }
+  /// The f32 dQ tile on its way to the bulk reduce: Br rows of D words,
+  /// unpadded, as its rows lie in dq_accum (one reduce moves the tile).
+  int64_t queryGradRowBytes() const { return config.headDim * 4; }
+  int64_t queryGradOffset() const { return scoreGradOffset() + config.bc * config.br * 2; }
+  int64_t sharedBytes() const {
+    return queryGradOffset() + (stagesQueryGrads ? config.br * queryGradRowBytes() : 0) + 1024;
+  }
 
   const KernelConfig &config;
   int64_t stages;
+  bool stagesQueryGrads;
 };
 
 class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
@@ -78,9 +90,11 @@ public:
 protected:
   void assignSharedBuffers() override;
   int64_t mainSharedBytes(int64_t stages) const override {
-    return WgmmaBackwardLayout(config, stages).sharedBytes();
+    return WgmmaBackwardLayout(config, stages, reducesQueryGradsInBulk()).sharedBytes();
   }
-  int64_t queryStageBytes() const override { return WgmmaBackwardLayout(config).stageBytes(); }
+  int64_t queryStageBytes() const override {
+    return WgmmaBackwardLayout(config, 1, false).stageBytes();
+  }
   flash::GemmKind gemmKind() const override { return flash::GemmKind::Wgmma; }
   void fenceSharedWrites() override {
     AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
@@ -94,8 +108,29 @@ protected:
                                        Value queryRows) override;
   void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
   void addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale) override;
+  void awaitQueryGradReads() override;
+  void drainQueryGrads() override;
 
 private:
+  /// dQ leaves through shared memory, one cp.reduce.async.bulk per query
+  /// tile, instead of an atomic add per element: not in deterministic mode
+  /// (its adds are ordered by a semaphore per tile, which a bulk reduce's
+  /// completion would have to pass on), and only where the staging tile
+  /// fits beside two query stages.
+  bool reducesQueryGradsInBulk() const {
+    return !deterministic && config.headDim % 4 == 0 &&
+           llvm::alignTo(WgmmaBackwardLayout(config, 2, true).sharedBytes(), 16) +
+                   rowStatBytes(2) + stagingBytes() <=
+               kMaxSharedBytes;
+  }
+  /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
+  /// the staging tile.
+  void reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit, Value firstQuery,
+                              Value accumHead, Value scale);
+  /// After the staging tile is complete: one bulk reduce of its rows inside
+  /// N into dq_accum.
+  void issueQueryGradReduce(Value firstQuery, Value accumHead);
+  Value smemQueryGrads;
   /// The shared-window address (i64) of a shared-memory pointer, as
   /// descriptors take it, through an opaque move: LLVM would otherwise hoist
   /// every descriptor of the loop-invariant buffers out of the query loop
@@ -111,7 +146,7 @@ private:
 } // namespace
 
 void WgmmaBackwardEmitter::assignSharedBuffers() {
-  WgmmaBackwardLayout layout(config, queryStages());
+  WgmmaBackwardLayout layout(config, queryStages(), reducesQueryGradsInBulk());
   Value raw = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                        sharedMemoryBase(/*alignment=*/1024));
   Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
@@ -122,6 +157,7 @@ void WgmmaBackwardEmitter::assignSharedBuffers() {
   smemQ = gepBytes(base, i32(layout.queryOffset()));
   smemDO = gepBytes(base, i32(layout.outputGradOffset()));
   smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
+  smemQueryGrads = gepBytes(base, i32(layout.queryGradOffset()));
 }
 
 SmallVector<Value> WgmmaBackwardEmitter::issueTransposedProduct(Value keyRows,
@@ -219,6 +255,10 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
                        {a, {}, y, /*transposeA=*/true, /*transposeB=*/false});
     }
     acc = wgmma::wait(*this, 0, wgmma::commit(*this, acc));
+    if (reducesQueryGradsInBulk()) {
+      reduceQueryGradsInBulk(acc, unit, firstQuery, accumHead, scale);
+      continue;
+    }
     // Register nt·4 + e: column d = 64u + 16(w mod 4) + g + 8·(e >= 2) of D,
     // query 8·nt + 2t + e mod 2 of the tile.
     Value warpInGroup = arith::AndIOp::create(b, loc, warp, i32(3));
@@ -242,6 +282,78 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
       }
     }
   }
+  if (reducesQueryGradsInBulk())
+    issueQueryGradReduce(firstQuery, accumHead);
+}
+
+void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit,
+                                                  Value firstQuery, Value accumHead,
+                                                  Value scale) {
+  // Register nt·4 + e: column d = 64u + 16(w mod 4) + g + 8·(e >= 2) of D,
+  // query 8·nt + 2t + e mod 2 of the tile; stored at row query, word d.
+  // Rows past N are staged too (the reduce stops at N).
+  WgmmaBackwardLayout layout(config, queryStages(), true);
+  Value warpInGroup = arith::AndIOp::create(b, loc, warp, i32(3));
+  Value firstColumn = add(add(mul(unit, i32(64)), mul(warpInGroup, i32(16))), groupId);
+  Value ownRow = mul(threadInGroup, i32(2));
+  Value base = gepBytes(smemQueryGrads, add(mul(ownRow, i32(layout.queryGradRowBytes())),
+                                            mul(firstColumn, i32(4))));
+  for (int64_t e = 0; e < 4; ++e) {
+    // D = 96: the second unit's last 32 columns are past D.
+    Value columnInside =
+        config.headDim % 64
+            ? cmpI(arith::CmpIPredicate::slt, e >= 2 ? add(firstColumn, i32(8)) : firstColumn,
+                   i32(config.headDim))
+            : Value();
+    for (int64_t nt = 0; nt < config.br / 8; ++nt) {
+      int64_t offset = (8 * nt + (e & 1)) * layout.queryGradRowBytes() + (e >= 2 ? 32 : 0);
+      Value value = fmul(acc[nt * 4 + e], scale);
+      Value address = gepBytes(base, i32(offset));
+      if (!columnInside) {
+        LLVM::StoreOp::create(b, loc, value, address, 4);
+        continue;
+      }
+      OpBuilder::InsertionGuard guard(b);
+      auto inside = scf::IfOp::create(b, loc, columnInside, /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      LLVM::StoreOp::create(b, loc, value, address, 4);
+    }
+  }
+}
+
+void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHead) {
+  // The staged rows are read by the async proxy: fence, then publish them.
+  AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
+  NVVM::Barrier0Op::create(b, loc);
+  // Rows firstQuery.. of (b, h) follow each other in dq_accum, as in the
+  // staging tile: thread 0 adds the rows inside N with one reduce. Its
+  // group is waited for before the next tile's barrier that publishes dSᵀ
+  // (awaitQueryGradReads), so the tile is not overwritten while read, and
+  // before the CTA exits (drainQueryGrads).
+  Value rows = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
+                                      i32(config.br));
+  Value first = add(accumHead, mul(toI64(firstQuery), i64(config.headDim)));
+  AsmCall reduce;
+  reduce.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
+                                           gepElements(queryGradAccumPtr, first, b.getF32Type())));
+  reduce.addInput(addressOf(smemQueryGrads));
+  reduce.addInput(mul(rows, i32(config.headDim * 4)));
+  reduce.addInput(arith::ExtUIOp::create(b, loc, b.getI32Type(),
+                                         cmpI(arith::CmpIPredicate::eq, tid, i32(0))));
+  reduce.emit(b, loc,
+              "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $3, 0;\n\t"
+              "@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
+              "@p cp.async.bulk.commit_group;\n\t}");
+}
+
+void WgmmaBackwardEmitter::awaitQueryGradReads() {
+  if (reducesQueryGradsInBulk())
+    AsmCall().emit(b, loc, "cp.async.bulk.wait_group.read 0;");
+}
+
+void WgmmaBackwardEmitter::drainQueryGrads() {
+  if (reducesQueryGradsInBulk())
+    AsmCall().emit(b, loc, "cp.async.bulk.wait_group 0;");
 }
 
 /// The wgmma kernel's shape for `kernel`: a warpgroup per 64 keys, Br the

@@ -25,7 +25,9 @@
 // dQ += dS·K needs every warp's keys for one query row: dSᵀ goes to shared
 // memory (element type), and the warps split the Br x D product (A = dS by
 // ldmatrix.trans of dSᵀ, B = K by ldmatrix.trans), adding it into the f32
-// accumulator with red.global.add.f32.
+// accumulator with red.global.add.f32 (the wgmma kernel stages the f32 tile
+// in shared memory and adds it with one bulk reduce instead). LSE and Δ of
+// a pipelined loop's tile come by cp.async with its Q and dO.
 //
 // That is the mma.sync kernel. flash-to-sm90 derives its wgmma kernel from
 // this class (FlashToSM90/BackwardWgmma.cpp): a warpgroup's m64nN
@@ -92,7 +94,8 @@ struct BackwardValue {
   llvm::SmallVector<mlir::Value> regs;
   mlir::Value smem;     // Shared: its base
   bool keyRows = false; // Shared: K or V (else Q or dO)
-  /// Columns without registers: loaded column by column where used.
+  /// Columns without registers: loaded column by column where used (from
+  /// shared memory when the loop prefetches them, prefetchedStatBuffers).
   flash::LoadRowStatOp rowStat;
 };
 
@@ -161,6 +164,11 @@ protected:
   /// starts at element `accumHead` of dq_accum.
   virtual void addQueryGrads(mlir::Value keys, mlir::Value queryTile,
                              mlir::Value accumHead, mlir::Value scale);
+  /// Before the barrier that publishes dSᵀ (after which threads overwrite
+  /// what the previous tile's dQ adds read): those reads are done.
+  virtual void awaitQueryGradReads() {}
+  /// Before the CTA exits: every dQ add this CTA issued is done.
+  virtual void drainQueryGrads() {}
 
   flash::BackwardKernelOp kernel;
   std::string pass;
@@ -292,6 +300,21 @@ protected:
   /// In the body being lowered: the stage buffer each prefetched copy's
   /// tile is in.
   llvm::DenseMap<mlir::Operation *, mlir::Value> prefetched;
+  /// The row statistics (flash.load_row_stat: LSE, Δ) the loop prefetches
+  /// with its copies, in slot order: Br f32 per slot and stage, copied by
+  /// 4-byte cp.async into the first copy's commit group.
+  llvm::SmallVector<flash::LoadRowStatOp> prefetchedStats;
+  /// In the body being lowered: where each prefetched statistic's tile is.
+  llvm::DenseMap<mlir::Operation *, mlir::Value> prefetchedStatBuffers;
+  /// Shared memory of the prefetched row statistics (two stages), after
+  /// the target's layout (mainSharedBytes) and before the staged aux adds.
+  mlir::Value smemRowStats;
+  int64_t rowStatBytes(int64_t stages) const;
+  /// Slot `slot`, stage `stage` (i32) of the row statistics.
+  mlir::Value rowStatBuffer(int64_t slot, mlir::Value stage);
+  /// cp.async of prefetched statistic `slot` of query tile `tile` into
+  /// `buffer` (rows past N: zero filled; columnValue masks them).
+  void issueRowStatCopy(flash::LoadRowStatOp op, mlir::Value tile, mlir::Value buffer);
   /// Commit groups the body's acquireCopies leaves in flight (the prefetch).
   int64_t groupsInFlight = 0;
   /// Whether dPᵀ is issued right behind Sᵀ (set once, from the tile and
