@@ -1080,21 +1080,23 @@ LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
       lookup(op, op.getLse(), BackwardValue::Kind::Columns);
   if (failed(scores) || failed(lse))
     return failure();
-  Value negInf = f32(-std::numeric_limits<double>::infinity());
-  SmallVector<Value> scaledLse;
+  Value negInf = f32(-std::numeric_limits<double>::infinity()), zero = f32(0.0);
+  SmallVector<Value> scaledLse, unseen;
   BackwardValue result = **scores;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     int64_t column = columnOf(index);
     if (column == static_cast<int64_t>(scaledLse.size())) {
-      // A row with LSE = -inf (it sees no key, or lies past N) takes -inf
-      // for -LSE·log2 e, not +inf: its scores are -inf (masked) or finite
-      // (past N), so P = 2^-inf = 0, never NaN, without a select per element.
       Value value = columnValue(**lse, column);
-      Value unseen = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, value, negInf);
-      scaledLse.push_back(select(unseen, negInf, fmul(value, f32(-kLog2E))));
+      scaledLse.push_back(fmul(value, f32(-kLog2E)));
+      unseen.push_back(arith::CmpFOp::create(
+          b, loc, arith::CmpFPredicate::OEQ, value, negInf));
     }
-    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e).
-    element = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
+    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e); a row with LSE = -inf
+    // (it sees no key, or lies past N) has P = 0, never NaN: past N nothing
+    // masks the scores, and a score mod may make them +inf or NaN there
+    // (s - log(N - i)), so folding -inf into the exponent is not enough.
+    Value p = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
+    element = select(unseen[column], zero, p);
   }
   values[op.getResult()] = std::move(result);
   return success();

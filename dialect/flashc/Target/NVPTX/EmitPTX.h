@@ -62,7 +62,9 @@
 //
 // Backward ABI (the three kernels of a flash.backward_kernel share it):
 //   0-11   q, k, v, o, dO (element type), lse (f32 [B, H, N], the forward's),
-//          delta (f32 [B, H, N] scratch), dq_accum (f32 [B, H, N, D] scratch),
+//          delta (f32 [B, H, N] scratch), dq_accum (f32 [B, H, N, D] scratch,
+//          dense and 16-byte aligned: the sm_90a kernel adds a query tile's
+//          rows with one cp.reduce.async.bulk),
 //          dq_lock (i32 [B, H, ceil(N / block_rows)] scratch: the semaphores
 //          of the deterministic mode), dq, dk, dv (element type, written)
 //   12-35  i64 strides (batch, head, row) of q, k, v, o, dO, dq, dk, dv
