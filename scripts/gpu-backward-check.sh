@@ -34,6 +34,8 @@ run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1000,D=64 --layout bshd
 run examples/relative_bias.flash --shape B=1,H=4,N=257,D=64               # ragged N
 run test/GPU/dtypes.flash --variant causal_f16 --shape B=2,H=8,HKV=2,N=1000,M=1200,D=128
 run test/GPU/dtypes.flash --variant softcap_window_f16 --shape B=2,H=4,N=1000,D=64 --layout bshd
+run test/GPU/past-rows.flash --shape B=1,H=2,N=1000,D=128            # a score +inf/NaN past N
+run test/GPU/past-rows.flash --shape B=1,H=2,N=1000,D=64
 run examples/full.flash --shape B=1,H=2,N=1,D=64                     # one row
 run examples/causal.flash --shape B=1,H=1,N=17,D=128                 # one partial tile
 run examples/causal.flash --shape B=1,H=2,N=700,D=64 --gemm=mma.sync --tile Br=32,Bc=64
