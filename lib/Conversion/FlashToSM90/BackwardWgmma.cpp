@@ -78,7 +78,13 @@ struct WgmmaBackwardLayout {
 
 class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
 public:
-  using BackwardEmitter::BackwardEmitter;
+  WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
+                       gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads)
+      : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
+        bulkQueryGrads(!deterministic && config.headDim % 4 == 0 &&
+                       llvm::alignTo(WgmmaBackwardLayout(config, 2, true).sharedBytes(), 16) +
+                               rowStatBytes(2) + stagingBytes() <=
+                           kMaxSharedBytes) {}
 
   Value sharedChunkOffset(Value row, Value chunk, int64_t rows) override {
     return wgmma::panelChunkOffset(*this, row, chunk, rows);
@@ -90,7 +96,7 @@ public:
 protected:
   void assignSharedBuffers() override;
   int64_t mainSharedBytes(int64_t stages) const override {
-    return WgmmaBackwardLayout(config, stages, reducesQueryGradsInBulk()).sharedBytes();
+    return WgmmaBackwardLayout(config, stages, bulkQueryGrads).sharedBytes();
   }
   int64_t queryStageBytes() const override {
     return WgmmaBackwardLayout(config, 1, false).stageBytes();
@@ -117,12 +123,7 @@ private:
   /// (its adds are ordered by a semaphore per tile, which a bulk reduce's
   /// completion would have to pass on), and only where the staging tile
   /// fits beside two query stages.
-  bool reducesQueryGradsInBulk() const {
-    return !deterministic && config.headDim % 4 == 0 &&
-           llvm::alignTo(WgmmaBackwardLayout(config, 2, true).sharedBytes(), 16) +
-                   rowStatBytes(2) + stagingBytes() <=
-               kMaxSharedBytes;
-  }
+  const bool bulkQueryGrads;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
   void reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit, Value firstQuery,
@@ -131,6 +132,19 @@ private:
   /// N into dq_accum.
   void issueQueryGradReduce(Value firstQuery, Value accumHead);
   Value smemQueryGrads;
+  /// dQᵀ's register nt·4 + e of unit `unit` is column d = 64u + 16(w mod 4)
+  /// + g + 8·(e >= 2) of D, query 8·nt + 2t + e mod 2 of the tile: the
+  /// column of e < 2 (i32).
+  Value firstQueryGradColumn(Value unit) {
+    Value warpInGroup = arith::AndIOp::create(b, loc, warp, i32(3));
+    return add(add(mul(unit, i32(64)), mul(warpInGroup, i32(16))), groupId);
+  }
+  /// Whether `column` is inside D (D = 96: the second unit's last 32
+  /// columns are not); null where every column is.
+  Value queryGradColumnInside(Value column) {
+    return config.headDim % 64 ? cmpI(arith::CmpIPredicate::slt, column, i32(config.headDim))
+                               : Value();
+  }
   /// The shared-window address (i64) of a shared-memory pointer, as
   /// descriptors take it, through an opaque move: LLVM would otherwise hoist
   /// every descriptor of the loop-invariant buffers out of the query loop
@@ -146,7 +160,7 @@ private:
 } // namespace
 
 void WgmmaBackwardEmitter::assignSharedBuffers() {
-  WgmmaBackwardLayout layout(config, queryStages(), reducesQueryGradsInBulk());
+  WgmmaBackwardLayout layout(config, queryStages(), bulkQueryGrads);
   Value raw = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                        sharedMemoryBase(/*alignment=*/1024));
   Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
@@ -255,22 +269,15 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
                        {a, {}, y, /*transposeA=*/true, /*transposeB=*/false});
     }
     acc = wgmma::wait(*this, 0, wgmma::commit(*this, acc));
-    if (reducesQueryGradsInBulk()) {
+    if (bulkQueryGrads) {
       reduceQueryGradsInBulk(acc, unit, firstQuery, accumHead, scale);
       continue;
     }
-    // Register nt·4 + e: column d = 64u + 16(w mod 4) + g + 8·(e >= 2) of D,
-    // query 8·nt + 2t + e mod 2 of the tile.
-    Value warpInGroup = arith::AndIOp::create(b, loc, warp, i32(3));
-    Value firstColumn =
-        add(add(mul(unit, i32(64)), mul(warpInGroup, i32(16))), groupId);
+    Value firstColumn = firstQueryGradColumn(unit);
     Value queryBase = add(firstQuery, mul(threadInGroup, i32(2)));
     for (int64_t e = 0; e < 4; ++e) {
       Value column = e >= 2 ? add(firstColumn, i32(8)) : firstColumn;
-      // D = 96: the second unit's last 32 columns are past D.
-      Value columnInside = config.headDim % 64
-                               ? cmpI(arith::CmpIPredicate::slt, column, i32(config.headDim))
-                               : Value();
+      Value columnInside = queryGradColumnInside(column);
       for (int64_t nt = 0; nt < config.br / 8; ++nt) {
         Value query = add(queryBase, i32(8 * nt + (e & 1)));
         Value valid = cmpI(arith::CmpIPredicate::slt, query, queryLen);
@@ -282,29 +289,23 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
       }
     }
   }
-  if (reducesQueryGradsInBulk())
+  if (bulkQueryGrads)
     issueQueryGradReduce(firstQuery, accumHead);
 }
 
 void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit,
                                                   Value firstQuery, Value accumHead,
                                                   Value scale) {
-  // Register nt·4 + e: column d = 64u + 16(w mod 4) + g + 8·(e >= 2) of D,
-  // query 8·nt + 2t + e mod 2 of the tile; stored at row query, word d.
-  // Rows past N are staged too (the reduce stops at N).
+  // Register nt·4 + e (firstQueryGradColumn) is stored at row query, word
+  // d. Rows past N are staged too (the reduce stops at N).
   WgmmaBackwardLayout layout(config, queryStages(), true);
-  Value warpInGroup = arith::AndIOp::create(b, loc, warp, i32(3));
-  Value firstColumn = add(add(mul(unit, i32(64)), mul(warpInGroup, i32(16))), groupId);
+  Value firstColumn = firstQueryGradColumn(unit);
   Value ownRow = mul(threadInGroup, i32(2));
   Value base = gepBytes(smemQueryGrads, add(mul(ownRow, i32(layout.queryGradRowBytes())),
                                             mul(firstColumn, i32(4))));
   for (int64_t e = 0; e < 4; ++e) {
-    // D = 96: the second unit's last 32 columns are past D.
     Value columnInside =
-        config.headDim % 64
-            ? cmpI(arith::CmpIPredicate::slt, e >= 2 ? add(firstColumn, i32(8)) : firstColumn,
-                   i32(config.headDim))
-            : Value();
+        queryGradColumnInside(e >= 2 ? add(firstColumn, i32(8)) : firstColumn);
     for (int64_t nt = 0; nt < config.br / 8; ++nt) {
       int64_t offset = (8 * nt + (e & 1)) * layout.queryGradRowBytes() + (e >= 2 ? 32 : 0);
       Value value = fmul(acc[nt * 4 + e], scale);
@@ -347,12 +348,12 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
 }
 
 void WgmmaBackwardEmitter::awaitQueryGradReads() {
-  if (reducesQueryGradsInBulk())
+  if (bulkQueryGrads)
     AsmCall().emit(b, loc, "cp.async.bulk.wait_group.read 0;");
 }
 
 void WgmmaBackwardEmitter::drainQueryGrads() {
-  if (reducesQueryGradsInBulk())
+  if (bulkQueryGrads)
     AsmCall().emit(b, loc, "cp.async.bulk.wait_group 0;");
 }
 
@@ -384,8 +385,7 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
-        return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule,
-                                                      "flash-to-sm90", deterministic,
+        return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule, deterministic,
                                                       stageAuxGrads);
       });
 }
