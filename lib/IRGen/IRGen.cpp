@@ -52,7 +52,9 @@ public:
       : builder(builder), variant(variant), sourceMgr(sourceMgr),
         fileName(fileName) {}
 
-  void emit(int64_t br, int64_t bc, int64_t headDim);
+  /// The forward kernel; `splitKeys`: its key range may be split at run
+  /// time (flash.kernel's split_keys).
+  void emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys);
   /// The backward kernel: `derivatives` of the variant's score (empty when
   /// it has none).
   void emitBackward(int64_t br, int64_t bc, int64_t headDim,
@@ -400,7 +402,7 @@ KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value
   return result;
 }
 
-void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
+void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys) {
   MLIRContext *ctx = builder.getContext();
   Location at = loc(variant.loc);
   Type element = toMLIRType(ctx, variant.q.elementType);
@@ -415,9 +417,13 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
 
   OpBuilder::InsertionGuard guard(builder);
   Type index = builder.getIndexType();
-  Block *body = builder.createBlock(&kernel.getBody(), {}, {index, index, index},
-                                    {at, at, at});
+  if (splitKeys)
+    kernel.setSplitKeys(true);
+  SmallVector<Type> argTypes(splitKeys ? 4 : 3, index);
+  SmallVector<Location> argLocs(argTypes.size(), at);
+  Block *body = builder.createBlock(&kernel.getBody(), {}, argTypes, argLocs);
   Value b = body->getArgument(0), h = body->getArgument(1), qt = body->getArgument(2);
+  Value split = splitKeys ? body->getArgument(3) : Value();
 
   Value q = flash::LoadQOp::create(builder, at, queryTile, b, h, qt);
   Value kvHead = flash::KVHeadOp::create(builder, at, builder.getIndexType(), h);
@@ -435,7 +441,14 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
   Value a0 = splat(accTile, 0.0f);
 
   double scale = evaluateScale(variant, headDim);
-  auto loop = scf::ForOp::create(builder, at, c0, numKeyTiles, c1, ValueRange{m0, l0, a0});
+  Value firstKeyTile = c0, endKeyTile = numKeyTiles;
+  if (splitKeys) {
+    auto range = flash::SplitKeyRangeOp::create(builder, at, index, index, split, numKeyTiles);
+    firstKeyTile = range.getLower();
+    endKeyTile = range.getUpper();
+  }
+  auto loop = scf::ForOp::create(builder, at, firstKeyTile, endKeyTile, c1,
+                                 ValueRange{m0, l0, a0});
   builder.setInsertionPointToStart(loop.getBody());
   Value kt = loop.getInductionVar();
   Value m = loop.getRegionIterArg(0), l = loop.getRegionIterArg(1),
@@ -456,7 +469,7 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim) {
   auto finalize = flash::FinalizeOp::create(builder, at, accTile, rowVector,
                                             loop.getResult(2), loop.getResult(0),
                                             loop.getResult(1), builder.getF32FloatAttr(1.0f));
-  flash::StoreOp::create(builder, at, finalize.getOutput(), finalize.getLse(), b, h, qt);
+  flash::StoreOp::create(builder, at, finalize.getOutput(), finalize.getLse(), b, h, qt, split);
   flash::ReturnOp::create(builder, at);
 }
 
@@ -785,7 +798,8 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
           .emitBackward(br, bc, *headDim, *derivatives);
       continue;
     }
-    KernelEmitter(builder, variant, sourceMgr, fileName).emit(br, bc, *headDim);
+    KernelEmitter(builder, variant, sourceMgr, fileName)
+        .emit(br, bc, *headDim, options.splitKeys);
     if (options.blockSummary)
       requestBlockSummary(cast<flash::KernelOp>(result->getBody()->back()));
   }

@@ -91,6 +91,19 @@ AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const Pr
   return inputs;
 }
 
+AttentionInputs interp::makeRandomAuxInputs(flash::KernelSignature kernel,
+                                            const ProblemShape &shape, uint64_t seed,
+                                            int64_t documents) {
+  std::mt19937_64 rng(seed ^ 0xbb67ae8584caa73bull);
+  AttentionInputs inputs;
+  inputs.shape = shape;
+  for (Attribute attr : kernel.getTensors()) {
+    auto decl = cast<flash::AuxTensorAttr>(attr);
+    inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, documents, rng);
+  }
+  return inputs;
+}
+
 std::vector<float> interp::makeRandomOutputGrad(flash::KernelSignature kernel,
                                                 const ProblemShape &shape, uint64_t seed) {
   // A stream of its own, so dO does not depend on how many aux elements

@@ -475,11 +475,44 @@ void KernelExecutor::store(flash::StoreOp op) {
   const ProblemShape &shape = inputs.shape;
   int64_t b = index(op.getBatch()), h = index(op.getHead());
   int64_t first = index(op.getQueryTile()) * out.rows;
+  // A split's partial state stays f32 until the combine step.
+  bool partial = op.getSplit() && inputs.keySplits > 1;
+  std::vector<float> &outTarget = partial ? splitOut[index(op.getSplit())] : outputs->out;
+  std::vector<float> &lseTarget = partial ? splitLse[index(op.getSplit())] : outputs->lse;
   for (int64_t r = 0; r < out.rows && first + r < shape.queryLen(); ++r) {
     int64_t row = (b * shape.heads() + h) * shape.queryLen() + first + r;
     for (int64_t d = 0; d < out.cols; ++d)
-      outputs->out[row * out.cols + d] = roundToElementType(out(r, d), elementType);
-    outputs->lse[row] = lse(r, 0);
+      outTarget[row * out.cols + d] =
+          partial ? out(r, d) : roundToElementType(out(r, d), elementType);
+    lseTarget[row] = lse(r, 0);
+  }
+}
+
+void KernelExecutor::combineSplits() {
+  const ProblemShape &shape = inputs.shape;
+  int64_t rows = shape.batch() * shape.heads() * shape.queryLen(), dim = shape.headDim();
+  std::vector<float> sum(dim);
+  for (int64_t row = 0; row < rows; ++row) {
+    float largest = kNegInf;
+    for (const std::vector<float> &lse : splitLse)
+      largest = std::max(largest, lse[row]);
+    // No split saw a visible key: the fully-masked row (O = 0, LSE = -inf).
+    if (largest == kNegInf) {
+      std::fill_n(outputs->out.begin() + row * dim, dim, 0.0f);
+      outputs->lse[row] = kNegInf;
+      continue;
+    }
+    float total = 0;
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (size_t split = 0; split < splitLse.size(); ++split) {
+      float weight = std::exp(splitLse[split][row] - largest);
+      total += weight;
+      for (int64_t d = 0; d < dim; ++d)
+        sum[d] += weight * splitOut[split][row * dim + d];
+    }
+    for (int64_t d = 0; d < dim; ++d)
+      outputs->out[row * dim + d] = roundToElementType(sum[d] / total, elementType);
+    outputs->lse[row] = largest + std::log(total);
   }
 }
 
@@ -609,6 +642,13 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
         store(op);
         return success();
       })
+      .Case([&](flash::SplitKeyRangeOp op) {
+        int64_t split = index(op.getSplit()), blocks = index(op.getBlocks());
+        int64_t splits = inputs.keySplits;
+        get(op.getLower()).scalar = static_cast<double>(blocks * split / splits);
+        get(op.getUpper()).scalar = static_cast<double>(blocks * (split + 1) / splits);
+        return success();
+      })
       .Default([&](Operation *other) { return execBackwardOp(*other); });
 }
 
@@ -644,16 +684,30 @@ LogicalResult KernelExecutor::runForward() {
     }
   }
   Block &body = kernel.getEntryBlock();
+  int64_t splits = kernel.getSplitKeys() ? inputs.keySplits : 1;
+  if (splits < 1)
+    return fail(kernel, Twine("the key split count must be positive, got ") + Twine(splits));
+  if (splits > 1) {
+    splitOut.assign(splits, std::vector<float>(outputs.out.size(),
+                                               std::numeric_limits<float>::quiet_NaN()));
+    splitLse.assign(splits, std::vector<float>(outputs.lse.size(),
+                                               std::numeric_limits<float>::quiet_NaN()));
+  }
   SmallVector<RuntimeValue> yielded;
   for (int64_t b = 0; b < shape.batch(); ++b)
     for (int64_t h = 0; h < shape.heads(); ++h)
-      for (int64_t qt = 0; qt < queryTiles; ++qt) {
-        get(kernel.getBatch()).scalar = static_cast<double>(b);
-        get(kernel.getHead()).scalar = static_cast<double>(h);
-        get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
-        if (failed(execBlock(body, yielded)))
-          return failure();
-      }
+      for (int64_t qt = 0; qt < queryTiles; ++qt)
+        for (int64_t split = 0; split < splits; ++split) {
+          get(kernel.getBatch()).scalar = static_cast<double>(b);
+          get(kernel.getHead()).scalar = static_cast<double>(h);
+          get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
+          if (kernel.getSplitKeys())
+            get(kernel.getSplit()).scalar = static_cast<double>(split);
+          if (failed(execBlock(body, yielded)))
+            return failure();
+        }
+  if (splits > 1)
+    combineSplits();
   return success();
 }
 
@@ -661,7 +715,8 @@ LogicalResult KernelExecutor::runForward() {
 // Entry points
 //===----------------------------------------------------------------------===//
 
-std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs) {
+std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs,
+                                bool withQKV) {
   const ProblemShape &shape = inputs.shape;
   auto roleName = [](int role) {
     static const char *names[] = {"B", "H", "HKV", "N", "M", "D"};
@@ -694,11 +749,12 @@ std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionIn
   };
   int64_t qElems = shape.batch() * shape.heads() * shape.queryLen() * shape.headDim();
   int64_t kvElems = shape.batch() * shape.kvHeads() * shape.keyLen() * shape.headDim();
-  for (auto message : {expectSize("q", inputs.q.size(), qElems),
-                       expectSize("k", inputs.k.size(), kvElems),
-                       expectSize("v", inputs.v.size(), kvElems)})
-    if (!message.empty())
-      return message;
+  if (withQKV)
+    for (auto message : {expectSize("q", inputs.q.size(), qElems),
+                         expectSize("k", inputs.k.size(), kvElems),
+                         expectSize("v", inputs.v.size(), kvElems)})
+      if (!message.empty())
+        return message;
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
     StringRef name = decl.getName().getValue();

@@ -111,6 +111,9 @@ private:
   Tile accumulate(const Tile *acc, const Tile *alpha, const Tile &probs, const Tile &value);
   void finalize(flash::FinalizeOp op);
   void store(flash::StoreOp op);
+  /// With keySplits > 1: merges the splits' partial O and LSE of every row
+  /// by LSE (the GPU's combine kernel, in f32) into the outputs.
+  void combineSplits();
   mlir::LogicalResult runForward();
 
   // Backward ops (Backward.cpp); Default falls through to execScalar.
@@ -130,6 +133,8 @@ private:
   AttentionGradients *gradients = nullptr;          // backward
   std::vector<float> queryGradAccum;                // backward: dQ in f32
   std::vector<uint8_t> blockSummary;                // forward with a block_summary
+  /// Forward with keySplits > 1: per split, O (f32, [B, H, N, D]) and LSE.
+  std::vector<std::vector<float>> splitOut, splitLse;
   flash::BlockSummaryShape summaryShape;
   AttentionOutputs::TileCounts *tiles = nullptr;
   RunOptions options;

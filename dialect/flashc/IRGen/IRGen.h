@@ -32,6 +32,10 @@ struct KernelOptions {
   /// summary (`#flash.block_summary`): its empty tiles are skipped and its
   /// full ones unmasked, which interval analysis cannot prove.
   bool blockSummary = true;
+  /// Forward kernels whose key range may be split at run time
+  /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
+  /// a combine step.
+  bool splitKeys = false;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;

@@ -22,6 +22,12 @@ namespace flashc::interp {
 AttentionInputs makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
                                  uint64_t seed, int64_t documents = 0);
 
+/// makeRandomInputs without q, k and v (left empty): for launches too large
+/// to draw them on the host, which only time the kernel. The aux tensors
+/// come from a stream of their own (not makeRandomInputs' values).
+AttentionInputs makeRandomAuxInputs(flash::KernelSignature kernel, const ProblemShape &shape,
+                                    uint64_t seed, int64_t documents = 0);
+
 /// The backward pass's dO [B, H, N, D]: N(0, 1) in the element type, from
 /// `seed` (a stream separate from makeRandomInputs').
 std::vector<float> makeRandomOutputGrad(flash::KernelSignature kernel,

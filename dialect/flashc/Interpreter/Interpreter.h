@@ -57,6 +57,9 @@ struct AttentionInputs {
   /// or a test's planted one), flash::BlockSummaryShape bytes; empty: the
   /// interpreter computes it (computeBlockSummary).
   std::vector<uint8_t> blockSummary;
+  /// A `split_keys` kernel: how many splits share each query tile's key
+  /// blocks (the GPU launch's S; 1 runs the plain store).
+  int64_t keySplits = 1;
 };
 
 /// Outputs: O [B, H, N, D] in the kernel's element type (stored as f32),
@@ -73,7 +76,10 @@ struct AttentionOutputs {
 /// Checks `inputs` against the kernel's signature (fixed sizes, tied
 /// dimensions, H divisible by HKV, aux tensors present with their shapes,
 /// parameters declared). Returns an empty string when they fit, else why not.
-std::string checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs);
+/// `withQKV` false: q, k and v are not checked (inputs of
+/// makeRandomAuxInputs, which leaves them on the GPU).
+std::string checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs,
+                        bool withQKV = true);
 
 /// Runs `kernel` over the whole grid. Outputs are resized and poisoned with
 /// NaN first, so a row the kernel never stores stays NaN. On failure returns

@@ -431,3 +431,46 @@ module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = pe
 // expected-error @+1 {{tensors must be names (strings), got 3}}
 module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 128, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 4, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = [3]>}} {
 }
+
+// -----
+
+// expected-error @+1 {{body of a split_keys kernel must take four index arguments (batch, head, query tile, split)}}
+flash.kernel @split_three_args attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, split_keys} {
+^bb0(%b: index, %h: index, %qt: index):
+}
+
+// -----
+
+flash.kernel @split_range_unsplit attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  // expected-error @+1 {{'flash.split_key_range' op must be nested in a flash.kernel with split_keys}}
+  %lo, %hi = flash.split_key_range %qt of %qt
+}
+
+// -----
+
+flash.kernel @split_store_unnamed attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, split_keys} {
+^bb0(%b: index, %h: index, %qt: index, %s: index):
+  %o = arith.constant dense<0.0> : tensor<16x16xf32>
+  %l = arith.constant dense<0.0> : tensor<16xf32>
+  // expected-error @+1 {{'flash.store' op in a split_keys kernel must name its split}}
+  flash.store %o, %l at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+flash.kernel @split_store_outside attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} {
+^bb0(%b: index, %h: index, %qt: index):
+  %o = arith.constant dense<0.0> : tensor<16x16xf32>
+  %l = arith.constant dense<0.0> : tensor<16xf32>
+  // expected-error @+1 {{'flash.store' op names a split outside a split_keys kernel}}
+  flash.store %o, %l at (%b, %h, %qt) split %qt : tensor<16x16xf32>, tensor<16xf32>
+}

@@ -101,3 +101,23 @@ flash.kernel @folded attributes {
   %o, %lse = flash.finalize %a0, %mn, %ln {max_scale = 0.125 : f32} : tensor<16x16xf32>, tensor<16xf32>
   flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
 }
+
+// A split_keys kernel: the split's key blocks, its partial store.
+// CHECK-LABEL: flash.kernel @split
+// CHECK-SAME: split_keys
+// CHECK: ^bb0(%b: index, %h: index, %qt: index, %s: index):
+// CHECK: %{{.*}}, %{{.*}} = flash.split_key_range %s of %{{.*}}
+// CHECK: flash.store {{.*}} at (%b, %h, %qt) split %s : tensor<16x16xf32>, tensor<16xf32>
+flash.kernel @split attributes {
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>, element_type = f32,
+    static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, split_keys} {
+^bb0(%b: index, %h: index, %qt: index, %s: index):
+  %m = flash.dim key_len : index
+  %lo, %hi = flash.split_key_range %s of %m
+  %m0 = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %l0 = arith.constant dense<0.0> : tensor<16xf32>
+  %a0 = arith.constant dense<0.0> : tensor<16x16xf32>
+  %o, %lse = flash.finalize %a0, %m0, %l0 {max_scale = 1.0 : f32} : tensor<16x16xf32>, tensor<16xf32>
+  flash.store %o, %lse at (%b, %h, %qt) split %s : tensor<16x16xf32>, tensor<16xf32>
+}

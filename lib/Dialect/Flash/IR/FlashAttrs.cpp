@@ -137,6 +137,7 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, G
   int64_t owned = grid == GridKind::PerKeyTile ? blockCols : blockRows;
   int64_t computeWarps = owned / rowsPerWarp;
   bool rowsCovered = grid == GridKind::PerRowTile || grid == GridKind::BlockSummary ||
+                     grid == GridKind::SplitCombine ||
                      (owned % rowsPerWarp == 0 &&
                       (numWarps == computeWarps ||
                        (gemm == GemmKind::Wgmma && numWarps == computeWarps + 4)));

@@ -96,7 +96,7 @@ LogicalResult verifyPVShapes(Operation *op, Value acc, Value probs, Value value)
 
 // Print the program coordinates as %b, %h, %qt instead of %arg0...
 void KernelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
-  static const char *names[] = {"b", "h", "qt"};
+  static const char *names[] = {"b", "h", "qt", "s"};
   for (auto [arg, name] : llvm::zip(region.getArguments(), names))
     setNameFn(arg, name);
 }
@@ -144,11 +144,16 @@ LogicalResult KernelOp::verify() { return verifySignature(*this); }
 
 LogicalResult KernelOp::verifyRegions() {
   Block &entry = getEntryBlock();
-  if (entry.getNumArguments() != 3 ||
-      !llvm::all_of(entry.getArgumentTypes(),
-                    [](Type type) { return type.isIndex(); }))
+  bool allIndices = llvm::all_of(entry.getArgumentTypes(),
+                                 [](Type type) { return type.isIndex(); });
+  if (getSplitKeys()) {
+    if (entry.getNumArguments() != 4 || !allIndices)
+      return emitOpError("body of a split_keys kernel must take four index arguments (batch, "
+                         "head, query tile, split)");
+  } else if (entry.getNumArguments() != 3 || !allIndices) {
     return emitOpError("body must take three index arguments (batch, head, "
                        "query tile)");
+  }
   return success();
 }
 
@@ -217,7 +222,20 @@ LogicalResult LoadKVOp::verify() {
 LogicalResult StoreOp::verify() {
   if (failed(expectRowVector(*this, "lse", getLse(), shapeOf(getOutput())[0])))
     return failure();
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  bool splitKernel = kernel && kernel.getSplitKeys();
+  if (splitKernel && !getSplit())
+    return emitOpError("in a split_keys kernel must name its split");
+  if (!splitKernel && getSplit())
+    return emitOpError("names a split outside a split_keys kernel");
   return expectConfigTile(*this, "output tile", getOutput(), false);
+}
+
+LogicalResult SplitKeyRangeOp::verify() {
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  if (!kernel || !kernel.getSplitKeys())
+    return emitOpError("must be nested in a flash.kernel with split_keys");
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -73,6 +73,12 @@ def Flash_GridKind : I32EnumAttr<"GridKind", "launch grid of a lowered kernel", 
     // heads of the summary): one CTA per query tile and `warps` key blocks,
     // the kernel computing a forward kernel's block summary.
     I32EnumAttrCase<"BlockSummary", 4, "block_summary">,
+    // (ceil(N / block_rows) · S, H, B): one CTA per query tile and key split
+    // (a split_keys kernel; the launch picks S and passes it).
+    I32EnumAttrCase<"PerSplitTile", 5, "per_split_tile">,
+    // (ceil(B · H · N / rows per CTA), 1, 1) with threads independent of the
+    // tile: a split_keys kernel's combine step, a warp per row of O.
+    I32EnumAttrCase<"SplitCombine", 6, "split_combine">,
   ]> {
   let cppNamespace = "::flashc::flash";
 }

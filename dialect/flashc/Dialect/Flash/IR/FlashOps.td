@@ -44,10 +44,19 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     - `dim_classes`: per DimRole, the smallest role it must equal at run time
       (self-attention ties key_len to query_len, MHA kv_heads to heads);
     - `block_summary` (optional): the mask reads a run-time block summary
-      (`#flash.block_summary`, `flash.block_class`).
+      (`#flash.block_summary`, `flash.block_class`);
+    - `split_keys` (unit): the key range may be split at run time
+      (flash-decoding). The body then takes a fourth index argument, the
+      split `s` of the launch's S (a run-time count, 1 or more); it walks
+      the key blocks `flash.split_key_range` gives it and stores through
+      `flash.store ... split %s`. With S > 1 every split stores its partial
+      O (f32, normalized) and LSE, and a combine step merges the S partials
+      of each row by their LSE (O = Σ exp(LSE_s − LSE)·O_s, LSE = log Σ
+      exp(LSE_s)); with S = 1 the store is the plain one.
 
     GPU backends turn the body into a kernel whose grid covers every
-    (b, h, qt); the interpreter runs the same loop nest on the host.
+    (b, h, qt) (and split); the interpreter runs the same loop nest on the
+    host.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -57,7 +66,8 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     DefaultValuedAttr<TypedArrayAttrBase<Flash_AuxTensorAttr, "aux tensors">, "{}">:$tensors,
     DenseI64ArrayAttr:$static_sizes,
     DenseI64ArrayAttr:$dim_classes,
-    OptionalAttr<Flash_BlockSummaryAttr>:$block_summary
+    OptionalAttr<Flash_BlockSummaryAttr>:$block_summary,
+    UnitAttr:$split_keys
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
@@ -68,6 +78,8 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     ::mlir::BlockArgument getBatch() { return getEntryBlock().getArgument(0); }
     ::mlir::BlockArgument getHead() { return getEntryBlock().getArgument(1); }
     ::mlir::BlockArgument getQueryTile() { return getEntryBlock().getArgument(2); }
+    /// The key split (split_keys kernels only).
+    ::mlir::BlockArgument getSplit() { return getEntryBlock().getArgument(3); }
   }];
 }
 
@@ -184,14 +196,32 @@ def Flash_StoreOp : Flash_Op<"store", [MemoryEffects<[MemWrite]>]> {
   let summary = "Stores the O tile and its LSE row vector for (b, h, qt)";
   let description = [{
     O is converted to the kernel's element type; LSE stays f32. Rows past the
-    query length are not written.
+    query length are not written. In a `split_keys` kernel the store names
+    its split: with more than one split at run time it writes the split's
+    partial O (f32) and LSE for the combine step instead.
   }];
   let arguments = (ins Flash_F32Tile:$output, Flash_RowVector:$lse,
-                       Index:$batch, Index:$head, Index:$query_tile);
+                       Index:$batch, Index:$head, Index:$query_tile,
+                       Optional<Index>:$split);
   let assemblyFormat = [{
-    $output `,` $lse `at` ` ` `(` $batch `,` $head `,` $query_tile `)` attr-dict
-    `:` type($output) `,` type($lse)
+    $output `,` $lse `at` ` ` `(` $batch `,` $head `,` $query_tile `)`
+    (`split` $split^)? attr-dict `:` type($output) `,` type($lse)
   }];
+  let hasVerifier = 1;
+}
+
+def Flash_SplitKeyRangeOp : Flash_Op<"split_key_range", [Pure]> {
+  let summary = "The key blocks of one split of a split_keys kernel";
+  let description = [{
+    `%lo, %hi = flash.split_key_range %s of %blocks` : split `s` of the
+    launch's S splits takes key blocks [⌊blocks·s/S⌋, ⌊blocks·(s+1)/S⌋):
+    consecutive, disjoint, covering [0, blocks), as even as integers allow
+    (a split is empty when S > blocks). S is a run-time count (a kernel
+    parameter on the GPU, the interpreter's `keySplits`).
+  }];
+  let arguments = (ins Index:$split, Index:$blocks);
+  let results = (outs Index:$lower, Index:$upper);
+  let assemblyFormat = "$split `of` $blocks attr-dict";
   let hasVerifier = 1;
 }
 
