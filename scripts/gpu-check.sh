@@ -11,6 +11,9 @@ FLASH_RUN=${FLASH_RUN:-flash-run}
 GEMMS=${GEMMS:-auto mma.sync}
 # FLAGS: extra flash-run flags for every case (e.g. --warp-specialize).
 FLAGS=${FLAGS:-}
+# SECTIONS: which parts run, comma-separated (default main,split-keys).
+SECTIONS=${SECTIONS:-main,split-keys}
+wants() { case ",$SECTIONS," in *",$1,"*) return 0 ;; esac; return 1; }
 passed=0; failed=0; skipped=0
 run() {
   local out
@@ -23,6 +26,7 @@ timed out after ${CASE_TIMEOUT:-60} s"
   elif [ $rc -eq 3 ]; then skipped=$((skipped+1)); echo "skip  $gemm $* (no GPU)";
   else failed=$((failed+1)); echo "FAIL  $gemm $* (exit $rc)"; echo "$out" | sed 's/^/      /'; fi
 }
+if wants main; then
 for gemm in $GEMMS; do
 for D in 64 128; do
   for f in examples/*.flash; do
@@ -93,6 +97,28 @@ run examples/sink_window.flash --shape B=4,H=16,HKV=4,N=300,M=300,D=128 --tile B
 run examples/sink_window.flash --shape B=2,H=4,HKV=4,N=1000,M=1000,D=64 --overlap-softmax --layout bshd
 run examples/sink_window.flash --shape B=1,H=2,HKV=2,N=700,M=700,D=256
 run test/GPU/pieces.flash --variant two_windows --shape B=1,H=2,HKV=2,N=1500,M=1500,D=256 --persistent=false
+fi
+if wants split-keys; then
+# Split keys (decode by default: N <= 16): splits chosen by the launch and
+# forced (more splits than key blocks leave some empty), GQA groups, D =
+# 64-256, N > 1 (speculative decoding, causal within), prefill tiles with
+# splits (warp-specialized, masks that read aux tensors, walks over keys in
+# pieces), f16, BSHD; both GEMM kinds.
+for gemm in auto mma.sync; do
+  for D in 64 96 128 256; do
+    run examples/gqa.flash --shape "B=3,H=8,HKV=2,N=1,M=3000,D=$D"
+  done
+  run examples/gqa.flash --shape B=2,H=8,HKV=2,N=5,M=2000,D=128 --splits 7
+  run examples/gqa.flash --shape B=1,H=4,HKV=1,N=1,M=300,D=128 --splits 40
+  run examples/gqa.flash --shape B=2,H=16,HKV=16,N=1,M=777,D=128 --splits 3 --layout bshd
+  run examples/causal.flash --split-keys --shape B=2,H=4,N=1000,D=128 --splits 3
+  run examples/document.flash --split-keys --shape B=2,H=4,N=1000,D=64 --splits 4
+  run examples/key_padding.flash --split-keys --shape B=3,H=4,N=4,M=900,D=128 --splits 5
+  run examples/sink_window.flash --split-keys --shape B=1,H=4,N=1500,D=128 --splits 2
+  run test/GPU/dtypes.flash --variant causal_f16 --split-keys --shape B=2,H=8,HKV=2,N=9,M=1200,D=128 --splits 6
+done
+gemm=auto
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ] || exit 1
 # Nothing ran: no GPU here. Exit 3 so ctest reports the check as skipped.

@@ -40,7 +40,12 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
                  cl::init(true), cl::cat(category)),
       rowsPerWarp("rows-per-warp",
                   cl::desc("Query rows per warp in the sm80 kernel: 16, 32, or 0 = auto"),
-                  cl::init(0), cl::cat(category)) {}
+                  cl::init(0), cl::cat(category)),
+      splitKeys("split-keys",
+                cl::desc("Forward kernels whose key range the launch may split over several "
+                         "CTAs, merged by LSE (flash-decoding; default: when --shape gives "
+                         "N <= 16)"),
+                cl::init(false), cl::cat(category)) {}
 
 ConfigRequest ConfigFlags::request() const {
   ConfigRequest request;
@@ -58,6 +63,8 @@ ConfigRequest ConfigFlags::request() const {
     request.persistent = persistent;
   if (rowsPerWarp.getNumOccurrences())
     request.rowsPerWarp = rowsPerWarp;
+  if (splitKeys.getNumOccurrences())
+    request.splitKeys = splitKeys;
   return request;
 }
 

@@ -117,6 +117,7 @@ TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headD
 frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headDim) const {
   frontend::KernelOptions options;
   options.headDim = headDim;
+  options.splitKeys = splitKeys;
   options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
     TileChoice tile = config.tileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
@@ -166,7 +167,7 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   bool specialized = warpSpecializedTiles && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
-  if (!specialized)
+  if (!specialized || splitKeys)
     return lines;
   bool persistent = persistentGridAsked(variant);
   std::string because;
@@ -291,6 +292,10 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
       persistentGridPays(options.sizes.queryLength, /*readsTensors=*/false));
   target.persistentWithTensors = request.persistent.value_or(
       persistentGridPays(options.sizes.queryLength, /*readsTensors=*/true));
+  // A kernel that splits its keys runs a CTA per (query tile, split).
+  result.splitKeys = request.splitKeys.value_or(splitKeysPays(options.sizes.queryLength));
+  if (result.splitKeys)
+    target.persistent = target.persistentWithTensors = false;
 
   llvm::Expected<std::string> gemm = selectGemm(target.chip, target.gemm);
   if (!gemm)
@@ -334,5 +339,13 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
                                                : ": the default on " + target.chip));
   if (request.persistent)
     result.gridAskedText = asked;
+  if (result.splitKeys)
+    result.targetReasons.push_back(
+        request.splitKeys ? "keys split at launch (" + asked + ")"
+                          : "keys split at launch: decode (N = " +
+                                std::to_string(*options.sizes.queryLength) + " <= " +
+                                std::to_string(kDecodeMaxQueryLength) + ")");
+  else if (request.splitKeys)
+    result.targetReasons.push_back("keys not split (" + asked + ")");
   return result;
 }

@@ -34,6 +34,13 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
                                llvm::StringRef gemm, bool warpSpecializedTiles,
                                std::optional<int64_t> queryLength) {
   if (gemm == "wgmma") {
+    // Decode (a few query rows, the keys split over many CTAs): the
+    // smallest wgmma tile, Br = 64, and one warpgroup; the K/V stream, not
+    // the GEMMs, bounds the kernel.
+    if (queryLength && *queryLength <= kDecodeMaxQueryLength)
+      return {64, headDim <= 128 ? 128 : 64,
+              "decode tile (N <= " + std::to_string(kDecodeMaxQueryLength) +
+                  "): one warpgroup of 64 rows"};
     // Above D = 64, two consumer warpgroups and a producer
     // (bench/results/2026-11-29-h200-ws). Up to D = 128, short masked
     // queries (N <= 512) stay with several 64-row CTAs per SM, whose
@@ -102,6 +109,10 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
     return {128, 32, "mma.sync tile up to D = 128 with a mask or score mod (no spills)"};
   }
   return {64, 64, "mma.sync tile above D = 128"};
+}
+
+bool config::splitKeysPays(std::optional<int64_t> queryLength) {
+  return queryLength && *queryLength <= kDecodeMaxQueryLength;
 }
 
 bool config::persistentGridPays(std::optional<int64_t> queryLength, bool readsTensors) {

@@ -67,13 +67,92 @@ flashrun::Sizes DeviceProblem::sizes() const {
   return {s.batch(), s.heads(), s.kvHeads(), s.queryLen(), s.keyLen()};
 }
 
+namespace {
+
+/// dst[i] = the element type's nearest value to a uniform draw in [-1, 1)
+/// from a hash of (i, seed); a thread per element, 256 per CTA.
+constexpr const char *kFillRandomPtx = R"(.version 7.8
+.target sm_80
+.address_size 64
+.visible .entry flashc_fill_random(.param .u64 dst, .param .u64 count, .param .u32 seed)
+{
+  .reg .pred %p;
+  .reg .b16 %h;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<6>;
+  .reg .f32 %f<3>;
+  ld.param.u64 %rd1, [dst];
+  ld.param.u64 %rd2, [count];
+  ld.param.u32 %r1, [seed];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %tid.x;
+  mul.wide.u32 %rd3, %r2, 256;
+  cvt.u64.u32 %rd4, %r3;
+  add.u64 %rd3, %rd3, %rd4;
+  setp.ge.u64 %p, %rd3, %rd2;
+  @%p bra DONE;
+  cvt.u32.u64 %r4, %rd3;
+  shr.u64 %rd4, %rd3, 32;
+  cvt.u32.u64 %r5, %rd4;
+  mul.lo.u32 %r6, %r4, 0x9E3779B1;
+  xor.b32 %r6, %r6, %r1;
+  mad.lo.u32 %r6, %r5, 0x27D4EB2F, %r6;
+  shr.u32 %r7, %r6, 16;
+  xor.b32 %r6, %r6, %r7;
+  mul.lo.u32 %r6, %r6, 0x85EBCA6B;
+  shr.u32 %r7, %r6, 13;
+  xor.b32 %r6, %r6, %r7;
+  mul.lo.u32 %r6, %r6, 0xC2B2AE35;
+  shr.u32 %r7, %r6, 16;
+  xor.b32 %r6, %r6, %r7;
+  shr.u32 %r8, %r6, 8;
+  cvt.rn.f32.u32 %f1, %r8;
+  fma.rn.f32 %f2, %f1, 0f34000000, 0fBF800000;
+  cvt.rn.ELEMENT.f32 %h, %f2;
+  shl.b64 %rd5, %rd3, 1;
+  add.u64 %rd5, %rd1, %rd5;
+  st.global.b16 [%rd5], %h;
+DONE:
+  ret;
+}
+)";
+
+/// A device buffer of `count` random elements of `element` (bf16 or f16).
+flashrt::DeviceBuffer randomDeviceBuffer(flashrt::Context &context, int64_t count, Type element,
+                                         uint64_t seed) {
+  std::string ptx = kFillRandomPtx;
+  ptx.replace(ptx.find("ELEMENT"), 7, element.isBF16() ? "bf16" : "f16");
+  flashrt::Module module = flashrt::Module::fromPtx(context, ptx);
+  flashrt::Function fill = module.function("flashc_fill_random");
+  flashrt::DeviceBuffer buffer(context, static_cast<size_t>(count) * 2);
+  flashrt::Stream stream(context);
+  flashrt::KernelArgs args;
+  args.add(buffer.devicePtr()).add(static_cast<uint64_t>(count))
+      .add(static_cast<uint32_t>(seed ^ (seed >> 32)));
+  fill.launch(flashrt::Dim3(static_cast<unsigned>((count + 255) / 256)), flashrt::Dim3(256), 0,
+              stream, args);
+  stream.synchronize();
+  return buffer;
+}
+
+} // namespace
+
+bool harness::drawsInputsOnHost(const interp::ProblemShape &shape) {
+  int64_t elements = (shape.batch() * shape.heads() * shape.queryLen() +
+                      2 * shape.batch() * shape.kvHeads() * shape.keyLen()) *
+                     shape.headDim();
+  return elements <= kHostInputElements;
+}
+
 DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
                               const interp::ProblemShape &shape,
                               const llvm::StringMap<double> &params, uint64_t seed,
                               Layout layout, int64_t documents) {
   DeviceProblem problem;
   problem.layout = layout;
-  problem.inputs = interp::makeRandomInputs(kernel, shape, seed, documents);
+  bool onHost = drawsInputsOnHost(shape);
+  problem.inputs = onHost ? interp::makeRandomInputs(kernel, shape, seed, documents)
+                          : interp::makeRandomAuxInputs(kernel, shape, seed, documents);
   for (const auto &entry : params) {
     problem.inputs.params[entry.getKey()] = entry.getValue();
     problem.params[entry.getKey().str()] = entry.getValue();
@@ -90,10 +169,18 @@ DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
     buffer.copyFromHost(bits.data(), bits.size() * 2);
     return buffer;
   };
-  problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
-  problem.k.emplace(put(problem.inputs.k, shape.kvHeads(), shape.keyLen()));
-  problem.v.emplace(put(problem.inputs.v, shape.kvHeads(), shape.keyLen()));
-  problem.o.emplace(context, problem.inputs.q.size() * 2);
+  int64_t qCount = shape.batch() * shape.heads() * shape.queryLen() * D;
+  int64_t kvCount = shape.batch() * shape.kvHeads() * shape.keyLen() * D;
+  if (onHost) {
+    problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
+    problem.k.emplace(put(problem.inputs.k, shape.kvHeads(), shape.keyLen()));
+    problem.v.emplace(put(problem.inputs.v, shape.kvHeads(), shape.keyLen()));
+  } else {
+    problem.q.emplace(randomDeviceBuffer(context, qCount, element, seed));
+    problem.k.emplace(randomDeviceBuffer(context, kvCount, element, seed + 1));
+    problem.v.emplace(randomDeviceBuffer(context, kvCount, element, seed + 2));
+  }
+  problem.o.emplace(context, qCount * 2);
   problem.lse.emplace(context, shape.batch() * shape.heads() * shape.queryLen() * 4);
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
@@ -227,6 +314,11 @@ std::optional<SummaryCheck> harness::checkBlockSummary(const flashrun::Attention
 std::optional<Validation> harness::validate(const flashrun::AttentionKernel &kernel,
                                             flashrt::Stream &stream, DeviceProblem &problem,
                                             flash::KernelOp flashKernel, std::string &error) {
+  if (!drawsInputsOnHost(problem.inputs.shape)) {
+    error = "the check shape " + problem.inputs.shape.str() +
+            " is too large to draw its inputs on the host";
+    return std::nullopt;
+  }
   // A persistent kernel must leave its tile counter ready for the next
   // launch: the checked launch is the second on this stream.
   if (kernel.package().persistent)
@@ -257,8 +349,11 @@ std::optional<Validation> harness::validate(const flashrun::AttentionKernel &ker
                  out[host + d] = fromHalfBits(oBits[device + d], element);
              });
 
+  // The interpreter splits the keys as the launch did.
+  interp::AttentionInputs inputs = problem.inputs;
+  inputs.keySplits = kernel.keySplits(problem.sizes());
   interp::AttentionOutputs expected;
-  if (failed(interp::runKernel(flashKernel, problem.inputs, expected, error)))
+  if (failed(interp::runKernel(flashKernel, inputs, expected, error)))
     return std::nullopt;
   std::vector<double> expectedOut(expected.out.begin(), expected.out.end());
   std::vector<double> expectedLse(expected.lse.begin(), expected.lse.end());
@@ -274,9 +369,10 @@ std::optional<Validation> harness::validate(const flashrun::AttentionKernel &ker
 interp::ProblemShape harness::checkShapeFor(const interp::ProblemShape &shape,
                                             flash::KernelOp kernel) {
   interp::ProblemShape check = shape;
-  int64_t work = shape.batch() * shape.heads() * shape.queryLen() * shape.keyLen() *
-                 shape.headDim();
-  if (work <= (int64_t(1) << 31))
+  // The interpreter computes whole tiles: a decode row costs a 64-row tile.
+  int64_t tileRows = std::max<int64_t>(kernel.getConfig().getBr(), shape.queryLen());
+  int64_t work = shape.batch() * shape.heads() * tileRows * shape.keyLen() * shape.headDim();
+  if (work <= (int64_t(1) << 31) && drawsInputsOnHost(shape))
     return check;
   check[flash::DimRole::Batch] = 1;
   int64_t group = shape.heads() / shape.kvHeads();
@@ -428,6 +524,10 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
                           flash::KernelOp forward, flash::BackwardKernelOp backward,
                           uint64_t seed, std::string &error) {
   const interp::ProblemShape &s = problem.inputs.shape;
+  if (!drawsInputsOnHost(s)) {
+    error = "the check shape " + s.str() + " is too large to draw its inputs on the host";
+    return std::nullopt;
+  }
   Type element = backward.getElementType();
   interp::AttentionOutputs outputs;
   if (failed(interp::runKernel(forward, problem.inputs, outputs, error)))

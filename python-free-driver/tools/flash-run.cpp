@@ -99,6 +99,11 @@ cl::opt<std::string> auxOut(
 cl::opt<std::string> packageOut("save-package", cl::desc("Also write the kernel package here"),
                                 cl::cat(category));
 config::BackwardFlags backwardFlags(category);
+cl::opt<int64_t> keySplits(
+    "splits",
+    cl::desc("Kernels that split their keys (--split-keys, or decode shapes): CTAs per query "
+             "tile, 0 = the launch's rule (default)"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
@@ -294,6 +299,13 @@ int main(int argc, char **argv) {
     if (!packageOut.empty())
       package.save(packageOut);
     flashrun::AttentionKernel kernel(context, package);
+    if (keySplits.getNumOccurrences()) {
+      try {
+        kernel.setKeySplits(keySplits);
+      } catch (const flashrt::Error &error) {
+        die(1, std::string("--splits: ") + error.what());
+      }
+    }
     flashrt::Stream stream(context);
 
     // The backward: its own kernel op and package (its own tile).
@@ -321,9 +333,13 @@ int main(int argc, char **argv) {
 
     interp::ProblemShape shape = parseShape(shapeSpec, "shape", flashKernel, nullptr);
     // The timed run's inputs (harness::upload draws the same ones again).
+    // (q, k and v too, unless the shape is too large for the host: then
+    // harness::upload draws them on the GPU, and the aux tensors alone here.)
+    bool hostInputs = harness::drawsInputsOnHost(shape);
     interp::AttentionInputs runInputs =
-        interp::makeRandomInputs(flashKernel, shape, seed, documents);
-    std::string why = interp::checkInputs(flashKernel, runInputs);
+        hostInputs ? interp::makeRandomInputs(flashKernel, shape, seed, documents)
+                   : interp::makeRandomAuxInputs(flashKernel, shape, seed, documents);
+    std::string why = interp::checkInputs(flashKernel, runInputs, hostInputs);
     if (!why.empty())
       die(1, why);
     if (!auxOut.empty())
@@ -409,6 +425,12 @@ int main(int argc, char **argv) {
 
     std::string elementName;
     llvm::raw_string_ostream(elementName) << flashKernel.getElementType();
+    // Decode is bound by reading K and V: bytes of both over the time.
+    flashrun::Sizes runSizes{shape.batch(), shape.heads(), shape.kvHeads(), shape.queryLen(),
+                             shape.keyLen()};
+    double kvBytes = 2.0 * 2.0 * static_cast<double>(shape.batch() * shape.kvHeads()) *
+                     static_cast<double>(shape.keyLen() * shape.headDim());
+    double kvGigabytesPerSecond = ms > 0 ? kvBytes / (ms * 1e-3) / 1e9 : 0;
     if (csv && backwardValidation) {
       // One row per timed pass (the training step's with --train-step).
       auto row = [&](const char *dir, double rowMs, double rowTflops) {
@@ -437,6 +459,10 @@ int main(int argc, char **argv) {
       if (kernel.hasBlockSummary())
         llvm::outs() << "," << llvm::format("%.4f", summaryTimes.summaryMs) << ","
                      << llvm::format("%.4f", summaryTimes.cachedMs);
+      // Packages that split keys: the split count and K + V read per second.
+      if (package.splitKeys)
+        llvm::outs() << "," << kernel.keySplits(runSizes) << ","
+                     << llvm::format("%.1f", kvGigabytesPerSecond);
       llvm::outs() << (passed ? "" : ",FAIL") << "\n";
     } else {
       llvm::outs() << selected << "  " << device.name() << " (" << target.chip << ")  "
@@ -513,6 +539,11 @@ int main(int argc, char **argv) {
                      << " ms median of " << iterations << ", "
                      << llvm::format("%.1f", tflops) << " TFLOP/s"
                      << (causalFlops ? " (causal count)" : "") << "\n";
+      if (iterations > 0 && package.splitKeys)
+        llvm::outs() << "  time  " << shape.str() << " (split keys): "
+                     << kernel.keySplits(runSizes) << " split(s) per query tile (check shape: "
+                     << kernel.keySplits(checkProblem.sizes()) << "), K + V read at "
+                     << llvm::format("%.1f", kvGigabytesPerSecond) << " GB/s\n";
       if (iterations > 0 && kernel.hasBlockSummary())
         llvm::outs() << "  time  " << shape.str() << " (block summary): "
                      << llvm::format("%.4f", summaryTimes.summaryMs) << " ms ("

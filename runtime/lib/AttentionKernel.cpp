@@ -119,6 +119,8 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
       kernelFunction(module.function(kernelPackage.kernelName)), context(&context) {
   if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary"))
     summaryFunction.emplace(module.function(summary->name));
+  if (const flashrt::PackageEntry *combine = kernelPackage.entry("combine"))
+    combineFunction.emplace(module.function(combine->name));
   if (kernelPackage.backward)
     throw Error(ErrorKind::InvalidArgument,
                 "kernel '" + kernelPackage.kernelName +
@@ -126,7 +128,7 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
                     "the second package");
   if (kernelPackage.dynamicSharedBytes > 48 * 1024)
     kernelFunction.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
-  if (kernelPackage.persistent) {
+  if (kernelPackage.persistent || kernelPackage.splitKeys) {
     int perSM = kernelFunction.maxActiveBlocksPerMultiprocessor(
         static_cast<int>(kernelPackage.threadsPerBlock),
         static_cast<size_t>(kernelPackage.dynamicSharedBytes));
@@ -135,7 +137,60 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
                                               "' does not fit on one multiprocessor of " +
                                               context.device().name());
     residentCtas = static_cast<int64_t>(perSM) * context.device().multiprocessorCount();
+    splitSlots = residentCtas;
   }
+}
+
+int64_t AttentionKernel::keySplitsFor(const flashrt::KernelPackage &pkg, const Sizes &sizes,
+                                      int64_t slots) {
+  if (!pkg.splitKeys || slots < 1)
+    return 1;
+  int64_t tiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows * sizes.heads *
+                  sizes.batch;
+  int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
+  // The query tiles fill 80% of the slots on their own: no split pays for
+  // its combine step. Otherwise the fewest splits within 95% of the best
+  // wave fill (at B = 1, 32 heads, M = 8192 on the H200, 8 splits of 264
+  // slots read 1328 GB/s, 7 splits 1202: bench/results/2026-12-04-h200-decode).
+  if (tiles * 5 >= slots * 4)
+    return 1;
+  int64_t most = std::min<int64_t>({128, keyBlocks, std::max<int64_t>(slots / tiles * 4, 1)});
+  auto efficiency = [&](int64_t splits) {
+    int64_t ctas = tiles * splits, waves = (ctas + slots - 1) / slots;
+    return static_cast<double>(ctas) / static_cast<double>(waves * slots);
+  };
+  double best = 0;
+  for (int64_t splits = 1; splits <= most; ++splits)
+    best = std::max(best, efficiency(splits));
+  for (int64_t splits = 1; splits <= most; ++splits)
+    if (efficiency(splits) >= 0.95 * best)
+      return splits;
+  return 1;
+}
+
+int64_t AttentionKernel::keySplits(const Sizes &sizes) const {
+  if (!kernelPackage.splitKeys)
+    return 1;
+  return fixedKeySplits ? fixedKeySplits : keySplitsFor(kernelPackage, sizes, splitSlots);
+}
+
+void AttentionKernel::setKeySplits(int64_t splits) {
+  if (!kernelPackage.splitKeys)
+    invalid("kernel '" + kernelPackage.kernelName +
+            "' does not split keys (compile it with --split-keys)");
+  if (splits < 0 || splits > kMaxKeySplits)
+    invalid("the key split count must be 0 (automatic) or 1 to " +
+            std::to_string(kMaxKeySplits) + ", got " + std::to_string(splits));
+  fixedKeySplits = splits;
+}
+
+size_t AttentionKernel::splitStateBytes(const flashrt::KernelPackage &kernelPackage,
+                                        const Sizes &sizes, int64_t splits) {
+  size_t rows = static_cast<size_t>(splits) * static_cast<size_t>(sizes.batch) *
+                static_cast<size_t>(sizes.heads) * static_cast<size_t>(sizes.queryLen);
+  // O (D f32 per row), then LSE, each 256-byte aligned.
+  size_t outBytes = (rows * static_cast<size_t>(kernelPackage.headDim) * 4 + 255) / 256 * 256;
+  return outBytes + rows * 4;
 }
 
 void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const TensorRef &k,
@@ -172,6 +227,22 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   }
   flashrt::KernelArgs args =
       forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary);
+  int64_t splits = keySplits(sizes);
+  int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
+  uint64_t partialOut = 0, partialLse = 0;
+  if (kernelPackage.splitKeys) {
+    if (tiles * splits > INT32_MAX)
+      invalid("kernel '" + kernelPackage.kernelName + "': " + std::to_string(tiles) +
+              " query tiles x " + std::to_string(splits) + " key splits do not fit grid x");
+    if (splits > 1) {
+      size_t bytes = splitStateBytes(sizes, splits);
+      partialOut = streamCounters(*splitStates, stream, bytes);
+      // LSE after O: the bytes past O are the LSE's, one f32 per row.
+      size_t lseBytes = static_cast<size_t>(splits * sizes.batch * sizes.heads * sizes.queryLen) * 4;
+      partialLse = partialOut + (bytes - lseBytes);
+    }
+    args.add(partialOut).add(partialLse).add(static_cast<int32_t>(splits));
+  }
   if (kernelPackage.kvTensorMaps) {
     // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
     auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows) {
@@ -193,8 +264,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   }
   if (kernelPackage.persistent)
     args.add(streamCounters(*tileCounters, stream, 2 * sizeof(uint32_t)));
-  int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
-  flashrt::Dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(sizes.heads),
+  flashrt::Dim3 grid(static_cast<unsigned>(tiles * splits), static_cast<unsigned>(sizes.heads),
                      static_cast<unsigned>(sizes.batch));
   if (kernelPackage.persistent)
     grid = flashrt::Dim3(
@@ -202,6 +272,21 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   kernelFunction.launch(grid,
                         flashrt::Dim3(static_cast<unsigned>(kernelPackage.threadsPerBlock)),
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
+  if (splits > 1) {
+    // The combine kernel takes the main kernel's arguments up to S.
+    flashrt::KernelArgs combineArgs =
+        forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary);
+    combineArgs.add(partialOut).add(partialLse).add(static_cast<int32_t>(splits));
+    const flashrt::PackageEntry &entry = *kernelPackage.entry("combine");
+    int64_t rowsPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
+    int64_t rows = sizes.batch * sizes.heads * sizes.queryLen;
+    if ((rows + rowsPerCta - 1) / rowsPerCta > INT32_MAX)
+      invalid("kernel '" + kernelPackage.kernelName + "': B x H x N is too large to combine");
+    combineFunction->launch(
+        flashrt::Dim3(static_cast<unsigned>((rows + rowsPerCta - 1) / rowsPerCta)),
+        flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
+        static_cast<size_t>(entry.dynamicSharedBytes), stream, combineArgs);
+  }
 }
 
 uint64_t AttentionKernel::streamCounters(StreamCounters &counters, const flashrt::Stream &stream,

@@ -88,6 +88,8 @@ std::string KernelPackage::serialize() const {
     os << "deterministic\n";
   if (blockSummary)
     os << "block-summary " << summaryPerBatch << ' ' << summaryPerHead << '\n';
+  if (splitKeys)
+    os << "split-keys\n";
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
@@ -172,8 +174,10 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       package.backward = args[0] == "backward";
     } else if (key == "entry") {
       expect(4);
-      if (args[0] != "preprocess" && args[0] != "convert" && args[0] != "summary")
-        fail(line, "entry role must be preprocess, convert or summary, got '" + args[0] + "'");
+      if (args[0] != "preprocess" && args[0] != "convert" && args[0] != "summary" &&
+          args[0] != "combine")
+        fail(line, "entry role must be preprocess, convert, summary or combine, got '" +
+                       args[0] + "'");
       package.entries.push_back(
           {args[0], args[1], toInt(args[2], line), toInt(args[3], line)});
     } else if (key == "block-summary") {
@@ -185,6 +189,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       package.blockSummary = true;
       package.summaryPerBatch = args[0] == "1";
       package.summaryPerHead = args[1] == "1";
+    } else if (key == "split-keys") {
+      expect(0);
+      package.splitKeys = true;
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
@@ -216,13 +223,17 @@ KernelPackage KernelPackage::parse(std::string_view text) {
                "preprocess and convert entries");
   if (!package.backward &&
       (sawKeyGrid || package.deterministic ||
-       package.entries.size() != (package.blockSummary ? 1u : 0u) ||
-       (package.blockSummary && !package.entry("summary"))))
+       package.entries.size() != size_t(package.blockSummary) + size_t(package.splitKeys) ||
+       (package.blockSummary && !package.entry("summary")) ||
+       (package.splitKeys && !package.entry("combine"))))
     fail(line, "only a backward package has a per-key-block grid, a deterministic mode and "
                "preprocess/convert entries; a forward package has a summary entry exactly "
-               "when it has a block-summary line");
-  if (package.backward && package.blockSummary)
-    fail(line, "a backward package has no block summary");
+               "when it has a block-summary line and a combine entry exactly when it has a "
+               "split-keys line");
+  if (package.backward && (package.blockSummary || package.splitKeys))
+    fail(line, "a backward package has no block summary and no key splits");
+  if (package.persistent && package.splitKeys)
+    fail(line, "a persistent grid does not split keys");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

@@ -125,6 +125,11 @@ cl::opt<bool> backwardPass(
 config::BackwardFlags backwardFlags(flashcCategory);
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs (--run)"), cl::init(1),
                        cl::cat(flashcCategory));
+cl::opt<int64_t> keySplits(
+    "splits",
+    cl::desc("--run=cpu of kernels that split their keys (--split-keys): the split count S "
+             "(default 1; more splits than key blocks leave some empty)"),
+    cl::init(1), cl::cat(flashcCategory));
 
 int usageError(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "flashc") << message << "\n";
@@ -212,12 +217,15 @@ int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &a
     interp::AttentionInputs inputs = interp::makeRandomInputs(kernel, shape, seed);
     for (const auto &param : params)
       inputs.params[param.getKey()] = param.getValue();
+    inputs.keySplits = keySplits;
 
     flash::TileConfigAttr config = kernel.getConfig();
     Type element = kernel.getElementType();
     llvm::outs() << kernel.getSymName() << "  " << shape.str() << "  Br=" << config.getBr()
                  << " Bc=" << config.getBc() << "  " << element << "  seed=" << seed
-                 << (backwardModule ? "  backward" : "") << "\n";
+                 << (backwardModule ? "  backward" : "")
+                 << (kernel.getSplitKeys() ? "  splits=" + std::to_string(keySplits) : "")
+                 << "\n";
     auto start = std::chrono::steady_clock::now();
     interp::AttentionOutputs outputs;
     std::string error;

@@ -32,6 +32,7 @@ struct ConfigFlags {
   llvm::cl::opt<bool> pingPong;
   llvm::cl::opt<bool> persistent;
   llvm::cl::opt<int> rowsPerWarp;
+  llvm::cl::opt<bool> splitKeys;
 
   /// The flags given on the command line (those not given stay unset).
   ConfigRequest request() const;

@@ -32,6 +32,9 @@ struct ConfigRequest {
   std::optional<bool> persistent;
   /// The mma.sync kernel: 16, 32 or 0 (auto).
   std::optional<int64_t> rowsPerWarp;
+  /// Forward kernels whose key range may be split at run time
+  /// (flash-decoding; the launch picks the split count).
+  std::optional<bool> splitKeys;
   /// The backward kernels' tile (--bwd-tile), apart from the forward's.
   /// Not a knob of the forward: it leaves the forward's tuned lookup alone.
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;
@@ -39,7 +42,7 @@ struct ConfigRequest {
   /// Whether any knob is set (then no tuned winner replaces them).
   bool empty() const {
     return !blockRows && !blockCols && !gemm && !kvCopy && !warpSpecialize &&
-           !overlapSoftmax && !pingPong && !persistent && !rowsPerWarp;
+           !overlapSoftmax && !pingPong && !persistent && !rowsPerWarp && !splitKeys;
   }
 };
 

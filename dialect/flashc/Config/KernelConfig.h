@@ -106,6 +106,9 @@ public:
   /// lowering still keeps tiles it does not fit on one CTA per tile:
   /// persistentGridFits).
   bool persistentGridAsked(const frontend::Variant &variant) const;
+  /// Whether forward kernels split their key range at launch (flash.kernel's
+  /// split_keys).
+  bool splitsKeys() const { return splitKeys; }
 
 private:
   friend llvm::Expected<KernelConfig> resolveKernelConfig(const ResolveOptions &,
@@ -124,6 +127,7 @@ private:
   std::optional<TileChoice> tunedBackward;
   std::string backwardSourceText = "default tile";
   bool warpSpecializedTiles = false;
+  bool splitKeys = false;
   std::optional<int64_t> queryLength;
   /// One line per target-level decision (the GEMM), for why().
   std::vector<std::string> targetReasons;

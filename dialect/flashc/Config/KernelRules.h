@@ -76,6 +76,15 @@ TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
 TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::StringRef gemm,
                        bool warpSpecializedTiles, std::optional<int64_t> queryLength);
 
+/// Query lengths up to this are decode steps (one token, or a few for
+/// speculative decoding): the default kernel splits its keys and takes the
+/// decode tile.
+constexpr int64_t kDecodeMaxQueryLength = 16;
+/// Whether the forward kernel splits its key range by default (split keys,
+/// flash-decoding): for decode (N known, at most kDecodeMaxQueryLength),
+/// where B·H query tiles leave most of the GPU idle.
+bool splitKeysPays(std::optional<int64_t> queryLength);
+
 /// Whether a persistent grid is the default for query length N. Up to
 /// N = 8192 for every variant (bench/results/2026-11-29-h200-persistent);
 /// above, with the dynamic tile scheduler, for variants without aux tensors

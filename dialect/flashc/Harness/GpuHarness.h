@@ -42,7 +42,14 @@ struct DeviceProblem {
 
 /// Seeded random inputs of `kernel` at `shape` (parameters overridden by
 /// `params`; `documents` as interp::makeRandomInputs takes it), uploaded in
-/// `layout`.
+/// `layout`. A shape whose q, k and v hold more than kHostInputElements
+/// elements (decode at B x M = 4M tokens: 8G) is drawn on the GPU instead
+/// (uniform in [-1, 1), a hash of the element's index and the seed; the aux
+/// tensors by interp::makeRandomAuxInputs, inputs.q/k/v left empty): such a
+/// problem can be timed, not checked.
+constexpr int64_t kHostInputElements = int64_t(1) << 27;
+/// Whether upload draws `shape`'s q, k and v on the host.
+bool drawsInputsOnHost(const interp::ProblemShape &shape);
 DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
                      const interp::ProblemShape &shape, const llvm::StringMap<double> &params,
                      uint64_t seed, Layout layout, int64_t documents = 0);
@@ -99,8 +106,10 @@ std::optional<Validation> validate(const flashrun::AttentionKernel &kernel,
                                    flash::KernelOp flashKernel, std::string &error);
 
 /// The shape validation runs at when `shape` is too large for the
-/// interpreter: B = 1, at most 2 KV heads (with their query heads), N and M
-/// at most 1031 (M tied to N when the kernel ties them).
+/// interpreter (over 2^31 multiply-adds per GEMM, a query tile counted
+/// whole) or for inputs drawn on the host: B = 1, at most 2 KV heads (with
+/// their query heads), N and M at most 1031 (M tied to N when the kernel
+/// ties them).
 interp::ProblemShape checkShapeFor(const interp::ProblemShape &shape, flash::KernelOp kernel);
 
 /// Median milliseconds of `iterations` timed launches after `warmup`

@@ -535,6 +535,11 @@ LogicalResult EmitterCore::appendForwardArguments(SmallVectorImpl<Type> &argType
   return success();
 }
 
+void EmitterCore::appendSplitArguments(SmallVectorImpl<Type> &argTypes) {
+  auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  argTypes.append({globalPtr, globalPtr, b.getI32Type()});
+}
+
 unsigned EmitterCore::bindSizesAndInputs(ValueRange arguments, unsigned first) {
   unsigned arg = first;
   batchSize = arguments[arg++];

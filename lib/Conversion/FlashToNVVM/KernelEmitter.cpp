@@ -39,6 +39,9 @@ LogicalResult KernelEmitter::emit() {
   SmallVector<Type> argTypes;
   if (failed(appendForwardArguments(argTypes)))
     return failure();
+  unsigned firstSplitArgument = argTypes.size();
+  if (kernel.getSplitKeys())
+    appendSplitArguments(argTypes);
   unsigned firstTargetArgument = argTypes.size();
   appendTargetArguments(argTypes);
 
@@ -57,7 +60,7 @@ LogicalResult KernelEmitter::emit() {
     if (argTypes[i] != globalPtr)
       continue;
     func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
-    if (i != 3 && i != 4)
+    if (i != 3 && i != 4 && i < firstSplitArgument)
       func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(), b.getUnitAttr());
   }
 
@@ -75,6 +78,11 @@ LogicalResult KernelEmitter::emit() {
     for (int i = 0; i < 3; ++i)
       strides[i] = entry.getArgument(arg++);
   arg = bindSizesAndInputs(entry.getArguments(), arg);
+  if (kernel.getSplitKeys()) {
+    splitOutPtr = entry.getArgument(arg++);
+    splitLsePtr = entry.getArgument(arg++);
+    splitCount = entry.getArgument(arg++);
+  }
   bindTargetArguments(entry.getArguments().drop_front(arg));
 
   bindThreadCoordinates();
@@ -126,20 +134,25 @@ LogicalResult KernelEmitter::emitKernelBody() {
   // summary kernel sorted the tiles by their visible blocks: the hardware
   // starts CTAs in launch order, so the longest start first and the short
   // ones fill the end. Only the CTA-to-tile mapping changes.
+  // A split_keys kernel runs S CTAs per query tile, side by side in x
+  // (grid.x = ceil(N / Br) · S): the splits of one tile start together.
   Type i32Type = b.getI32Type();
+  Value blockX = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  Value gridX = NVVM::GridDimXOp::create(b, loc, i32Type);
+  if (kernel.getSplitKeys()) {
+    scalars.map(kernel.getSplit(), arith::RemUIOp::create(b, loc, blockX, splitCount));
+    blockX = arith::DivUIOp::create(b, loc, blockX, splitCount);
+    gridX = arith::DivUIOp::create(b, loc, gridX, splitCount);
+  }
   if (readsTileOrder()) {
-    mapTileInSummaryOrder(add(NVVM::BlockIdXOp::create(b, loc, i32Type),
-                              mul(NVVM::GridDimXOp::create(b, loc, i32Type),
-                                  add(NVVM::BlockIdYOp::create(b, loc, i32Type),
-                                      mul(NVVM::GridDimYOp::create(b, loc, i32Type),
-                                          NVVM::BlockIdZOp::create(b, loc, i32Type))))));
+    mapTileInSummaryOrder(add(blockX, mul(gridX, add(NVVM::BlockIdYOp::create(b, loc, i32Type),
+                                                     mul(NVVM::GridDimYOp::create(b, loc, i32Type),
+                                                         NVVM::BlockIdZOp::create(b, loc, i32Type))))));
   } else {
-    Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
+    Value queryTile = blockX;
     if (visitsLongestFirst())
-      queryTile = arith::SubIOp::create(
-          b, loc,
-          arith::SubIOp::create(b, loc, NVVM::GridDimXOp::create(b, loc, i32Type), i32(1)),
-          queryTile);
+      queryTile = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, gridX, i32(1)),
+                                        queryTile);
     scalars.map(kernel.getQueryTile(), queryTile);
     scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
     scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
@@ -171,6 +184,7 @@ LogicalResult KernelEmitter::lowerOp(Operation *op) {
       .Case([&](flash::LoadQOp load) { return lowerLoadQ(load); })
       .Case([&](flash::LoadKVOp load) { return lowerLoadKV(load); })
       .Case([&](flash::StoreOp store) { return lowerStore(store); })
+      .Case([&](flash::SplitKeyRangeOp range) { return lowerSplitKeyRange(range); })
       .Case([&](flash::QKDotOp dot) { return lowerQKDot(dot); })
       .Case([&](flash::ScoreModOp mod) { return lowerElementRegion(mod, /*isMask=*/false); })
       .Case([&](flash::MaskOp mask) { return lowerElementRegion(mask, /*isMask=*/true); })

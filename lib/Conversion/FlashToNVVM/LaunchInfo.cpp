@@ -40,7 +40,9 @@ FailureOr<KernelConfig> lowering::baseConfig(flash::KernelOp kernel, StringRef p
 flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {
   SmallVector<Attribute> paramNames, paramTypes, tensorNames;
   signatureNames(paramNames, paramTypes, tensorNames);
-  flash::GridKind grid = persistentGrid() ? flash::GridKind::Persistent : flash::GridKind::PerTile;
+  flash::GridKind grid = persistentGrid()         ? flash::GridKind::Persistent
+                         : kernel.getSplitKeys() ? flash::GridKind::PerSplitTile
+                                                 : flash::GridKind::PerTile;
   auto emitError = [&] {
     return kernel.emitOpError() << passName() << ": internal error: invalid launch facts: ";
   };
@@ -106,6 +108,15 @@ LogicalResult lowering::lowerFlashKernels(
       }
       launches.push_back(
           b.getNamedAttr(blockSummaryKernelName(kernel.getSymName()), summary));
+    }
+    if (kernel.getSplitKeys()) {
+      flash::LaunchAttr combine = emitSplitCombineKernel(kernel, emitter->config, gpuModule,
+                                                         emitter->passName(), gemm);
+      if (!combine) {
+        failedAny = true;
+        continue;
+      }
+      launches.push_back(b.getNamedAttr(splitCombineKernelName(kernel.getSymName()), combine));
     }
   }
   if (failedAny)

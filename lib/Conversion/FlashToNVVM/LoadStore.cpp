@@ -155,6 +155,78 @@ LogicalResult KernelEmitter::lowerStore(flash::StoreOp op) {
   const TileValue &out = outIt->second, &lse = lseIt->second;
   Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
         queryTile = lookupScalar(op.getQueryTile());
+  if (!op.getSplit()) {
+    storeOutput(out, lse, batch, head, queryTile);
+    return success();
+  }
+  Value split = lookupScalar(op.getSplit());
+  if (!split || !splitCount)
+    return error(op, "names a split the kernel does not take");
+  // S is uniform over the grid: every thread takes the same branch.
+  auto ifSplit = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ugt, splitCount, i32(1)),
+                                   /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifSplit.thenBlock()->getTerminator());
+  storePartialState(out, lse, batch, head, queryTile, split);
+  b.setInsertionPoint(ifSplit.elseBlock()->getTerminator());
+  storeOutput(out, lse, batch, head, queryTile);
+  return success();
+}
+
+void KernelEmitter::storePartialState(const TileValue &out, const TileValue &lse, Value batch,
+                                      Value head, Value queryTile, Value split) {
+  // Row r of (split, b, h): ((split·B + b)·H + h)·N + r of [S, B, H, N].
+  Value stateHead = mul(add(mul(add(mul(toI64(split), toI64(batchSize)), toI64(batch)),
+                                toI64(headCount)),
+                            toI64(head)),
+                        toI64(queryLen));
+  Value firstRow = mul(queryTile, i32(config.br));
+  Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
+  int64_t nTiles = config.accTiles();
+  auto pairType = VectorType::get({2}, b.getF32Type());
+  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+    for (int64_t half = 0; half < 2; ++half) {
+      Value row = add(firstRow, fragmentRow(mb, 2 * half));
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
+                                      /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      Value stateRow = add(stateHead, toI64(row));
+      Value rowOffset = mul(stateRow, i64(config.headDim));
+      // The thread's two adjacent columns of each n-tile as one 8-byte store.
+      for (int64_t nt = 0; nt < nTiles; ++nt) {
+        const Value *reg = &out.regs[(mb * nTiles + nt) * 4 + 2 * half];
+        Value pair = LLVM::PoisonOp::create(b, loc, pairType);
+        pair = LLVM::InsertElementOp::create(b, loc, pair, reg[0], i32(0));
+        pair = LLVM::InsertElementOp::create(b, loc, pair, reg[1], i32(1));
+        Value address =
+            gepElements(splitOutPtr, add(rowOffset, toI64(fragmentCol(nt, 0))), b.getF32Type());
+        LLVM::StoreOp::create(b, loc, pair, address, /*alignment=*/8);
+      }
+      auto lseWriter = scf::IfOp::create(b, loc, writesLse, /*withElseRegion=*/false);
+      b.setInsertionPoint(lseWriter.thenBlock()->getTerminator());
+      LLVM::StoreOp::create(b, loc, lse.regs[2 * mb + half],
+                            gepElements(splitLsePtr, stateRow, b.getF32Type()), /*alignment=*/4);
+    }
+}
+
+LogicalResult KernelEmitter::lowerSplitKeyRange(flash::SplitKeyRangeOp op) {
+  Value split = lookupScalar(op.getSplit()), blocks = lookupScalar(op.getBlocks());
+  if (!split || !blocks || !splitCount)
+    return error(op, "needs a split_keys kernel's split and a block count");
+  // In i64: blocks · S may pass 2^31 for long keys and many splits.
+  auto bound = [&](Value part) {
+    Value scaled = arith::DivUIOp::create(b, loc, mul(toI64(blocks), toI64(part)),
+                                          toI64(splitCount));
+    return arith::TruncIOp::create(b, loc, b.getI32Type(), scaled).getResult();
+  };
+  scalars.map(op.getLower(), bound(split));
+  scalars.map(op.getUpper(), bound(add(split, i32(1))));
+  return success();
+}
+
+void KernelEmitter::storeOutput(const TileValue &out, const TileValue &lse, Value batch,
+                                Value head, Value queryTile) {
   Value outHead = headOffset(oStrides, batch, head);
   Value firstRow = mul(queryTile, i32(config.br));
   // LSE is dense [B, H, N].
@@ -220,5 +292,4 @@ LogicalResult KernelEmitter::lowerStore(flash::StoreOp op) {
       Value lseAddress = gepElements(lsePtr, add(lseHead, toI64(row)), b.getF32Type());
       LLVM::StoreOp::create(b, loc, lse.regs[2 * mb + half], lseAddress, /*alignment=*/4);
     }
-  return success();
 }

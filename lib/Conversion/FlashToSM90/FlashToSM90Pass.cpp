@@ -94,7 +94,9 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
+    // A split_keys kernel keeps its grid of (query tile, split) CTAs.
     specialized.persistent =
+        !kernel.getSplitKeys() &&
         config::persistentGridAsked(options.persistent, options.persistentWithTensors,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);

@@ -57,12 +57,14 @@ flashrt::KernelPackage describeKernel(Operation *op) {
                        : cast<FloatAttr>(param.getDefaultValue()).getValueAsDouble();
     package.params.push_back({param.getName().str(), typeName(param.getType()), value});
   }
-  if (auto forward = dyn_cast<flash::KernelOp>(op))
+  if (auto forward = dyn_cast<flash::KernelOp>(op)) {
     if (flash::BlockSummaryAttr summary = forward.getBlockSummaryAttr()) {
       package.blockSummary = true;
       package.summaryPerBatch = summary.getPerBatch();
       package.summaryPerHead = summary.getPerHead();
     }
+    package.splitKeys = forward.getSplitKeys();
+  }
   for (Attribute attr : kernel.getTensors()) {
     auto tensor = cast<flash::AuxTensorAttr>(attr);
     flashrt::PackageTensor entry{tensor.getName().str(), typeName(tensor.getElementType()), {}};
@@ -117,6 +119,9 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
         if (package.blockSummary && info.name == blockSummaryKernelName(name))
           package.entries.push_back(
               {"summary", info.name, info.threadsPerBlock, info.dynamicSharedBytes});
+        if (package.splitKeys && info.name == splitCombineKernelName(name))
+          package.entries.push_back(
+              {"combine", info.name, info.threadsPerBlock, info.dynamicSharedBytes});
         continue;
       }
       package.blockRows = info.blockRows;
@@ -127,7 +132,8 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.persistent = info.persistent;
     }
     if (package.threadsPerBlock == 0 || (package.backward && package.entries.size() != 2) ||
-        (package.blockSummary && package.entries.size() != 1))
+        (!package.backward && package.entries.size() != size_t(package.blockSummary) +
+                                                            size_t(package.splitKeys)))
       return kernel->emitError("the GPU lowering reported no launch rule for this kernel");
     packages.push_back(std::move(package));
   }

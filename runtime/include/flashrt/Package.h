@@ -42,6 +42,13 @@
 //   block-summary 1 0                   (per batch entry, per head: 1 or 0)
 //   entry summary document_summary 128 528
 //
+// A forward package built with split keys (flash-decoding: `flashc
+// --split-keys`) runs S CTAs per query tile, S chosen at launch, over
+// (ceil(N/block-rows)·S, H, B), then, when S > 1, its combine kernel over
+// (ceil(B·H·N / 4), 1, 1):
+//   split-keys
+//   entry combine decode_combine 128 0
+//
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
 //===----------------------------------------------------------------------===//
@@ -70,7 +77,7 @@ struct PackageTensor {
 /// One more kernel of a multi-kernel package (the backward's preprocess and
 /// dQ conversion, the forward's block summary).
 struct PackageEntry {
-  std::string role; // "preprocess", "convert" or "summary"
+  std::string role; // "preprocess", "convert", "summary" or "combine"
   std::string name;
   int64_t threadsPerBlock = 0;
   int64_t dynamicSharedBytes = 0;
@@ -113,6 +120,11 @@ struct KernelPackage {
   /// summary, kept per batch entry and/or per head (else one serves all).
   bool blockSummary = false;
   bool summaryPerBatch = false, summaryPerHead = false;
+  /// A forward package with `split-keys`: the key range of a query tile
+  /// may be split over S CTAs (S at launch: the kernel takes the partial
+  /// states' buffers and S after the block summary), merged by its
+  /// `combine` entry when S > 1.
+  bool splitKeys = false;
   std::vector<PackageEntry> entries;
   std::string ptx;
 

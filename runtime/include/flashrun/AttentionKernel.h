@@ -129,6 +129,30 @@ public:
               const std::map<std::string, double> &params = {},
               const std::vector<uint64_t> &tensors = {}, uint64_t blockSummary = 0) const;
 
+  /// Split-keys packages (flash-decoding, `flashc --split-keys`): how many
+  /// CTAs share each query tile's key blocks in a launch at `sizes`. The
+  /// count set by setKeySplits, else keySplitsFor: 1 where the query tiles
+  /// alone fill the GPU; otherwise the fewest splits whose waves reach 95%
+  /// of the best fill (FlashAttention-2's rule, which stops at 85%), at
+  /// most 128 and at most one per key block. Always 1 for other packages.
+  int64_t keySplits(const Sizes &sizes) const;
+  /// The automatic rule for `slots` CTAs resident at once.
+  static int64_t keySplitsFor(const flashrt::KernelPackage &package, const Sizes &sizes,
+                              int64_t slots);
+  /// 0 (the default): keySplitsFor; otherwise launches use `splits` (1 to
+  /// kMaxKeySplits; empty splits are allowed). Throws InvalidArgument for a
+  /// package without split keys or a count out of range.
+  void setKeySplits(int64_t splits);
+  static constexpr int64_t kMaxKeySplits = 256;
+  /// Bytes of the partial states of `splits` splits at `sizes` (f32 O and
+  /// LSE per split and row), which launch() keeps per stream.
+  size_t splitStateBytes(const Sizes &sizes, int64_t splits) const {
+    return splitStateBytes(kernelPackage, sizes, splits);
+  }
+  /// The same from the package alone (no GPU needed).
+  static size_t splitStateBytes(const flashrt::KernelPackage &package, const Sizes &sizes,
+                                int64_t splits);
+
   /// Whether the package reads a block summary (its `summary` entry).
   bool hasBlockSummary() const { return kernelPackage.blockSummary; }
   /// Bytes of the block summary at `sizes`: one per (b, h, query tile, key
@@ -160,7 +184,10 @@ private:
   flashrt::KernelPackage kernelPackage;
   flashrt::Module module;
   flashrt::Function kernelFunction;
-  std::optional<flashrt::Function> summaryFunction;
+  std::optional<flashrt::Function> summaryFunction, combineFunction;
+  /// Split-keys packages: CTAs of the main kernel resident at once, and
+  /// the count setKeySplits fixed (0: automatic).
+  int64_t splitSlots = 0, fixedKeySplits = 0;
   flashrt::Context *context;
   /// launch()'s summary when the caller passes none (grown as needed).
   mutable flashrt::DeviceBuffer ownSummary;
@@ -180,6 +207,8 @@ private:
   /// row and query tile a u64 of CTAs done and cost, then a u32 cost; then
   /// the tiles done).
   std::shared_ptr<StreamCounters> orderCounters = std::make_shared<StreamCounters>();
+  /// Split-keys packages: the partial states of a launch with S > 1.
+  std::shared_ptr<StreamCounters> splitStates = std::make_shared<StreamCounters>();
   /// The device address of `stream`'s counters in `counters`, at least
   /// `bytes` long (zeroed when new or grown).
   uint64_t streamCounters(StreamCounters &counters, const flashrt::Stream &stream,

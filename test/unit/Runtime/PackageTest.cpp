@@ -156,8 +156,8 @@ TEST(Package, RejectsInconsistentBackwardPackages) {
                    "grid ceil(M/block-cols)");
   expectParseError(replacedOnce(text, "kind backward\n", ""),
                    "only a backward package has a per-key-block grid");
-  expectParseError(replacedOnce(text, "entry convert", "entry combine"),
-                   "entry role must be preprocess, convert or summary");
+  expectParseError(replacedOnce(text, "entry convert", "entry sideways"),
+                   "entry role must be preprocess, convert, summary or combine");
   expectParseError(replacedOnce(text, "ptx ", "block-summary 1 0\nptx "),
                    "a backward package has no block summary");
   expectParseError(replacedOnce(text, "kind backward", "kind sideways"),
@@ -186,6 +186,29 @@ TEST(Package, RecordsTheBlockSummary) {
                    "a summary entry exactly when it has a block-summary line");
   expectParseError(replacedOnce(text, "block-summary 1 0", "block-summary 2 0"),
                    "takes 0 or 1");
+}
+
+TEST(Package, RecordsSplitKeys) {
+  flashrt::KernelPackage package = samplePackage();
+  package.splitKeys = true;
+  package.entries.push_back({"combine", "sliding_window_combine", 128, 0});
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\nsplit-keys\nentry combine sliding_window_combine 128 0\n"),
+            std::string::npos)
+      << text;
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_TRUE(back.splitKeys);
+  ASSERT_NE(back.entry("combine"), nullptr);
+  EXPECT_EQ(back.entry("combine")->name, "sliding_window_combine");
+  // The line and the entry come together; a persistent grid does not split.
+  expectParseError(replacedOnce(text, "entry combine sliding_window_combine 128 0\n", ""),
+                   "a combine entry exactly when it has a split-keys line");
+  expectParseError(replacedOnce(text, "split-keys\n", ""),
+                   "a combine entry exactly when it has a split-keys line");
+  expectParseError(replacedOnce(text, "split-keys", "split-keys 2"), "takes 0 value(s)");
+  expectParseError(replacedOnce(text, "grid ceil(N/block-rows) H B",
+                                "grid persistent tile-counter\nkv-tensor-maps"),
+                   "a persistent grid does not split keys");
 }
 
 TEST(Package, LoadNamesAMissingFile) {

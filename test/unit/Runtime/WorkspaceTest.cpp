@@ -91,4 +91,54 @@ TEST(BlockSummaryBytes, CountsTheTilesOfThePackage) {
   EXPECT_EQ(flashrun::AttentionKernel::blockSummaryBytes(package, sizes), 4u + 4);
 }
 
+// The launch's split count (flash-decoding): 1 where the query tiles fill
+// the GPU, else the fewest splits whose waves come within 95% of the best
+// fill, at most 128 and one per key block.
+TEST(KeySplits, FillTheGpuOnlyWhereTheTilesDoNot) {
+  flashrt::KernelPackage package;
+  package.kernelName = "gqa";
+  package.blockRows = 64;
+  package.blockCols = 128;
+  package.headDim = 128;
+  const int64_t slots = 132; // one CTA per SM of an H200
+  auto splits = [&](flashrun::Sizes sizes) {
+    return flashrun::AttentionKernel::keySplitsFor(package, sizes, slots);
+  };
+  // Not a split-keys package: never split.
+  EXPECT_EQ(splits({1, 32, 8, 1, 8192}), 1);
+  package.splitKeys = true;
+  // B = 1, 32 heads, 64 key blocks: 4 splits make 128 CTAs (97% of a wave).
+  EXPECT_EQ(splits({1, 32, 8, 1, 8192}), 4);
+  // 8 x 32 = 256 tiles fill the GPU alone.
+  EXPECT_EQ(splits({8, 32, 8, 1, 8192}), 1);
+  // 2 key blocks: at most 2 splits.
+  EXPECT_EQ(splits({1, 4, 1, 1, 256}), 2);
+  // One tile, 1000 key blocks: up to 128 splits; the fewest within 95% of
+  // the best fill (128 of 132 slots) is 122.
+  EXPECT_EQ(splits({1, 1, 1, 1, 128000}), 122);
+  // Every choice stays within the limits.
+  for (int64_t heads : {1, 3, 8, 40, 100})
+    for (int64_t keyLen : {128, 1000, 8192, 131072}) {
+      flashrun::Sizes sizes{1, heads, 1, 1, keyLen};
+      int64_t s = splits(sizes);
+      EXPECT_GE(s, 1);
+      EXPECT_LE(s, std::min<int64_t>(128, (keyLen + 127) / 128));
+    }
+}
+
+TEST(KeySplits, StateBytesHoldOAndLsePerSplitAndRow) {
+  flashrt::KernelPackage package;
+  package.kernelName = "gqa";
+  package.blockRows = 64;
+  package.blockCols = 128;
+  package.headDim = 128;
+  package.splitKeys = true;
+  package.ptx = "";
+  // splitStateBytes needs no GPU: O (D f32 per row, 256-byte aligned),
+  // then LSE (one f32 per row). 3 splits x B 2 x H 4 x N 5 = 120 rows.
+  size_t rows = 120;
+  size_t expected = (rows * 128 * 4 + 255) / 256 * 256 + rows * 4;
+  EXPECT_EQ(flashrun::AttentionKernel::splitStateBytes(package, {2, 4, 4, 5, 100}, 3), expected);
+}
+
 } // namespace

@@ -206,6 +206,9 @@ public:
   /// parameters, the aux tensors and, with a #flash.block_summary, the
   /// summary. The kernel op must be a flash.kernel.
   mlir::LogicalResult appendForwardArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
+  /// What a split_keys kernel and its combine step take after those: the
+  /// partial O and LSE pointers (f32) and the split count S (i32).
+  void appendSplitArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
   /// Binds B, H, HKV, N, M, the parameters, the aux tensor pointers and
   /// (forward kernels with one) the block summary from `arguments[first...]`;
   /// returns the index after them.

@@ -109,6 +109,10 @@ public:
   mlir::Value qPtr, kPtr, vPtr, oPtr, lsePtr;
   mlir::Value qStrides[3], kStrides[3], vStrides[3], oStrides[3]; // i64
 
+  /// split_keys kernels: the splits' partial O (f32 [S, B, H, N, D]) and
+  /// LSE (f32 [S, B, H, N]), and the launch's split count S (i32).
+  mlir::Value splitOutPtr, splitLsePtr, splitCount;
+
   // Shared memory bases (!llvm.ptr<3>).
   mlir::Value smemQ, smemK, smemV;
 
@@ -189,6 +193,14 @@ public:
   mlir::LogicalResult lowerLoadQ(flash::LoadQOp op);
   mlir::LogicalResult lowerLoadKV(flash::LoadKVOp op);
   mlir::LogicalResult lowerStore(flash::StoreOp op);
+  /// The plain store: O in the element type, LSE dense [B, H, N].
+  void storeOutput(const TileValue &out, const TileValue &lse, mlir::Value batch,
+                   mlir::Value head, mlir::Value queryTile);
+  /// A split's partial state for the combine step: O in f32, LSE.
+  void storePartialState(const TileValue &out, const TileValue &lse, mlir::Value batch,
+                         mlir::Value head, mlir::Value queryTile, mlir::Value split);
+  /// [⌊blocks·s/S⌋, ⌊blocks·(s+1)/S⌋) of split s.
+  mlir::LogicalResult lowerSplitKeyRange(flash::SplitKeyRangeOp op);
   /// Starts the copy of K or V block `block`, the one at `position` of the
   /// loop's sequence [keyLoopBegin, keyLoopEnd) (which picks the buffer
   /// and its phase). Position and block are the same value unless the loop
@@ -383,6 +395,14 @@ flash::MaskOp findSkippableMask(mlir::scf::ForOp loop);
 /// `gpuModule` and returns its launch facts; null after an error on the
 /// kernel. `config` is the main kernel's (its Br x Bc tiling).
 flash::LaunchAttr emitBlockSummaryKernel(flash::KernelOp kernel, const KernelConfig &config,
+                                         mlir::gpu::GPUModuleOp gpuModule,
+                                         llvm::StringRef passName, flash::GemmKind gemm);
+
+/// For a split_keys flash.kernel: emits its combine kernel,
+/// `<name>_combine` (SplitCombine.cpp), which merges the splits' partial O
+/// and LSE of every row by LSE into O and LSE, into `gpuModule` and returns
+/// its launch facts; null after an error on the kernel.
+flash::LaunchAttr emitSplitCombineKernel(flash::KernelOp kernel, const KernelConfig &config,
                                          mlir::gpu::GPUModuleOp gpuModule,
                                          llvm::StringRef passName, flash::GemmKind gemm);
 

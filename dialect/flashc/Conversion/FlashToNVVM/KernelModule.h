@@ -36,6 +36,12 @@ inline std::string blockSummaryKernelName(llvm::StringRef name) {
   return name.str() + "_summary";
 }
 
+/// The kernel that merges the splits' partial states of a split_keys
+/// kernel: `<name>_combine`.
+inline std::string splitCombineKernelName(llvm::StringRef name) {
+  return name.str() + "_combine";
+}
+
 /// The gpu.module @flashc_kernels of `module`, created (and `module` marked
 /// a GPU container module) when missing.
 mlir::gpu::GPUModuleOp getOrCreateKernelModule(mlir::ModuleOp module);

@@ -27,6 +27,15 @@
 //          block summary, a global pointer: one u8 class per (b, h, query
 //          tile, key block), then, 4-aligned, the tile order (a u32 per
 //          summary row and query tile; flash::BlockSummaryShape)
+//   then   with split_keys (flash.kernel's: the launch splits each query
+//          tile's key blocks over S CTAs): the partial O (f32 [S, B, H, N,
+//          D], dense) and partial LSE (f32 [S, B, H, N]) pointers, then S
+//          (i32, >= 1). With S = 1 the kernel stores O and LSE as always
+//          and the pointers are unused; with S > 1 it stores its split's
+//          partial state and `<name>_combine` (grid kind split_combine:
+//          the same parameters up to and including S; grid (ceil(B·H·N /
+//          4), 1, 1), 128 threads, no shared memory, launched after it on
+//          the same stream) merges them into O and LSE
 //   then   with kv_tensor_maps (the wgmma kernel with TMA): the CUtensorMaps
 //          of k and v by value (128 bytes, grid constant): bf16/f16, rank 4,
 //          dims {D, M, HKV, B}, byte strides {row, head, batch}, box
@@ -38,7 +47,9 @@
 //          leaves it zero. Launches that may run at once need their own.
 // LSE is dense [B, H, N] f32. K/V head of query head h: h / (H / HKV).
 //
-// Launch: grid (ceil(N / block_rows), H, B), block (threads_per_block, 1, 1)
+// Launch: grid (ceil(N / block_rows), H, B) (split_keys: (ceil(N /
+// block_rows) · S, H, B), CTA x running split x mod S of query tile
+// x / S), block (threads_per_block, 1, 1)
 // (threads_per_block = 32 · block_rows / rows_per_warp; a kernel with a mask
 // maps CTA x to query tile grid.x - 1 - x, a kernel with a block summary maps
 // its position in the launch through the summary's tile order); persistent
@@ -161,8 +172,9 @@ struct KernelLaunchInfo {
   /// then takes q's CUtensorMap before k's.
   bool persistent = false;
   /// The #flash.launch grid kind: "per_tile", "persistent", "per_key_tile"
-  /// (the backward's main kernel) or "per_row_tile" (its preprocess and dQ
-  /// conversion).
+  /// (the backward's main kernel), "per_row_tile" (its preprocess and dQ
+  /// conversion), "block_summary", "per_split_tile" (a split_keys kernel)
+  /// or "split_combine" (its combine kernel).
   std::string grid;
 };
 

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Decode (issue 16) on a GPU host, one device call: flashc's split-key
+# kernel (examples/gqa.flash at N = 1: every key visible) beside SDPA's
+# flash and cuDNN backends (shared/bench/peers_infer.py decode) on the same
+# shapes, K + V bytes read per second; the device-to-device copy rate of
+# the same run as the ceiling. Every flashc row is validated against the
+# interpreter first (flash-run's check; FAIL rows are marked).
+#   bench/decode.sh [B list] [M list] [H/HKV list]
+#   SWEEP="B/H/HKV/M ..." adds flash-run --splits 1..128 at those shapes.
+# Needs .device-carry/flashc-tools.tar.xz (flash-run) and
+# .device-carry/peers_infer.py (a copy of shared/bench/peers_infer.py).
+set -u
+T=$(mktemp -d)
+tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
+export FLASHC_CACHE_DIR="$T/cache"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+BS=${1:-1 8 32 128}
+MS=${2:-2048 8192 32768 131072}
+GROUPS_LIST=${3:-32/8 64/8 32/32}
+MAX_TOKENS=${MAX_TOKENS:-4194304}
+PEERS=${PEERS:-../shared/bench/peers_infer.py}
+[ -f "$PEERS" ] || PEERS=.device-carry/peers_infer.py
+comma() { echo "$1" | tr ' ' ','; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+
+echo "== copy rate" >&2
+python3 - > "$OUT/copy.csv" <<'EOF'
+import torch, triton
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=10, rep=100, return_mode="median")
+# A copy reads and writes every byte.
+print(f"copy_GBps,{2 * x.numel() / ms / 1e6:.0f}")
+EOF
+
+echo "peer,mode,B,H,HKV,M,D,ms,GBps" > "$OUT/peers.csv"
+echo "name,dtype,B,H,HKV,N,M,D,layout,ms,tflops,rel_o,rel_lse,splits,GBps,status" > "$OUT/flashc.csv"
+for group in $GROUPS_LIST; do
+  H=${group%/*}; HKV=${group#*/}
+  echo "== peers H=$H HKV=$HKV" >&2
+  python3 "$PEERS" decode --B "$(comma "$BS")" --M "$(comma "$MS")" --H "$H" --HKV "$HKV" \
+    --D 128 --peers sdpa-flash,sdpa-cudnn --max-tokens "$MAX_TOKENS" 2>> "$OUT/peers.log" \
+    | tail -n +2 >> "$OUT/peers.csv"
+  for B in $BS; do for M in $MS; do
+    [ $((B * M)) -le "$MAX_TOKENS" ] || continue
+    echo "   flashc B=$B H=$H HKV=$HKV M=$M" >&2
+    row=$(timeout 90 "$T/flash-run" examples/gqa.flash --shape B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128 \
+          --csv --warmup 20 --iters 100 2>> "$OUT/flashc.log")
+    case "$row" in *FAIL*) echo "$row" >> "$OUT/flashc.csv" ;;
+                   "") echo "gqa,bf16,$B,$H,$HKV,1,$M,128,bhsd,nan,nan,nan,nan,nan,nan,ERROR" >> "$OUT/flashc.csv" ;;
+                   *) echo "$row,ok" >> "$OUT/flashc.csv" ;; esac
+  done; done
+done
+
+if [ -n "${SWEEP:-}" ]; then
+  echo "shape,splits,ms,GBps,status" > "$OUT/sweep.csv"
+  for s in $SWEEP; do
+    IFS=/ read -r B H HKV M <<< "$s"
+    for S in 1 2 4 8 16 32 64 128; do
+      row=$(timeout 60 "$T/flash-run" examples/gqa.flash --shape B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128 \
+            --splits $S --csv --iters 50 2>> "$OUT/sweep.log")
+      echo "$s,$S,$(echo "$row" | cut -d, -f10),$(echo "$row" | cut -d, -f15),$(case "$row" in *FAIL*) echo FAIL;; "") echo ERROR;; *) echo ok;; esac)" >> "$OUT/sweep.csv"
+    done
+  done
+fi
+
+# The table: flashc's GB/s against the best SDPA backend and the copy rate.
+COPY=$(cut -d, -f2 "$OUT/copy.csv")
+awk -F, -v copy="$COPY" '
+  FNR == 1 { next }
+  FILENAME ~ /peers/ { key = $3 "," $4 "," $5 "," $6; if ($9 + 0 > best[key] + 0) { best[key] = $9; who[key] = $1 } next }
+  { key = $3 "," $4 "," $5 "," $7; rows[++n] = key; gbps[key] = $15; splits[key] = $14; status[key] = $16 }
+  END {
+    printf "| B | H/HKV | M | splits | flashc GB/s | best SDPA GB/s | flashc / best | of copy (%s GB/s) | check |\n", copy
+    printf "|---|---|---|---|---|---|---|---|---|\n"
+    for (r = 1; r <= n; ++r) { k = rows[r]; split(k, f, ",")
+      ratio = best[k] > 0 ? gbps[k] / best[k] : 0
+      printf "| %s | %s/%s | %s | %s | %.0f | %.0f (%s) | %.2fx | %.0f%% | %s |\n", f[1], f[2], f[3], f[4], splits[k], gbps[k], best[k], who[k], ratio, 100 * gbps[k] / copy, status[k] }
+  }' "$OUT/peers.csv" "$OUT/flashc.csv" | tee "$OUT/table.md"
