@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Decode (issue 16) on a GPU host, one device call: flashc's split-key
-# kernel (examples/gqa.flash at N = 1: every key visible) beside SDPA's
+# Decode (issue 16) on a GPU host, one device call: flashc's decode kernel
+# (examples/gqa.flash at N = 1: every key visible; split keys and packed
+# GQA by default) beside SDPA's
 # flash and cuDNN backends (shared/bench/peers_infer.py decode) on the same
 # shapes, K + V bytes read per second; the device-to-device copy rate of
 # the same run as the ceiling. Every flashc row is validated against the
 # interpreter first (flash-run's check; FAIL rows are marked).
 #   bench/decode.sh [B list] [M list] [H/HKV list]
-#   SWEEP="B/H/HKV/M ..." adds flash-run --splits 1..128 at those shapes.
+#   SWEEP="B/H/HKV/M ..." adds flash-run --splits 1..128 at those shapes;
+#   UNPACKED="B/H/HKV/M ..." the same shapes with --pack-gqa=false.
 # Needs .device-carry/flashc-tools.tar.xz (flash-run) and
 # .device-carry/peers_infer.py (a copy of shared/bench/peers_infer.py).
 set -u
@@ -51,6 +53,19 @@ for group in $GROUPS_LIST; do
                    *) echo "$row,ok" >> "$OUT/flashc.csv" ;; esac
   done; done
 done
+
+# What packing the query heads of a KV group bought: the same shapes with
+# --pack-gqa=false (UNPACKED="B/H/HKV/M ...").
+if [ -n "${UNPACKED:-}" ]; then
+  echo "shape,packed_GBps,unpacked_GBps,unpacked_splits,status" > "$OUT/unpacked.csv"
+  for s in $UNPACKED; do
+    IFS=/ read -r B H HKV M <<< "$s"
+    packed=$(grep "^gqa,bf16,$B,$H,$HKV,1,$M," "$OUT/flashc.csv" | cut -d, -f15)
+    row=$(timeout 60 "$T/flash-run" examples/gqa.flash --shape B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128 \
+          --pack-gqa=false --csv --warmup 20 --iters 100 2>> "$OUT/unpacked.log")
+    echo "$s,${packed:-nan},$(echo "$row" | cut -d, -f15),$(echo "$row" | cut -d, -f14),$(case "$row" in *FAIL*) echo FAIL;; "") echo ERROR;; *) echo ok;; esac)" >> "$OUT/unpacked.csv"
+  done
+fi
 
 if [ -n "${SWEEP:-}" ]; then
   echo "shape,splits,ms,GBps,status" > "$OUT/sweep.csv"

@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# One device call for decode (issue 16): the split-key kernels against the
-# interpreter (scripts/gpu-check.sh's split-keys section), compute-sanitizer
-# (memcheck, racecheck, synccheck) over a split launch and its combine
-# kernel at a small shape, then bench/decode.sh beside SDPA. Needs
-# .device-carry/flashc-tools.tar.xz and .device-carry/peers_infer.py.
-# Results: $OUT/checks.txt, $OUT/sanitizer.txt, $OUT/table.md and
-# $OUT/decode.tgz (every CSV and log). SKIP_CHECKS, SKIP_SANITIZER,
-# SKIP_BENCH leave parts out; BENCH_ARGS are bench/decode.sh's arguments.
+# One device call for decode (issue 16): the split-key and packed-GQA
+# kernels against the interpreter (scripts/gpu-check.sh's sections
+# CHECK_SECTIONS, default split-keys,packed), compute-sanitizer (SAN_TOOLS,
+# default memcheck racecheck synccheck; SAN_GEMMS, default auto mma.sync)
+# over a packed split launch and its combine kernel at a small shape, then
+# bench/decode.sh beside SDPA. Needs .device-carry/flashc-tools.tar.xz and
+# .device-carry/peers_infer.py. Results, written as they come (a call cut
+# short keeps what is done): $OUT/checks.txt, $OUT/sanitizer.txt and
+# $OUT/bench/ (table.md, every CSV and log). SKIP_CHECKS, SKIP_SANITIZER,
+# SKIP_BENCH leave parts out; BENCH_ARGS are bench/decode.sh's arguments
+# (quote lists: BENCH_ARGS='"1 8" "2048"').
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-W=$(mktemp -d)
 T=$(mktemp -d)
 tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
 export FLASHC_CACHE_DIR="$T/cache"
 
 if [ -z "${SKIP_CHECKS:-}" ]; then
   echo "== checks" >&2
-  SECTIONS=split-keys FLASH_RUN="$T/flash-run" scripts/gpu-check.sh > "$OUT/checks.txt" 2>&1
+  SECTIONS=${CHECK_SECTIONS:-split-keys,packed} FLASH_RUN="$T/flash-run" scripts/gpu-check.sh \
+    > "$OUT/checks.txt" 2>&1
   tail -1 "$OUT/checks.txt" >&2
 fi
 
 if [ -z "${SKIP_SANITIZER:-}" ]; then
   echo "== compute-sanitizer" >&2
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in memcheck racecheck synccheck; do
-    for gemm in auto mma.sync; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
+    for gemm in ${SAN_GEMMS:-auto mma.sync}; do
       echo "-- $tool $gemm" >> "$OUT/sanitizer.txt"
       timeout 240 "$SAN" --tool "$tool" --error-exitcode 9 "$T/flash-run" examples/gqa.flash \
-        --shape B=1,H=4,HKV=1,N=3,M=600,D=128 --splits 4 --gemm "$gemm" --iters 0 \
+        --shape B=1,H=8,HKV=2,N=3,M=600,D=128 --splits 4 --gemm "$gemm" --iters 0 \
         >> "$OUT/sanitizer.txt" 2>&1
       echo "exit $?" >> "$OUT/sanitizer.txt"
     done
@@ -38,8 +41,7 @@ fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then
   echo "== bench" >&2
-  # shellcheck disable=SC2086
-  OUT="$W/bench" bench/decode.sh ${BENCH_ARGS:-} > "$OUT/table.md" 2> "$W/bench.log"
-  cp "$W/bench.log" "$W/bench/" 2>/dev/null
-  tar -C "$W" -czf "$OUT/decode.tgz" bench
+  mkdir -p "$OUT/bench"
+  eval "set -- ${BENCH_ARGS:-}"
+  OUT="$OUT/bench" bench/decode.sh "$@" > /dev/null 2> "$OUT/bench/bench.log"
 fi

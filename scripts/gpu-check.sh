@@ -11,8 +11,8 @@ FLASH_RUN=${FLASH_RUN:-flash-run}
 GEMMS=${GEMMS:-auto mma.sync}
 # FLAGS: extra flash-run flags for every case (e.g. --warp-specialize).
 FLAGS=${FLAGS:-}
-# SECTIONS: which parts run, comma-separated (default main,split-keys).
-SECTIONS=${SECTIONS:-main,split-keys}
+# SECTIONS: which parts run, comma-separated (default main,split-keys,packed).
+SECTIONS=${SECTIONS:-main,split-keys,packed}
 wants() { case ",$SECTIONS," in *",$1,"*) return 0 ;; esac; return 1; }
 passed=0; failed=0; skipped=0
 run() {
@@ -116,6 +116,23 @@ for gemm in auto mma.sync; do
   run examples/key_padding.flash --split-keys --shape B=3,H=4,N=4,M=900,D=128 --splits 5
   run examples/sink_window.flash --split-keys --shape B=1,H=4,N=1500,D=128 --splits 2
   run test/GPU/dtypes.flash --variant causal_f16 --split-keys --shape B=2,H=8,HKV=2,N=9,M=1200,D=128 --splits 6
+done
+gemm=auto
+fi
+if wants packed; then
+# Packed GQA (the decode default of GQA variants): groups of 4, 8 and 16
+# (MQA), N = 1-16 (G·N rows crossing tiles), a score and a mask that read
+# h and i, masks that read aux tensors, D = 64-256, f16, BSHD, with and
+# without splits; both GEMM kinds.
+for gemm in auto mma.sync; do
+  run test/GPU/gqa_per_head.flash --pack-gqa --shape B=2,H=8,HKV=2,N=7,M=700,D=128 --splits 3
+  run examples/gqa.flash --shape B=2,H=32,HKV=4,N=3,M=2000,D=128
+  run examples/gqa.flash --shape B=1,H=16,HKV=1,N=16,M=1500,D=64
+  run examples/sliding_window.flash --pack-gqa --shape B=2,H=8,HKV=2,N=5,M=900,D=128 --splits 2
+  run examples/key_padding.flash --pack-gqa --shape B=3,H=8,HKV=2,N=2,M=900,D=128 --splits 4
+  run examples/sink_window.flash --pack-gqa --shape B=1,H=12,HKV=3,N=4,M=2000,D=256
+  run examples/gqa.flash --pack-gqa --shape B=2,H=8,HKV=2,N=5,M=1000,D=128 --layout bshd --splits 2
+  run test/GPU/dtypes.flash --variant causal_f16 --pack-gqa --shape B=2,H=8,HKV=2,N=9,M=1200,D=96
 done
 gemm=auto
 fi

@@ -45,7 +45,12 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
                 cl::desc("Forward kernels whose key range the launch may split over several "
                          "CTAs, merged by LSE (flash-decoding; default: when --shape gives "
                          "N <= 16)"),
-                cl::init(false), cl::cat(category)) {}
+                cl::init(false), cl::cat(category)),
+      packGqa("pack-gqa",
+              cl::desc("Forward kernels of GQA variants put the query heads of one KV group "
+                       "into the rows of a tile, so K and V are read once per group (packed "
+                       "GQA; default: when --shape gives N <= 16)"),
+              cl::init(false), cl::cat(category)) {}
 
 ConfigRequest ConfigFlags::request() const {
   ConfigRequest request;
@@ -65,6 +70,8 @@ ConfigRequest ConfigFlags::request() const {
     request.rowsPerWarp = rowsPerWarp;
   if (splitKeys.getNumOccurrences())
     request.splitKeys = splitKeys;
+  if (packGqa.getNumOccurrences())
+    request.packHeads = packGqa;
   return request;
 }
 

@@ -118,6 +118,7 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
   frontend::KernelOptions options;
   options.headDim = headDim;
   options.splitKeys = splitKeys;
+  options.packHeads = packHeads;
   options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
     TileChoice tile = config.tileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
@@ -167,7 +168,10 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   bool specialized = warpSpecializedTiles && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
-  if (!specialized || splitKeys)
+  // Packing applies to GQA variants only (IRGen).
+  if (!packReason.empty() && (!packHeads || variant.mayGroupHeads()))
+    lines.push_back(packReason);
+  if (!specialized || splitKeys || packHeads)
     return lines;
   bool persistent = persistentGridAsked(variant);
   std::string because;
@@ -294,7 +298,8 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
       persistentGridPays(options.sizes.queryLength, /*readsTensors=*/true));
   // A kernel that splits its keys runs a CTA per (query tile, split).
   result.splitKeys = request.splitKeys.value_or(splitKeysPays(options.sizes.queryLength));
-  if (result.splitKeys)
+  result.packHeads = request.packHeads.value_or(packHeadsPays(options.sizes.queryLength));
+  if (result.splitKeys || result.packHeads)
     target.persistent = target.persistentWithTensors = false;
 
   llvm::Expected<std::string> gemm = selectGemm(target.chip, target.gemm);
@@ -347,5 +352,13 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
                                 std::to_string(kDecodeMaxQueryLength) + ")");
   else if (request.splitKeys)
     result.targetReasons.push_back("keys not split (" + asked + ")");
+  if (result.packHeads)
+    result.packReason =
+        request.packHeads ? "GQA query heads packed per KV group (" + asked + ")"
+                          : "GQA query heads packed per KV group: decode (N = " +
+                                std::to_string(*options.sizes.queryLength) + " <= " +
+                                std::to_string(kDecodeMaxQueryLength) + ")";
+  else if (request.packHeads)
+    result.packReason = "GQA query heads not packed (" + asked + ")";
   return result;
 }

@@ -115,6 +115,10 @@ bool config::splitKeysPays(std::optional<int64_t> queryLength) {
   return queryLength && *queryLength <= kDecodeMaxQueryLength;
 }
 
+bool config::packHeadsPays(std::optional<int64_t> queryLength) {
+  return queryLength && *queryLength <= kDecodeMaxQueryLength;
+}
+
 bool config::persistentGridPays(std::optional<int64_t> queryLength, bool readsTensors) {
   return queryLength && (*queryLength <= kPersistentGridMaxQueryLengthWithTensors || !readsTensors);
 }

@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace flashc;
@@ -324,6 +325,25 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
   if (outBound > options.maxBound)
     return skip("scores too large for an f32 comparison", "up to " + format(maxScore));
 
+  // A failure when `outputs` misses the reference (`note` says more).
+  auto againstReference = [&](const std::string &where, const interp::AttentionOutputs &outputs,
+                              const std::string &note) -> std::optional<CheckResult> {
+    interp::ErrorStats out = interp::compare(outputs.out, reference.out);
+    interp::ErrorStats lse = interp::compare(outputs.lse, reference.lse);
+    // LSE is compared in absolute terms too: rows whose LSE is near 0 (one
+    // visible key with a small score) make its relative error meaningless.
+    bool lseOk = lse.passes(lseBound) ||
+                 (lse.passes(std::numeric_limits<double>::infinity()) && lse.maxAbs <= lseBound);
+    if (out.passes(outBound) && lseOk)
+      return std::nullopt;
+    return fail(where, "O rel " + format(out.relative) + " (bound " + format(outBound) + ", " +
+                           std::to_string(out.nonFinite) + " NaN/inf), LSE rel " +
+                           format(lse.relative) + ", max " + format(lse.maxAbs) + " (bound " +
+                           format(lseBound) + ", " + std::to_string(lse.nonFinite) +
+                           " NaN/inf, " + std::to_string(lse.mismatchedInf) +
+                           " rows empty on one side)" + note);
+  };
+
   // The interpreter before the passes and after each of them.
   struct Stage {
     const char *name;
@@ -356,19 +376,45 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
     run.checkClassification = true;
     if (failed(interp::runKernel(kernel, inputs, outputs, error, run)))
       return fail(where, error);
-    interp::ErrorStats out = interp::compare(outputs.out, reference.out);
-    interp::ErrorStats lse = interp::compare(outputs.lse, reference.lse);
-    // LSE is compared in absolute terms too: rows whose LSE is near 0 (one
-    // visible key with a small score) make its relative error meaningless.
-    bool lseOk = lse.passes(lseBound) ||
-                 (lse.passes(std::numeric_limits<double>::infinity()) && lse.maxAbs <= lseBound);
-    if (!out.passes(outBound) || !lseOk)
-      return fail(where, "O rel " + format(out.relative) + " (bound " + format(outBound) +
-                             ", " + std::to_string(out.nonFinite) + " NaN/inf), LSE rel " +
-                             format(lse.relative) + ", max " + format(lse.maxAbs) +
-                             " (bound " + format(lseBound) + ", " +
-                             std::to_string(lse.nonFinite) + " NaN/inf, " +
-                             std::to_string(lse.mismatchedInf) + " rows empty on one side)");
+    if (std::optional<CheckResult> failure = againstReference(where, outputs, ""))
+      return *failure;
+  }
+
+  // Packed GQA with split keys (the decode kernel): the query heads of a
+  // KV group share a tile's rows, the keys run in 1 to 4 splits merged by
+  // LSE, and every claim of flash-classify-tiles about the packed tiles
+  // is checked too.
+  {
+    const char *where = "interpreter with packed heads and split keys";
+    frontend::KernelOptions packedOptions = kernelOptions;
+    packedOptions.packHeads = true;
+    packedOptions.splitKeys = true;
+    OwningOpRef<ModuleOp> packed =
+        frontend::emitFlashIR(context, *parsed.ast, packedOptions, parsed.sourceMgr);
+    if (!packed)
+      return fail("IRGen (packed heads)", parsed.diagnostics + diagnostics);
+    PassManager pm(&context);
+    OpPassManager &nested = pm.nest<flash::KernelOp>();
+    nested.addPass(flash::createFlashFuseRescale());
+    flash::FlashClassifyTilesOptions classify;
+    classify.groupRows = 64;
+    nested.addPass(flash::createFlashClassifyTiles(classify));
+    nested.addPass(mlir::createCSEPass());
+    nested.addPass(flash::createFlashFoldScale());
+    if (failed(pm.run(*packed)))
+      return fail("pass pipeline (packed heads)", diagnostics);
+    interp::AttentionInputs packedInputs = inputs;
+    packedInputs.keySplits = 1 + static_cast<int64_t>(c.seed % 4);
+    interp::AttentionOutputs outputs;
+    std::string error;
+    interp::RunOptions run;
+    run.checkClassification = true;
+    if (failed(interp::runKernel(*packed->getOps<flash::KernelOp>().begin(), packedInputs,
+                                 outputs, error, run)))
+      return fail(where, error);
+    if (std::optional<CheckResult> failure = againstReference(
+            where, outputs, ", " + std::to_string(packedInputs.keySplits) + " split(s)"))
+      return *failure;
   }
 
   if (options.backward) {

@@ -52,9 +52,10 @@ public:
       : builder(builder), variant(variant), sourceMgr(sourceMgr),
         fileName(fileName) {}
 
-  /// The forward kernel; `splitKeys`: its key range may be split at run
+  /// The forward kernel; `packHeads`: the query heads of a KV group share
+  /// its tiles' rows (packed GQA); `splitKeys`: its key range may be split at run
   /// time (flash.kernel's split_keys).
-  void emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys);
+  void emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys, bool packHeads);
   /// The backward kernel: `derivatives` of the variant's score (empty when
   /// it has none).
   void emitBackward(int64_t br, int64_t bc, int64_t headDim,
@@ -402,7 +403,8 @@ KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value
   return result;
 }
 
-void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys) {
+void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys,
+                         bool packHeads) {
   MLIRContext *ctx = builder.getContext();
   Location at = loc(variant.loc);
   Type element = toMLIRType(ctx, variant.q.elementType);
@@ -419,6 +421,8 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys
   Type index = builder.getIndexType();
   if (splitKeys)
     kernel.setSplitKeys(true);
+  if (packHeads)
+    kernel.setPackedHeads(true);
   SmallVector<Type> argTypes(splitKeys ? 4 : 3, index);
   SmallVector<Location> argLocs(argTypes.size(), at);
   Block *body = builder.createBlock(&kernel.getBody(), {}, argTypes, argLocs);
@@ -426,7 +430,8 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys
   Value split = splitKeys ? body->getArgument(3) : Value();
 
   Value q = flash::LoadQOp::create(builder, at, queryTile, b, h, qt);
-  Value kvHead = flash::KVHeadOp::create(builder, at, builder.getIndexType(), h);
+  // A packed kernel's head argument is the KV head already.
+  Value kvHead = packHeads ? h : flash::KVHeadOp::create(builder, at, builder.getIndexType(), h);
   Value keyLen = flash::DimOp::create(builder, at, index, flash::DimRole::KeyLen);
   Value c0 = arith::ConstantIndexOp::create(builder, at, 0);
   Value c1 = arith::ConstantIndexOp::create(builder, at, 1);
@@ -798,9 +803,14 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
           .emitBackward(br, bc, *headDim, *derivatives);
       continue;
     }
+    // Only a variant whose KV heads may be fewer than its query heads has
+    // groups to pack (MHA would pay the row mapping for nothing).
+    bool packHeads = options.packHeads && variant.mayGroupHeads();
     KernelEmitter(builder, variant, sourceMgr, fileName)
-        .emit(br, bc, *headDim, options.splitKeys);
-    if (options.blockSummary)
+        .emit(br, bc, *headDim, options.splitKeys, packHeads);
+    // A packed kernel's tiles mix query heads, which a summary per (head,
+    // tile) cannot describe: its aux masks are evaluated per element.
+    if (options.blockSummary && !packHeads)
       requestBlockSummary(cast<flash::KernelOp>(result->getBody()->back()));
   }
   if (failed)

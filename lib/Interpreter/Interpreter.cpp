@@ -94,6 +94,10 @@ KernelExecutor::KernelExecutor(flash::KernelOp kernel, const AttentionInputs &in
 void KernelExecutor::initialize() {
   config = signature.getConfig();
   elementType = signature.getElementType();
+  if (auto kernel = dyn_cast<flash::KernelOp>(kernelOp); kernel && kernel.getPackedHeads()) {
+    packedHeads = true;
+    groupSize = std::max<int64_t>(inputs.shape.heads() / std::max<int64_t>(inputs.shape.kvHeads(), 1), 1);
+  }
   env.inputs = &inputs;
   // One entry per SSA value the walk can define, so `values` never rehashes
   // while the kernel runs.
@@ -223,6 +227,26 @@ void KernelExecutor::loadRows(Value result, const std::vector<float> &source, in
   setTile(result, std::move(tile));
 }
 
+void KernelExecutor::loadQueryRows(Value result, int64_t b, int64_t head, int64_t tileIndex) {
+  if (!packedHeads)
+    return loadRows(result, inputs.q, b, head, inputs.shape.heads(), inputs.shape.queryLen(),
+                    tileIndex);
+  auto type = cast<RankedTensorType>(result.getType());
+  int64_t rows = type.getDimSize(0), dim = type.getDimSize(1);
+  Tile tile(rows, dim); // padding rows stay zero
+  for (int64_t r = 0; r < rows; ++r) {
+    QueryRow row = queryRow(head, tileIndex, rows, r);
+    if (!row.inside)
+      break;
+    const float *src =
+        &inputs.q[((b * inputs.shape.heads() + row.head) * inputs.shape.queryLen() +
+                   row.position) *
+                  dim];
+    std::copy(src, src + dim, &tile(r, 0));
+  }
+  setTile(result, std::move(tile));
+}
+
 FailureOr<const RegionProgram *> KernelExecutor::regionProgram(Operation *op) {
   auto it = regionCache.find(op);
   if (it == regionCache.end()) {
@@ -246,12 +270,15 @@ LogicalResult KernelExecutor::visitTileElements(
     slots[slot] = scalar(value);
   auto type = cast<RankedTensorType>(mask.getType());
   int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
-  int64_t firstQuery = index(mask.getQueryTile()) * rows;
+  int64_t queryTile = index(mask.getQueryTile()), head = index(mask.getHead());
   int64_t firstKey = index(mask.getKeyTile()) * cols;
   slots[0] = scalar(mask.getBatch());
-  slots[1] = scalar(mask.getHead());
-  for (int64_t r = 0; r < rows && firstQuery + r < inputs.shape.queryLen(); ++r) {
-    slots[2] = static_cast<double>(firstQuery + r);
+  for (int64_t r = 0; r < rows; ++r) {
+    QueryRow row = queryRow(head, queryTile, rows, r);
+    if (!row.inside)
+      break;
+    slots[1] = static_cast<double>(row.head);
+    slots[2] = static_cast<double>(row.position);
     for (int64_t c = 0; c < cols && firstKey + c < inputs.shape.keyLen(); ++c) {
       slots[3] = static_cast<double>(firstKey + c);
       if (!visit(r, c, program.run(slots.data()) != 0))
@@ -276,12 +303,14 @@ LogicalResult KernelExecutor::checkClaims(flash::MaskOp mask) {
                         : visible && bandClaimsEmpty ? "empty in its row band"
                         : !visible && claimsFull     ? "full"
                                                      : nullptr;
+    QueryRow row = queryRow(index(mask.getHead()), queryTile, rows, r);
     if (claim)
       wrong = (Twine("flash-classify-tiles proved the tile (b = ") +
                Twine(index(mask.getBatch())) + ", h = " + Twine(index(mask.getHead())) +
                ", query tile " + Twine(queryTile) + ", key block " + Twine(keyTile) + ") " +
-               claim + ", but (i = " + Twine(queryTile * rows + r) + ", j = " +
-               Twine(keyTile * cols + c) + ") is " + (visible ? "visible" : "masked"))
+               claim + ", but (" + (packedHeads ? "h = " + std::to_string(row.head) + ", " : "") +
+               "i = " + Twine(row.position) + ", j = " + Twine(keyTile * cols + c) + ") is " +
+               (visible ? "visible" : "masked"))
                   .str();
     return !claim;
   });
@@ -380,13 +409,13 @@ LogicalResult KernelExecutor::execElementRegion(Operation *op, Value scores, Val
 
   const Tile &input = tile(scores);
   Tile result = input;
-  int64_t firstQuery = index(queryTile) * input.rows;
   int64_t firstKey = index(keyTile) * input.cols;
   int argBase = isMask ? 0 : 1; // score mods take s first
   slots[argBase + 0] = scalar(batch);
-  slots[argBase + 1] = scalar(head);
   for (int64_t r = 0; r < input.rows; ++r) {
-    slots[argBase + 2] = static_cast<double>(firstQuery + r);
+    QueryRow row = queryRow(index(head), index(queryTile), input.rows, r);
+    slots[argBase + 1] = static_cast<double>(row.head);
+    slots[argBase + 2] = static_cast<double>(row.position);
     for (int64_t c = 0; c < input.cols; ++c) {
       slots[argBase + 3] = static_cast<double>(firstKey + c);
       if (isMask) {
@@ -473,14 +502,16 @@ void KernelExecutor::finalize(flash::FinalizeOp op) {
 void KernelExecutor::store(flash::StoreOp op) {
   const Tile &out = tile(op.getOutput()), &lse = tile(op.getLse());
   const ProblemShape &shape = inputs.shape;
-  int64_t b = index(op.getBatch()), h = index(op.getHead());
-  int64_t first = index(op.getQueryTile()) * out.rows;
+  int64_t b = index(op.getBatch()), h = index(op.getHead()), queryTile = index(op.getQueryTile());
   // A split's partial state stays f32 until the combine step.
   bool partial = op.getSplit() && inputs.keySplits > 1;
   std::vector<float> &outTarget = partial ? splitOut[index(op.getSplit())] : outputs->out;
   std::vector<float> &lseTarget = partial ? splitLse[index(op.getSplit())] : outputs->lse;
-  for (int64_t r = 0; r < out.rows && first + r < shape.queryLen(); ++r) {
-    int64_t row = (b * shape.heads() + h) * shape.queryLen() + first + r;
+  for (int64_t r = 0; r < out.rows; ++r) {
+    QueryRow query = queryRow(h, queryTile, out.rows, r);
+    if (!query.inside)
+      break;
+    int64_t row = (b * shape.heads() + query.head) * shape.queryLen() + query.position;
     for (int64_t d = 0; d < out.cols; ++d)
       outTarget[row * out.cols + d] =
           partial ? out(r, d) : roundToElementType(out(r, d), elementType);
@@ -575,8 +606,8 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
       .Case([&](scf::ForOp loop) { return execFor(loop); })
       .Case([&](arith::ConstantOp constant) { return execConstant(constant); })
       .Case([&](flash::LoadQOp load) {
-        loadRows(load.getResult(), inputs.q, index(load.getBatch()), index(load.getHead()),
-                 shape.heads(), shape.queryLen(), index(load.getQueryTile()));
+        loadQueryRows(load.getResult(), index(load.getBatch()), index(load.getHead()),
+                      index(load.getQueryTile()));
         return success();
       })
       .Case([&](flash::LoadKVOp load) {
@@ -670,7 +701,9 @@ LogicalResult KernelExecutor::runForward() {
   outputs.lse.assign(shape.batch() * shape.heads() * shape.queryLen(),
                      std::numeric_limits<float>::quiet_NaN());
   int64_t br = config.getBr();
-  int64_t queryTiles = (shape.queryLen() + br - 1) / br;
+  // A packed kernel runs per KV head over the G·N packed rows of its group.
+  int64_t gridHeads = packedHeads ? shape.kvHeads() : shape.heads();
+  int64_t queryTiles = (shape.queryLen() * groupSize + br - 1) / br;
   if (kernel.getBlockSummaryAttr()) {
     if (inputs.blockSummary.empty()) {
       std::string error;
@@ -695,7 +728,7 @@ LogicalResult KernelExecutor::runForward() {
   }
   SmallVector<RuntimeValue> yielded;
   for (int64_t b = 0; b < shape.batch(); ++b)
-    for (int64_t h = 0; h < shape.heads(); ++h)
+    for (int64_t h = 0; h < gridHeads; ++h)
       for (int64_t qt = 0; qt < queryTiles; ++qt)
         for (int64_t split = 0; split < splits; ++split) {
           get(kernel.getBatch()).scalar = static_cast<double>(b);

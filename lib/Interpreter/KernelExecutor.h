@@ -104,7 +104,25 @@ private:
   /// (kernel-level and loop-body ones), for the current b, h, qt and kt.
   mlir::LogicalResult execCaptures(flash::MaskOp mask);
 
+  /// Where row `r` of query tile `queryTile` of a tile `rows` tall lives:
+  /// its query head and position, and whether it is inside the problem. A
+  /// packed_heads kernel's `head` is the KV head and its tile's rows are
+  /// the group's packed rows (flash.kernel).
+  struct QueryRow {
+    int64_t head, position;
+    bool inside;
+  };
+  QueryRow queryRow(int64_t head, int64_t queryTile, int64_t rows, int64_t r) const {
+    int64_t row = queryTile * rows + r;
+    if (!packedHeads)
+      return {head, row, row < inputs.shape.queryLen()};
+    return {head * groupSize + row % groupSize, row / groupSize,
+            row < groupSize * inputs.shape.queryLen()};
+  }
+
   // Forward tile ops (Interpreter.cpp).
+  /// The Q tile of (b, head, tile), row by row through queryRow.
+  void loadQueryRows(mlir::Value result, int64_t b, int64_t head, int64_t tileIndex);
   void loadRows(mlir::Value result, const std::vector<float> &source, int64_t b,
                 int64_t head, int64_t heads, int64_t length, int64_t tileIndex);
   void onlineSoftmax(flash::OnlineSoftmaxOp op);
@@ -140,6 +158,9 @@ private:
   RunOptions options;
   flash::TileConfigAttr config;
   mlir::Type elementType;
+  /// A packed_heads kernel and its G = H / HKV.
+  bool packedHeads = false;
+  int64_t groupSize = 1;
   LaunchEnv env;
   llvm::DenseMap<mlir::Value, RuntimeValue> values;
   llvm::DenseMap<mlir::Operation *, ScalarInstr> scalarCache;

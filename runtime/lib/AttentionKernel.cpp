@@ -42,6 +42,9 @@ void checkSizes(const flashrt::KernelPackage &pkg, const Sizes &sizes) {
     invalid("sequence lengths must fit in 32 bits");
   if (sizes.heads > 65535 || sizes.batch > 65535)
     invalid("H and B must be at most 65535 (grid y and z)");
+  if (pkg.packedHeads && sizes.queryLen * (sizes.heads / sizes.kvHeads) > INT32_MAX)
+    invalid("kernel '" + pkg.kernelName + "' packs the H / HKV query heads of a KV group: N x "
+            "H / HKV must fit in 32 bits");
 }
 
 /// cp.async copies 16 bytes: 8 bf16/f16 elements.
@@ -145,8 +148,8 @@ int64_t AttentionKernel::keySplitsFor(const flashrt::KernelPackage &pkg, const S
                                       int64_t slots) {
   if (!pkg.splitKeys || slots < 1)
     return 1;
-  int64_t tiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows * sizes.heads *
-                  sizes.batch;
+  int64_t tiles = pkg.queryTiles(sizes.heads, sizes.kvHeads, sizes.queryLen) *
+                  pkg.gridHeads(sizes.heads, sizes.kvHeads) * sizes.batch;
   int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
   // The query tiles fill 80% of the slots on their own: no split pays for
   // its combine step. Otherwise the fewest splits within 95% of the best
@@ -199,7 +202,7 @@ void AttentionKernel::validate(const Sizes &sizes, const TensorRef &q, const Ten
                                const std::vector<uint64_t> &tensors) const {
   const flashrt::KernelPackage &pkg = kernelPackage;
   checkSizes(pkg, sizes);
-  int64_t tiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
+  int64_t tiles = pkg.queryTiles(sizes.heads, sizes.kvHeads, sizes.queryLen);
   if (pkg.persistent && tiles * sizes.heads * sizes.batch > INT32_MAX)
     invalid("kernel '" + pkg.kernelName + "' numbers its query tiles in 32 bits: " +
             std::to_string(tiles) + " x H x B is too many");
@@ -228,7 +231,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   flashrt::KernelArgs args =
       forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary);
   int64_t splits = keySplits(sizes);
-  int64_t tiles = (sizes.queryLen + kernelPackage.blockRows - 1) / kernelPackage.blockRows;
+  int64_t tiles = kernelPackage.queryTiles(sizes.heads, sizes.kvHeads, sizes.queryLen);
   uint64_t partialOut = 0, partialLse = 0;
   if (kernelPackage.splitKeys) {
     if (tiles * splits > INT32_MAX)
@@ -264,7 +267,8 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   }
   if (kernelPackage.persistent)
     args.add(streamCounters(*tileCounters, stream, 2 * sizeof(uint32_t)));
-  flashrt::Dim3 grid(static_cast<unsigned>(tiles * splits), static_cast<unsigned>(sizes.heads),
+  flashrt::Dim3 grid(static_cast<unsigned>(tiles * splits),
+                     static_cast<unsigned>(kernelPackage.gridHeads(sizes.heads, sizes.kvHeads)),
                      static_cast<unsigned>(sizes.batch));
   if (kernelPackage.persistent)
     grid = flashrt::Dim3(

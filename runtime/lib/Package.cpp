@@ -90,6 +90,8 @@ std::string KernelPackage::serialize() const {
     os << "block-summary " << summaryPerBatch << ' ' << summaryPerHead << '\n';
   if (splitKeys)
     os << "split-keys\n";
+  if (packedHeads)
+    os << "packed-heads\n";
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
@@ -192,6 +194,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
     } else if (key == "split-keys") {
       expect(0);
       package.splitKeys = true;
+    } else if (key == "packed-heads") {
+      expect(0);
+      package.packedHeads = true;
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
@@ -234,6 +239,8 @@ KernelPackage KernelPackage::parse(std::string_view text) {
     fail(line, "a backward package has no block summary and no key splits");
   if (package.persistent && package.splitKeys)
     fail(line, "a persistent grid does not split keys");
+  if (package.packedHeads && (package.backward || package.persistent || package.blockSummary))
+    fail(line, "packed-heads is a forward kernel's with one CTA per tile and no block summary");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

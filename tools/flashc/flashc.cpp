@@ -225,6 +225,7 @@ int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &a
                  << " Bc=" << config.getBc() << "  " << element << "  seed=" << seed
                  << (backwardModule ? "  backward" : "")
                  << (kernel.getSplitKeys() ? "  splits=" + std::to_string(keySplits) : "")
+                 << (kernel.getPackedHeads() ? "  packed-gqa" : "")
                  << "\n";
     auto start = std::chrono::steady_clock::now();
     interp::AttentionOutputs outputs;

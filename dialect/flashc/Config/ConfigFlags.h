@@ -33,6 +33,7 @@ struct ConfigFlags {
   llvm::cl::opt<bool> persistent;
   llvm::cl::opt<int> rowsPerWarp;
   llvm::cl::opt<bool> splitKeys;
+  llvm::cl::opt<bool> packGqa;
 
   /// The flags given on the command line (those not given stay unset).
   ConfigRequest request() const;

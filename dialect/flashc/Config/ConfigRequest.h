@@ -35,6 +35,9 @@ struct ConfigRequest {
   /// Forward kernels whose key range may be split at run time
   /// (flash-decoding; the launch picks the split count).
   std::optional<bool> splitKeys;
+  /// Forward kernels of GQA variants that pack the query heads of one KV
+  /// group into a tile's rows (packed GQA).
+  std::optional<bool> packHeads;
   /// The backward kernels' tile (--bwd-tile), apart from the forward's.
   /// Not a knob of the forward: it leaves the forward's tuned lookup alone.
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;
@@ -42,7 +45,8 @@ struct ConfigRequest {
   /// Whether any knob is set (then no tuned winner replaces them).
   bool empty() const {
     return !blockRows && !blockCols && !gemm && !kvCopy && !warpSpecialize &&
-           !overlapSoftmax && !pingPong && !persistent && !rowsPerWarp && !splitKeys;
+           !overlapSoftmax && !pingPong && !persistent && !rowsPerWarp && !splitKeys &&
+           !packHeads;
   }
 };
 

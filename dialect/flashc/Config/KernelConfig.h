@@ -109,6 +109,9 @@ public:
   /// Whether forward kernels split their key range at launch (flash.kernel's
   /// split_keys).
   bool splitsKeys() const { return splitKeys; }
+  /// Whether forward kernels of GQA variants pack the query heads of a KV
+  /// group into a tile (flash.kernel's packed_heads).
+  bool packsHeads() const { return packHeads; }
 
 private:
   friend llvm::Expected<KernelConfig> resolveKernelConfig(const ResolveOptions &,
@@ -128,6 +131,9 @@ private:
   std::string backwardSourceText = "default tile";
   bool warpSpecializedTiles = false;
   bool splitKeys = false;
+  bool packHeads = false;
+  /// Why GQA heads are packed or not, for why() (empty: nothing to say).
+  std::string packReason;
   std::optional<int64_t> queryLength;
   /// One line per target-level decision (the GEMM), for why().
   std::vector<std::string> targetReasons;

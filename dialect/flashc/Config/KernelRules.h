@@ -84,6 +84,11 @@ constexpr int64_t kDecodeMaxQueryLength = 16;
 /// flash-decoding): for decode (N known, at most kDecodeMaxQueryLength),
 /// where B·H query tiles leave most of the GPU idle.
 bool splitKeysPays(std::optional<int64_t> queryLength);
+/// Whether forward kernels of GQA variants pack the query heads of a KV
+/// group into a tile's rows by default (packed GQA): for decode, where a
+/// query head's few rows would leave the tile nearly empty and every head
+/// of the group would read the same K and V again.
+bool packHeadsPays(std::optional<int64_t> queryLength);
 
 /// Whether a persistent grid is the default for query length N. Up to
 /// N = 8192 for every variant (bench/results/2026-11-29-h200-persistent);

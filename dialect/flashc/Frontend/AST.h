@@ -135,6 +135,13 @@ struct Variant {
   Dim dims[6];
 
   const Dim &dim(DimRole role) const { return dims[static_cast<int>(role)]; }
+  /// Whether HKV may be smaller than H (GQA/MQA): k's heads are neither
+  /// q's symbol nor the same fixed number.
+  bool mayGroupHeads() const {
+    const Dim &heads = dim(DimRole::Heads), &kvHeads = dim(DimRole::KVHeads);
+    return heads.isFixed() ? !kvHeads.isFixed() || kvHeads.value != heads.value
+                           : kvHeads.symbol != heads.symbol;
+  }
 
   /// The role a q/k/v shape symbol names (for aux tensor shapes); the lowest
   /// DimRole when it names two (H in q and k: Heads). Expressions that use

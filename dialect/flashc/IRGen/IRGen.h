@@ -36,6 +36,10 @@ struct KernelOptions {
   /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
   /// a combine step.
   bool splitKeys = false;
+  /// Forward kernels that pack the query heads of one KV group into the
+  /// rows of a tile (`packed_heads`, packed GQA): K and V are read once per
+  /// group instead of once per query head. For decoding, where N is small.
+  bool packHeads = false;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;

@@ -817,20 +817,7 @@ flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelOp kernel,
                                                    gpu::GPUModuleOp gpuModule, StringRef passName,
                                                    flash::GemmKind gemm) {
   BlockSummaryEmitter emitter(kernel, config, gpuModule, passName);
-  if (failed(emitter.emit())) {
-    if (emitter.func)
-      emitter.func.erase();
-    return {};
-  }
-  SmallVector<Attribute> paramNames, paramTypes, tensorNames;
-  emitter.signatureNames(paramNames, paramTypes, tensorNames);
-  Builder b(kernel.getContext());
-  auto emitError = [&] {
-    return kernel.emitOpError() << passName << ": internal error: invalid launch facts: ";
-  };
-  return flash::LaunchAttr::getChecked(
-      emitError, kernel.getContext(), gemm, flash::GridKind::BlockSummary, kSummaryThreads,
-      /*dynamic_shared_bytes=*/kOrderSharedBytes, config.br, config.bc, config.headDim, kSummaryThreads / 32,
-      config.rowsPerWarp, config.elementType, /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
-      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
+  LogicalResult emitted = emitter.emit();
+  return emitter.companionLaunch(emitted, gemm, flash::GridKind::BlockSummary, kSummaryThreads,
+                                 kOrderSharedBytes);
 }

@@ -74,7 +74,6 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
     scf::YieldOp::create(b, loc, scores.regs);
     b.setInsertionPointToStart(fullTile.elseBlock());
   }
-  Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(scores.cols));
   Value negInf = f32(-std::numeric_limits<double>::infinity());
   int64_t nTiles = scores.cols / 8;
@@ -85,9 +84,9 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
         SmallVector<Value, 1> leading;
         if (!isMask)
           leading.push_back(element);
-        FailureOr<Value> yielded =
-            emitRegionElement(op, leading, batch, head, add(firstQuery, fragmentRow(mb, e)),
-                              add(firstKey, fragmentCol(nt, e)));
+        QueryRow row = queryRow(head, queryTile, mb, e);
+        FailureOr<Value> yielded = emitRegionElement(op, leading, batch, row.head, row.position,
+                                                     add(firstKey, fragmentCol(nt, e)));
         if (failed(yielded))
           return failure();
         element = isMask ? select(*yielded, element, negInf) : *yielded;

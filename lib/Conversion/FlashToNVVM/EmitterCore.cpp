@@ -444,6 +444,26 @@ LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
   return success();
 }
 
+flash::LaunchAttr EmitterCore::companionLaunch(LogicalResult emitted, flash::GemmKind gemm,
+                                               flash::GridKind grid, int64_t threads,
+                                               int64_t dynamicSharedBytes) {
+  if (failed(emitted)) {
+    if (func)
+      func.erase();
+    return {};
+  }
+  SmallVector<Attribute> paramNames, paramTypes, tensorNames;
+  signatureNames(paramNames, paramTypes, tensorNames);
+  auto emitError = [&] {
+    return kernelOp->emitOpError() << passName() << ": internal error: invalid launch facts: ";
+  };
+  return flash::LaunchAttr::getChecked(
+      emitError, kernelOp->getContext(), gemm, grid, threads, dynamicSharedBytes, config.br,
+      config.bc, config.headDim, threads / 32, config.rowsPerWarp, config.elementType,
+      /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames), b.getArrayAttr(paramTypes),
+      b.getArrayAttr(tensorNames));
+}
+
 FailureOr<SmallVector<Operation *>> EmitterCore::factSlice(ArrayRef<Value> facts,
                                                             scf::ForOp loop) {
   Block *body = loop.getBody();

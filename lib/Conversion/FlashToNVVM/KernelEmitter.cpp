@@ -28,6 +28,52 @@ Value KernelEmitter::fragmentCol(int64_t nt, int64_t e) {
   return add(mul(threadInGroup, i32(2)), i32(8 * nt + (e & 1)));
 }
 
+KernelEmitter::QueryRow KernelEmitter::queryRow(Value head, Value queryTile, int64_t mb,
+                                                int64_t e) {
+  if (kernel.getPackedHeads()) {
+    assert(!packedRows.empty() && "packed rows are mapped before the body");
+    return packedRows[2 * mb + (e >= 2 ? 1 : 0)];
+  }
+  Value position = add(mul(queryTile, i32(config.br)), fragmentRow(mb, e));
+  return {head, position, cmpI(arith::CmpIPredicate::slt, position, queryLen)};
+}
+
+SmallVector<KernelEmitter::QueryRow> KernelEmitter::packRows(Value group, Value kvHead,
+                                                             Value queryTile) {
+  Value packedLen = mul(queryLen, group);
+  Value firstRow = mul(queryTile, i32(config.br));
+  Value firstHead = mul(kvHead, group);
+  SmallVector<QueryRow> rows;
+  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+    for (int64_t half = 0; half < 2; ++half) {
+      Value row = add(firstRow, fragmentRow(mb, 2 * half));
+      Value member = arith::RemUIOp::create(b, loc, row, group);
+      rows.push_back({add(firstHead, member), arith::DivUIOp::create(b, loc, row, group),
+                      cmpI(arith::CmpIPredicate::slt, row, packedLen)});
+    }
+  return rows;
+}
+
+void KernelEmitter::mapPackedRows() {
+  groupSize = arith::DivUIOp::create(b, loc, headCount, kvHeadCount);
+  packedRows = packRows(groupSize, lookupScalar(kernel.getHead()),
+                        lookupScalar(kernel.getQueryTile()));
+}
+
+SmallVector<KernelEmitter::QueryRow> KernelEmitter::storedRows(Value head, Value queryTile) {
+  // A packed tile maps its rows again from opaque copies of its
+  // coordinates: LLVM cannot reuse the mapping the key loop used, which
+  // would otherwise stay live across the loop (spills at D = 256).
+  if (kernel.getPackedHeads())
+    return packRows(arith::DivUIOp::create(b, loc, opaqueValue(headCount), kvHeadCount),
+                    opaqueValue(head), opaqueValue(queryTile));
+  SmallVector<QueryRow> rows;
+  for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
+    for (int64_t half = 0; half < 2; ++half)
+      rows.push_back(queryRow(head, queryTile, mb, 2 * half));
+  return rows;
+}
+
 //===----------------------------------------------------------------------===//
 // Kernel skeleton
 //===----------------------------------------------------------------------===//
@@ -138,25 +184,32 @@ LogicalResult KernelEmitter::emitKernelBody() {
   // (grid.x = ceil(N / Br) · S): the splits of one tile start together.
   Type i32Type = b.getI32Type();
   Value blockX = NVVM::BlockIdXOp::create(b, loc, i32Type);
-  Value gridX = NVVM::GridDimXOp::create(b, loc, i32Type);
+  // The query tiles of the grid (grid.x / S), read only where needed.
+  auto gridX = [&]() -> Value {
+    Value x = NVVM::GridDimXOp::create(b, loc, i32Type);
+    return kernel.getSplitKeys() ? Value(arith::DivUIOp::create(b, loc, x, splitCount)) : x;
+  };
   if (kernel.getSplitKeys()) {
     scalars.map(kernel.getSplit(), arith::RemUIOp::create(b, loc, blockX, splitCount));
     blockX = arith::DivUIOp::create(b, loc, blockX, splitCount);
-    gridX = arith::DivUIOp::create(b, loc, gridX, splitCount);
   }
   if (readsTileOrder()) {
-    mapTileInSummaryOrder(add(blockX, mul(gridX, add(NVVM::BlockIdYOp::create(b, loc, i32Type),
+    mapTileInSummaryOrder(add(blockX, mul(gridX(), add(NVVM::BlockIdYOp::create(b, loc, i32Type),
                                                      mul(NVVM::GridDimYOp::create(b, loc, i32Type),
                                                          NVVM::BlockIdZOp::create(b, loc, i32Type))))));
   } else {
     Value queryTile = blockX;
     if (visitsLongestFirst())
-      queryTile = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, gridX, i32(1)),
+      queryTile = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, gridX(), i32(1)),
                                         queryTile);
     scalars.map(kernel.getQueryTile(), queryTile);
     scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
     scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   }
+  // packed_heads: blockIdx.y is the KV head and x runs over the group's
+  // ceil(G·N / Br) tiles of packed rows.
+  if (kernel.getPackedHeads())
+    mapPackedRows();
   if (failed(lowerBlock(kernel.getEntryBlock())))
     return failure();
   LLVM::ReturnOp::create(b, loc, ValueRange{});

@@ -496,15 +496,14 @@ FailureOr<Value> KernelEmitter::emitMaskVote(flash::MaskOp op) {
   if (!batch || !head || !queryTile || !keyTile)
     return error(op, "unknown (b, h, qt, kt) operands");
   int64_t cols = cast<RankedTensorType>(op.getType()).getDimSize(1);
-  Value firstQuery = mul(queryTile, i32(config.br));
   Value firstKey = mul(keyTile, i32(cols));
   Value any;
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t nt = 0; nt < cols / 8; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
-        FailureOr<Value> keep =
-            emitRegionElement(op, ValueRange(), batch, head, add(firstQuery, fragmentRow(mb, e)),
-                              add(firstKey, fragmentCol(nt, e)));
+        QueryRow row = queryRow(head, queryTile, mb, e);
+        FailureOr<Value> keep = emitRegionElement(op, ValueRange(), batch, row.head,
+                                                  row.position, add(firstKey, fragmentCol(nt, e)));
         if (failed(keep))
           return failure();
         any = any ? Value(arith::OrIOp::create(b, loc, any, *keep)) : *keep;

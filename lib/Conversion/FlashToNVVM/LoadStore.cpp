@@ -59,8 +59,47 @@ LogicalResult KernelEmitter::lowerLoadQ(flash::LoadQOp op) {
 void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
   Value batch = lookupScalar(op.getBatch()), head = lookupScalar(op.getHead()),
         queryTile = lookupScalar(op.getQueryTile());
+  if (kernel.getPackedHeads())
+    return issuePackedQueryCopy(batch, head, queryTile);
   issueTileCopy(qPtr, headOffset(qStrides, batch, head), qStrides[2], queryTile, config.br,
                 queryLen, smemQ);
+}
+
+void KernelEmitter::issuePackedQueryCopy(Value batch, Value kvHead, Value queryTile) {
+  // Every 16-byte chunk computes its own row's address: the rows of a
+  // packed tile come from G heads (once per CTA, so the divisions are
+  // cheap next to the key loop).
+  int64_t chunksPerRow = config.headDim / 8;
+  int64_t total = config.br * chunksPerRow;
+  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  Value packedLen = mul(queryLen, groupSize);
+  Value firstRow = mul(queryTile, i32(config.br));
+  Value firstHead = mul(kvHead, groupSize);
+  Value batchOffset = mul(toI64(batch), qStrides[0]);
+  for (int64_t it = 0; it < perThread; ++it) {
+    OpBuilder::InsertionGuard guard(b);
+    Value index = add(tid, i32(it * config.numThreads));
+    if ((it + 1) * config.numThreads > total) {
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
+                                      /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    }
+    Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value packedRow = add(firstRow, row);
+    Value valid = cmpI(arith::CmpIPredicate::slt, packedRow, packedLen);
+    // Padding rows copy 0 bytes (zero fill) from row 0 of the group.
+    Value clamped = select(valid, packedRow, i32(0));
+    Value position = arith::DivUIOp::create(b, loc, clamped, groupSize);
+    Value head = add(firstHead, arith::RemUIOp::create(b, loc, clamped, groupSize));
+    Value offset = add(add(batchOffset, mul(toI64(head), qStrides[1])),
+                       add(mul(toI64(position), qStrides[2]), toI64(mul(chunk, i32(8)))));
+    Value src = gepElements(qPtr, offset, b.getI16Type());
+    Value dst = gepBytes(smemQ, sharedChunkOffset(row, chunk, config.br));
+    NVVM::CpAsyncOp::create(b, loc, dst, src, 16, NVVM::LoadCacheModifierKind::CG,
+                            select(valid, i32(16), i32(0)));
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
 void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value /*position*/, Value keyTile) {
@@ -175,23 +214,23 @@ LogicalResult KernelEmitter::lowerStore(flash::StoreOp op) {
 
 void KernelEmitter::storePartialState(const TileValue &out, const TileValue &lse, Value batch,
                                       Value head, Value queryTile, Value split) {
-  // Row r of (split, b, h): ((split·B + b)·H + h)·N + r of [S, B, H, N].
-  Value stateHead = mul(add(mul(add(mul(toI64(split), toI64(batchSize)), toI64(batch)),
-                                toI64(headCount)),
-                            toI64(head)),
-                        toI64(queryLen));
-  Value firstRow = mul(queryTile, i32(config.br));
+  // Row i of (split, b, h): ((split·B + b)·H + h)·N + i of [S, B, H, N].
+  Value splitBatch = add(mul(toI64(split), toI64(batchSize)), toI64(batch));
+  auto stateHead = [&](Value queryHead) {
+    return mul(add(mul(splitBatch, toI64(headCount)), toI64(queryHead)), toI64(queryLen));
+  };
+  Value tileHead = kernel.getPackedHeads() ? Value() : stateHead(head);
+  SmallVector<QueryRow> rows = storedRows(head, queryTile);
   Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
   int64_t nTiles = config.accTiles();
   auto pairType = VectorType::get({2}, b.getF32Type());
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t half = 0; half < 2; ++half) {
-      Value row = add(firstRow, fragmentRow(mb, 2 * half));
-      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
-                                      /*withElseRegion=*/false);
+      const QueryRow &row = rows[2 * mb + half];
+      auto inside = scf::IfOp::create(b, loc, row.inside, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      Value stateRow = add(stateHead, toI64(row));
+      Value stateRow = add(tileHead ? tileHead : stateHead(row.head), toI64(row.position));
       Value rowOffset = mul(stateRow, i64(config.headDim));
       // The thread's two adjacent columns of each n-tile as one 8-byte store.
       for (int64_t nt = 0; nt < nTiles; ++nt) {
@@ -227,10 +266,15 @@ LogicalResult KernelEmitter::lowerSplitKeyRange(flash::SplitKeyRangeOp op) {
 
 void KernelEmitter::storeOutput(const TileValue &out, const TileValue &lse, Value batch,
                                 Value head, Value queryTile) {
-  Value outHead = headOffset(oStrides, batch, head);
-  Value firstRow = mul(queryTile, i32(config.br));
-  // LSE is dense [B, H, N].
-  Value lseHead = mul(add(mul(toI64(batch), toI64(headCount)), toI64(head)), toI64(queryLen));
+  // LSE is dense [B, H, N]. A packed tile's rows come from G heads: each
+  // row finds its own.
+  auto lseHeadOf = [&](Value queryHead) {
+    return mul(add(mul(toI64(batch), toI64(headCount)), toI64(queryHead)), toI64(queryLen));
+  };
+  bool packed = kernel.getPackedHeads();
+  Value outHead = packed ? Value() : headOffset(oStrides, batch, head);
+  Value lseHead = packed ? Value() : lseHeadOf(head);
+  SmallVector<QueryRow> rows = storedRows(head, queryTile);
   Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
   int64_t nTiles = config.accTiles();
   // A thread holds 2 adjacent columns of every 8-column n-tile, so a plain
@@ -264,12 +308,12 @@ void KernelEmitter::storeOutput(const TileValue &out, const TileValue &lse, Valu
           SmallVector<Value> column = transposeQuad(ArrayRef(words).slice(first, 4), bit0, bit1);
           std::copy(column.begin(), column.end(), words.begin() + first);
         }
-      Value row = add(firstRow, fragmentRow(mb, 2 * half));
-      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
-                                      /*withElseRegion=*/false);
+      const QueryRow &row = rows[2 * mb + half];
+      auto inside = scf::IfOp::create(b, loc, row.inside, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      Value rowOffset = add(outHead, mul(toI64(row), oStrides[2]));
+      Value rowOffset = add(packed ? headOffset(oStrides, batch, row.head) : outHead,
+                            mul(toI64(row.position), oStrides[2]));
       if (wide) {
         Value ownTile = mul(threadInGroup, i32(8));
         for (int64_t first = 0; first < nTiles; first += 4) {
@@ -289,7 +333,9 @@ void KernelEmitter::storeOutput(const TileValue &out, const TileValue &lse, Valu
       }
       auto lseWriter = scf::IfOp::create(b, loc, writesLse, /*withElseRegion=*/false);
       b.setInsertionPoint(lseWriter.thenBlock()->getTerminator());
-      Value lseAddress = gepElements(lsePtr, add(lseHead, toI64(row)), b.getF32Type());
+      Value lseAddress = gepElements(lsePtr, add(packed ? lseHeadOf(row.head) : lseHead,
+                                                 toI64(row.position)),
+                                     b.getF32Type());
       LLVM::StoreOp::create(b, loc, lse.regs[2 * mb + half], lseAddress, /*alignment=*/4);
     }
 }

@@ -94,9 +94,10 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.numWarps += 4;
     specialized.numThreads += 128;
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
-    // A split_keys kernel keeps its grid of (query tile, split) CTAs.
+    // A split_keys kernel keeps its grid of (query tile, split) CTAs, a
+    // packed_heads kernel its rows mapped once per CTA.
     specialized.persistent =
-        !kernel.getSplitKeys() &&
+        !kernel.getSplitKeys() && !kernel.getPackedHeads() &&
         config::persistentGridAsked(options.persistent, options.persistentWithTensors,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);

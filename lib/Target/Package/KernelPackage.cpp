@@ -64,6 +64,7 @@ flashrt::KernelPackage describeKernel(Operation *op) {
       package.summaryPerHead = summary.getPerHead();
     }
     package.splitKeys = forward.getSplitKeys();
+    package.packedHeads = forward.getPackedHeads();
   }
   for (Attribute attr : kernel.getTensors()) {
     auto tensor = cast<flash::AuxTensorAttr>(attr);

@@ -49,6 +49,11 @@
 //   split-keys
 //   entry combine decode_combine 128 0
 //
+// A forward package built with packed heads (packed GQA: `flashc
+// --pack-gqa`) puts the G = H/HKV query heads of a KV group into the rows
+// of one tile: its grid is (ceil(G·N/block-rows) (·S), HKV, B):
+//   packed-heads
+//
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
 //===----------------------------------------------------------------------===//
@@ -125,8 +130,23 @@ struct KernelPackage {
   /// states' buffers and S after the block summary), merged by its
   /// `combine` entry when S > 1.
   bool splitKeys = false;
+  /// A forward package with `packed-heads`: a tile's rows are the packed
+  /// (position, query head) rows of one KV group, so the grid runs over
+  /// ceil(G·N / block-rows) tiles per (KV head, batch entry).
+  bool packedHeads = false;
   std::vector<PackageEntry> entries;
   std::string ptx;
+
+  /// Query tiles per (head, batch entry) of the grid at H, HKV and N: of
+  /// the N rows of a query head, or of the G·N packed rows of a KV group.
+  int64_t queryTiles(int64_t heads, int64_t kvHeads, int64_t queryLen) const {
+    int64_t rows = packedHeads && kvHeads > 0 ? queryLen * (heads / kvHeads) : queryLen;
+    return (rows + blockRows - 1) / blockRows;
+  }
+  /// The grid's heads (y): H, or HKV with packed heads.
+  int64_t gridHeads(int64_t heads, int64_t kvHeads) const {
+    return packedHeads ? kvHeads : heads;
+  }
 
   /// The entry of `role`, or null.
   const PackageEntry *entry(const std::string &role) const {

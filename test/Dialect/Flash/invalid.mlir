@@ -474,3 +474,23 @@ flash.kernel @split_store_outside attributes {config = #flash.tile<br = 16, bc =
   // expected-error @+1 {{'flash.store' op names a split outside a split_keys kernel}}
   flash.store %o, %l at (%b, %h, %qt) split %qt : tensor<16x16xf32>, tensor<16xf32>
 }
+
+// -----
+
+flash.kernel @packed_kv_head attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, packed_heads} {
+^bb0(%b: index, %h: index, %qt: index):
+  // expected-error @+1 {{'flash.kv_head' op is not needed in a packed_heads kernel: its head argument is the KV head}}
+  %hkv = flash.kv_head %h
+}
+
+// -----
+
+// expected-error @+1 {{a packed_heads kernel cannot read a block summary (its tiles are per query head)}}
+flash.kernel @packed_summary attributes {block_summary = #flash.block_summary<per_batch = true, per_head = false>,
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, packed_heads} {
+^bb0(%b: index, %h: index, %qt: index):
+}

@@ -121,3 +121,23 @@ flash.kernel @split attributes {
   %o, %lse = flash.finalize %a0, %m0, %l0 {max_scale = 1.0 : f32} : tensor<16x16xf32>, tensor<16xf32>
   flash.store %o, %lse at (%b, %h, %qt) split %s : tensor<16x16xf32>, tensor<16xf32>
 }
+
+// A packed_heads kernel (packed GQA): its head argument is the KV head,
+// which K and V load at directly.
+// CHECK-LABEL: flash.kernel @packed
+// CHECK-SAME: packed_heads
+// CHECK: flash.load_q %b, %h, %qt
+// CHECK: flash.load_kv key %b, %h, %{{.*}}
+flash.kernel @packed attributes {
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>, element_type = f32,
+    static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, packed_heads} {
+^bb0(%b: index, %h: index, %qt: index):
+  %q = flash.load_q %b, %h, %qt : tensor<16x16xf32>
+  %k = flash.load_kv key %b, %h, %qt : tensor<16x16xf32>
+  %m0 = arith.constant dense<0xFF800000> : tensor<16xf32>
+  %l0 = arith.constant dense<0.0> : tensor<16xf32>
+  %a0 = arith.constant dense<0.0> : tensor<16x16xf32>
+  %o, %lse = flash.finalize %a0, %m0, %l0 {max_scale = 1.0 : f32} : tensor<16x16xf32>, tensor<16xf32>
+  flash.store %o, %lse at (%b, %h, %qt) : tensor<16x16xf32>, tensor<16xf32>
+}

@@ -211,6 +211,27 @@ TEST(Package, RecordsSplitKeys) {
                    "a persistent grid does not split keys");
 }
 
+TEST(Package, RecordsPackedHeads) {
+  flashrt::KernelPackage package = samplePackage();
+  package.packedHeads = true;
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\npacked-heads\n"), std::string::npos) << text;
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_TRUE(back.packedHeads);
+  // The grid runs over the G·N packed rows of each KV head: H = 32, HKV = 8,
+  // N = 3 at Br = 64 is 1 tile per KV head (12 rows), not 1 per query head.
+  EXPECT_EQ(back.queryTiles(32, 8, 3), 1);
+  EXPECT_EQ(back.gridHeads(32, 8), 8);
+  EXPECT_EQ(back.queryTiles(32, 8, 17), (4 * 17 + back.blockRows - 1) / back.blockRows);
+  back.packedHeads = false;
+  EXPECT_EQ(back.queryTiles(32, 8, 3), 1);
+  EXPECT_EQ(back.gridHeads(32, 8), 32);
+  expectParseError(replacedOnce(text, "packed-heads", "packed-heads 4"), "takes 0 value(s)");
+  expectParseError(replacedOnce(text, "grid ceil(N/block-rows) H B",
+                                "grid persistent tile-counter\nkv-tensor-maps"),
+                   "packed-heads is a forward kernel's with one CTA per tile");
+}
+
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");

@@ -116,6 +116,13 @@ TEST(KeySplits, FillTheGpuOnlyWhereTheTilesDoNot) {
   // One tile, 1000 key blocks: up to 128 splits; the fewest within 95% of
   // the best fill (128 of 132 slots) is 122.
   EXPECT_EQ(splits({1, 1, 1, 1, 128000}), 122);
+  // Packed GQA: the 4 query heads of a group share one tile, so B = 1
+  // runs 8 tiles (not 32): 16 splits make 128 CTAs; at B = 8, 64 tiles
+  // take 2 splits.
+  package.packedHeads = true;
+  EXPECT_EQ(splits({1, 32, 8, 1, 8192}), 16);
+  EXPECT_EQ(splits({8, 32, 8, 1, 8192}), 2);
+  package.packedHeads = false;
   // Every choice stays within the limits.
   for (int64_t heads : {1, 3, 8, 40, 100})
     for (int64_t keyLen : {128, 1000, 8192, 131072}) {

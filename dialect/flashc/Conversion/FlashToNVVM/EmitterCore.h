@@ -215,6 +215,13 @@ public:
   unsigned bindSizesAndInputs(mlir::ValueRange arguments, unsigned first);
   /// The run-time size of `role` (i32).
   mlir::Value sizeOf(flash::DimRole role);
+  /// After emit(): the launch facts of a kernel that runs beside a
+  /// flash.kernel's main one (its block summary, its split combine), which
+  /// shares its tile and ABI prefix; erases the function and returns null
+  /// when `emitted` failed.
+  flash::LaunchAttr companionLaunch(mlir::LogicalResult emitted, flash::GemmKind gemm,
+                                    flash::GridKind grid, int64_t threads,
+                                    int64_t dynamicSharedBytes);
 };
 
 } // namespace flashc::lowering

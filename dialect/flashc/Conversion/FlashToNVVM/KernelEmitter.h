@@ -145,6 +145,33 @@ public:
   /// Column in the tile of element e of n-tile nt: 8·nt + 2t + e%2.
   mlir::Value fragmentCol(int64_t nt, int64_t e);
 
+  /// Where one row of the query tile lives (i32 head and position, i1
+  /// inside): query head `head` and position qt·Br + row, inside when the
+  /// position is below N; in a packed_heads kernel (`head` the KV head)
+  /// packed row p = qt·Br + row holds position p / G of query head
+  /// head·G + p mod G, inside when p < G·N.
+  struct QueryRow {
+    mlir::Value head, position, inside;
+  };
+  /// The query row this thread holds for element `e` of row block `mb`
+  /// (fragmentRow) of the tile (head, queryTile).
+  QueryRow queryRow(mlir::Value head, mlir::Value queryTile, int64_t mb, int64_t e);
+  /// packed_heads: G = H / HKV and the thread's rows, 2·mb + (e >= 2),
+  /// mapped once before the kernel body (a division per row, not per
+  /// element and key block).
+  mlir::Value groupSize;
+  llvm::SmallVector<QueryRow> packedRows;
+  void mapPackedRows();
+  /// The thread's packed rows of (kvHead, queryTile) in groups of `group`
+  /// query heads, in the order of packedRows.
+  llvm::SmallVector<QueryRow> packRows(mlir::Value group, mlir::Value kvHead,
+                                       mlir::Value queryTile);
+  /// The thread's rows, 2·mb + half, for the stores after the key loop
+  /// (packed: mapped afresh, see KernelEmitter.cpp).
+  llvm::SmallVector<QueryRow> storedRows(mlir::Value head, mlir::Value queryTile);
+  /// packed_heads: the Q copy, each row from its own query head.
+  void issuePackedQueryCopy(mlir::Value batch, mlir::Value kvHead, mlir::Value queryTile);
+
   //===--------------------------------------------------------------------===//
   // Walk
   //===--------------------------------------------------------------------===//

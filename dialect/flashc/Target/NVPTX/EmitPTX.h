@@ -49,7 +49,10 @@
 //
 // Launch: grid (ceil(N / block_rows), H, B) (split_keys: (ceil(N /
 // block_rows) · S, H, B), CTA x running split x mod S of query tile
-// x / S), block (threads_per_block, 1, 1)
+// x / S; packed_heads: (ceil(G·N / block_rows) (· S), HKV, B) with
+// G = H / HKV, the CTA's tile holding packed rows p of its KV group,
+// position p / G of query head kv_head·G + p mod G; G·N < 2^31), block
+// (threads_per_block, 1, 1)
 // (threads_per_block = 32 · block_rows / rows_per_warp; a kernel with a mask
 // maps CTA x to query tile grid.x - 1 - x, a kernel with a block summary maps
 // its position in the launch through the summary's tile order); persistent

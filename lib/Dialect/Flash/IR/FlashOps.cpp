@@ -154,6 +154,18 @@ LogicalResult KernelOp::verifyRegions() {
     return emitOpError("body must take three index arguments (batch, head, "
                        "query tile)");
   }
+  if (getPackedHeads()) {
+    if (getBlockSummaryAttr())
+      return emitOpError("a packed_heads kernel cannot read a block summary (its tiles "
+                         "are per query head)");
+    WalkResult found = walk([](KVHeadOp op) {
+      op.emitOpError("is not needed in a packed_heads kernel: its head argument is the "
+                     "KV head");
+      return WalkResult::interrupt();
+    });
+    if (found.wasInterrupted())
+      return failure();
+  }
   return success();
 }
 

@@ -1,7 +1,8 @@
 //===- MaskIntervals.cpp - Interval evaluation of a flash.mask ------------===//
 //
 // The region is evaluated over intervals — i in [qt*Br, qt*Br + Br - 1], j in
-// [kt*Bc, kt*Bc + Bc - 1], the other inputs exact. The analysis is sound for
+// [kt*Bc, kt*Bc + Bc - 1], the other inputs exact (a packed_heads kernel's
+// tile spans positions [qt*Br / G, (qt*Br + Br - 1) / G] and query heads). The analysis is sound for
 // any expression of the language: integers are tracked in i64 and widened to
 // the whole i32 range wherever 32-bit wrap-around could occur, and anything
 // it cannot bound (an aux tensor element without an AuxRangeFn, a NaN) is
@@ -131,7 +132,7 @@ Interval MaskIntervalEmitter::visitCmpF(arith::CmpFOp op) {
   }
 }
 
-Value MaskIntervalEmitter::cloneUniform(Operation *uniform) {
+Block *MaskIntervalEmitter::uniformBlock() {
   // Forward kernels only: the backward's skipping does not need it, and
   // dims live across its loop cost registers (gqa at D = 128 spilled).
   Region *region = b.getInsertionBlock()->getParent();
@@ -139,10 +140,26 @@ Value MaskIntervalEmitter::cloneUniform(Operation *uniform) {
          !isa<KernelOp, BackwardKernelOp>(region->getParentOp()))
     region = region->getParentOp()->getParentRegion();
   if (!hoistUniforms || !region || !isa_and_nonnull<KernelOp>(region->getParentOp()))
-    return b.clone(*uniform)->getResult(0);
+    return nullptr;
+  return &region->front();
+}
+
+Value MaskIntervalEmitter::cloneUniform(Operation *uniform) {
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&region->front());
+  if (Block *block = uniformBlock())
+    b.setInsertionPointToStart(block);
   return b.clone(*uniform)->getResult(0);
+}
+
+Value MaskIntervalEmitter::dim(DimRole role) {
+  Value size;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    if (Block *block = uniformBlock())
+      b.setInsertionPointToStart(block);
+    size = DimOp::create(b, loc, b.getIndexType(), role);
+  }
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), size);
 }
 
 Interval MaskIntervalEmitter::visitAuxLoad(AuxLoadOp op) {
@@ -307,11 +324,23 @@ Interval MaskIntervalEmitter::visit(Operation *op) {
       .Default([&](Operation *) { return unknown(type); });
 }
 
-Interval MaskIntervalEmitter::evaluate(MaskOp mask, Interval rows, Interval keys) {
+Operation *MaskIntervalEmitter::outsideKeyLoop(MaskOp mask) {
+  auto kernel = mask->getParentOfType<KernelOp>();
+  if (!hoistUniforms || !kernel)
+    return nullptr;
+  // The mask's ancestor in the kernel's entry block (its key loop).
+  Operation *ancestor = mask;
+  while (ancestor && ancestor->getBlock() != &kernel.getEntryBlock())
+    ancestor = ancestor->getParentOp();
+  return ancestor;
+}
+
+Interval MaskIntervalEmitter::evaluate(MaskOp mask, Interval heads, Interval rows,
+                                       Interval keys) {
   Block &body = mask.getBody().front();
-  // Region arguments: b and h exact, i and j position ranges.
+  // Region arguments: b exact, h, i and j ranges.
   ranges[body.getArgument(0)] = exact(mask.getBatch());
-  ranges[body.getArgument(1)] = exact(mask.getHead());
+  ranges[body.getArgument(1)] = heads;
   ranges[body.getArgument(2)] = rows;
   ranges[body.getArgument(3)] = keys;
   for (Operation &op : body.without_terminator())
@@ -323,19 +352,61 @@ MaskIntervalEmitter::Facts MaskIntervalEmitter::classify(MaskOp mask, int64_t gr
   auto tileType = cast<RankedTensorType>(mask.getScores().getType());
   int64_t rows = tileType.getDimSize(0), cols = tileType.getDimSize(1);
   Value firstRow = arith::MulIOp::create(b, loc, get(mask.getQueryTile()).lo, i64(rows));
-  auto band = [&](int64_t offset, int64_t extent) {
-    Value first = offset ? arith::AddIOp::create(b, loc, firstRow, i64(offset)) : firstRow;
-    return clampToI32(first, arith::AddIOp::create(b, loc, first, i64(extent - 1)));
+  Interval head = get(mask.getHead());
+  // A packed_heads kernel's rows p hold position p / G of query head
+  // h·G + p mod G (h the KV head): a band of rows spans the positions
+  // [first / G, last / G] and, unless it stays at one position, every head
+  // of the group.
+  auto kernel = mask->getParentOfType<KernelOp>();
+  Value group, firstRowOutside;
+  if (kernel && kernel.getPackedHeads()) {
+    OpBuilder::InsertionGuard guard(b);
+    if (Operation *beforeLoop = outsideKeyLoop(mask))
+      b.setInsertionPoint(beforeLoop);
+    group = maxI(arith::DivSIOp::create(b, loc, dim(DimRole::Heads),
+                                        maxI(dim(DimRole::KVHeads), i64(1))),
+                 i64(1));
+    firstRowOutside = arith::MulIOp::create(b, loc, exact(mask.getQueryTile()).lo, i64(rows));
+    head = exact(mask.getHead());
+  }
+  struct Band {
+    Interval heads, rows;
   };
-  Interval tileRows = band(0, rows);
+  auto band = [&](int64_t offset, int64_t extent) -> Band {
+    Value first = offset ? arith::AddIOp::create(b, loc, firstRow, i64(offset)) : firstRow;
+    Value last = arith::AddIOp::create(b, loc, first, i64(extent - 1));
+    if (!group)
+      return {head, clampToI32(first, last)};
+    // The band's packed rows depend on the tile only: computed once, before
+    // the key loop, not per key block (divisions and their operands would
+    // otherwise stay live in the loop).
+    OpBuilder::InsertionGuard guard(b);
+    if (Operation *beforeLoop = outsideKeyLoop(mask))
+      b.setInsertionPoint(beforeLoop);
+    first = offset ? arith::AddIOp::create(b, loc, firstRowOutside, i64(offset)) : firstRowOutside;
+    last = arith::AddIOp::create(b, loc, first, i64(extent - 1));
+    Value firstPosition = arith::DivSIOp::create(b, loc, first, group);
+    Value lastPosition = arith::DivSIOp::create(b, loc, last, group);
+    Value onePosition = cmpI(arith::CmpIPredicate::eq, firstPosition, lastPosition);
+    Value groupHead = arith::MulIOp::create(b, loc, head.lo, group);
+    Value lowMember = select(onePosition, arith::RemSIOp::create(b, loc, first, group), i64(0));
+    Value highMember = select(onePosition, arith::RemSIOp::create(b, loc, last, group),
+                              arith::SubIOp::create(b, loc, group, i64(1)));
+    return {clampToI32(arith::AddIOp::create(b, loc, groupHead, lowMember),
+                       arith::AddIOp::create(b, loc, groupHead, highMember)),
+            clampToI32(firstPosition, lastPosition)};
+  };
+  Band tile = band(0, rows);
   Value firstKey = arith::MulIOp::create(b, loc, get(mask.getKeyTile()).lo, i64(cols));
   Interval keys = clampToI32(firstKey, arith::AddIOp::create(b, loc, firstKey, i64(cols - 1)));
-  Interval visible = evaluate(mask, tileRows, keys);
+  Interval visible = evaluate(mask, tile.heads, tile.rows, keys);
   Facts facts{lnot(visible.mayFalse()), visible.mayTrue(), {}};
   // Bands only where the tile has two or more of them.
   if (groupRows > 0 && rows > groupRows && rows % groupRows == 0)
-    for (int64_t offset = 0; offset < rows; offset += groupRows)
-      facts.rowsVisible.push_back(evaluate(mask, band(offset, groupRows), keys).mayTrue());
+    for (int64_t offset = 0; offset < rows; offset += groupRows) {
+      Band rowBand = band(offset, groupRows);
+      facts.rowsVisible.push_back(evaluate(mask, rowBand.heads, rowBand.rows, keys).mayTrue());
+    }
   return facts;
 }
 

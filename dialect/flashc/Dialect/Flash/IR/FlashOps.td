@@ -53,6 +53,16 @@ def Flash_KernelOp : Flash_Op<"kernel", [
       O (f32, normalized) and LSE, and a combine step merges the S partials
       of each row by their LSE (O = Σ exp(LSE_s − LSE)·O_s, LSE = log Σ
       exp(LSE_s)); with S = 1 the store is the plain one.
+    - `packed_heads` (unit): packed GQA for decoding. The query heads of
+      one KV group share the rows of a tile, so K and V are read once per
+      group: `h` is then the KV head (in [0, HKV)), and row `r` of query
+      tile `qt` is packed row p = qt·Br + r of the group's G·N rows
+      (G = H / HKV), which holds query position i = p / G of query head
+      h·G + p mod G. flash.load_q, flash.store and the score_mod and mask
+      regions map every row so (the regions still see the query head and
+      i); rows p >= G·N are padding. Incompatible with a block summary
+      (its tiles are per query head) and with flash.kv_head (h already is
+      the KV head).
 
     GPU backends turn the body into a kernel whose grid covers every
     (b, h, qt) (and split); the interpreter runs the same loop nest on the
@@ -67,7 +77,8 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     DenseI64ArrayAttr:$static_sizes,
     DenseI64ArrayAttr:$dim_classes,
     OptionalAttr<Flash_BlockSummaryAttr>:$block_summary,
-    UnitAttr:$split_keys
+    UnitAttr:$split_keys,
+    UnitAttr:$packed_heads
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";

@@ -65,9 +65,9 @@ public:
   mlir::Value i1(bool v) { return mlir::arith::ConstantIntOp::create(b, loc, v ? 1 : 0, 1); }
 
 private:
-  /// The mask's region over query positions `rows` and key positions
-  /// `keys` (fresh IR each call); returns the yielded boolean's range.
-  Interval evaluate(MaskOp mask, Interval rows, Interval keys);
+  /// The mask's region over query heads `heads`, query positions `rows`
+  /// and key positions `keys` (fresh IR each call); returns the yielded boolean's range.
+  Interval evaluate(MaskOp mask, Interval heads, Interval rows, Interval keys);
   mlir::Value cmpI(mlir::arith::CmpIPredicate p, mlir::Value x, mlir::Value y) {
     return mlir::arith::CmpIOp::create(b, loc, p, x, y);
   }
@@ -111,8 +111,17 @@ private:
 
   mlir::OpBuilder &b;
   mlir::Location loc;
+  /// Where uniforms go with `hoistUniforms` (the forward kernel's entry
+  /// block), or null: at the insertion point.
+  mlir::Block *uniformBlock();
   /// A uniform op (no operands) cloned where `hoistUniforms` says.
   mlir::Value cloneUniform(mlir::Operation *uniform);
+  /// The run-time size of `role` (a flash.dim placed like a uniform), i64.
+  mlir::Value dim(DimRole role);
+  /// With `hoistUniforms`, the op of a forward kernel's entry block that
+  /// holds `mask` (its key loop), before which what depends on the tile
+  /// only is computed; null otherwise.
+  mlir::Operation *outsideKeyLoop(MaskOp mask);
 
   AuxRangeFn auxRange;
   bool hoistUniforms;
