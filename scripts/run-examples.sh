@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set up and build, then compile every examples/*.flash, run it
 # forward and backward on the CPU interpreter and print the errors of O,
-# LSE, dQ, dK, dV (and aux gradients) against the naive fp64 reference.
+# LSE, dQ, dK, dV (and aux gradients) against the naive fp64 reference;
+# then the GQA examples as decode steps (split keys, packed heads).
 # Exits non-zero if any example fails its bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +18,19 @@ for example in examples/*.flash; do
   if ! "$BUILD_DIR/bin/flashc" "$example" --run=cpu --bwd --shape "$shape" "${extra[@]}"; then
     status=1
   fi
+done
+# Decode steps, one query token and four (speculative decoding), for the
+# variants whose keys have their own heads: the keys split over 4 CTAs'
+# worth of ranges merged by LSE, the query heads of a KV group packed into
+# one tile (the decode default), on the interpreter.
+decode_shape=${DECODE_SHAPE:-B=2,H=8,HKV=2,M=4096,D=64}
+for example in examples/*.flash; do
+  grep -q 'k: [a-z0-9]*\[B, HKV' "$example" || continue
+  for n in 1 4; do
+    echo "== $example decode (--shape $decode_shape,N=$n --splits 4)"
+    if ! "$BUILD_DIR/bin/flashc" "$example" --run=cpu --shape "$decode_shape,N=$n" --splits 4; then
+      status=1
+    fi
+  done
 done
 exit $status
