@@ -299,7 +299,9 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   // A kernel that splits its keys runs a CTA per (query tile, split).
   result.splitKeys = request.splitKeys.value_or(splitKeysPays(options.sizes.queryLength));
   result.packHeads = request.packHeads.value_or(packHeadsPays(options.sizes.queryLength));
-  if (result.splitKeys || result.packHeads)
+  // (A packed kernel is never persistent either: flash-to-sm90 sees to
+  // that per kernel, so the MHA variants of a module keep their grid.)
+  if (result.splitKeys)
     target.persistent = target.persistentWithTensors = false;
 
   llvm::Expected<std::string> gemm = selectGemm(target.chip, target.gemm);

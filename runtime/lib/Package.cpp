@@ -66,9 +66,10 @@ std::string KernelPackage::serialize() const {
      << "block-cols " << blockCols << '\n'
      << "threads " << threadsPerBlock << '\n'
      << "dynamic-shared-bytes " << dynamicSharedBytes << '\n'
-     << (persistent ? "grid persistent tile-counter\n"
-         : backward ? "grid ceil(M/block-cols) HKV B\n"
-                    : "grid ceil(N/block-rows) H B\n");
+     << (persistent    ? "grid persistent tile-counter\n"
+         : backward    ? "grid ceil(M/block-cols) HKV B\n"
+         : packedHeads ? "grid ceil(G*N/block-rows) HKV B\n"
+                       : "grid ceil(N/block-rows) H B\n");
   list("static-sizes", staticSizes);
   list("dim-classes", dimClasses);
   for (const PackageParam &param : params)
@@ -103,7 +104,7 @@ KernelPackage KernelPackage::parse(std::string_view text) {
   KernelPackage package;
   size_t pos = 0;
   int line = 0;
-  bool sawHeader = false, sawPtx = false, sawKeyGrid = false;
+  bool sawHeader = false, sawPtx = false, sawKeyGrid = false, sawPackedGrid = false;
   while (pos < text.size() && !sawPtx) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos)
@@ -152,6 +153,8 @@ KernelPackage KernelPackage::parse(std::string_view text) {
                    "counter argument): compile it again");
       else if (args == std::vector<std::string>{"ceil(M/block-cols)", "HKV", "B"})
         sawKeyGrid = true;
+      else if (args == std::vector<std::string>{"ceil(G*N/block-rows)", "HKV", "B"})
+        sawPackedGrid = true;
       else if (args != std::vector<std::string>{"ceil(N/block-rows)", "H", "B"})
         fail(line, "unknown grid rule");
     } else if (key == "static-sizes" || key == "dim-classes") {
@@ -241,6 +244,9 @@ KernelPackage KernelPackage::parse(std::string_view text) {
     fail(line, "a persistent grid does not split keys");
   if (package.packedHeads && (package.backward || package.persistent || package.blockSummary))
     fail(line, "packed-heads is a forward kernel's with one CTA per tile and no block summary");
+  if (package.packedHeads != sawPackedGrid)
+    fail(line, "a packed-heads line goes with grid ceil(G*N/block-rows) HKV B, and that grid "
+               "with it");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

@@ -3,7 +3,8 @@
 // flash.score_mod and flash.mask regions are cloned once per score element
 // a thread holds (Bc/4 · 2 per tile), with (b, h, i, j) computed from the
 // fragment coordinates: i = qt·Br + warp·16 + g (+8), j = kt·Bc + 8·nt + 2t
-// (+1). LLVM's CSE merges what only depends on (b, h, i).
+// (+1) (a packed_heads kernel maps the row to its own h and i once per CTA:
+// KernelEmitter::queryRow). LLVM's CSE merges what only depends on (b, h, i).
 //
 // A mask `classified(%all_visible, %any_visible)` (flash-classify-tiles)
 // skips the predicate on tiles it fully shows (one uniform scf.if); its

@@ -48,8 +48,9 @@ SmallVector<KernelEmitter::QueryRow> KernelEmitter::packRows(Value group, Value 
     for (int64_t half = 0; half < 2; ++half) {
       Value row = add(firstRow, fragmentRow(mb, 2 * half));
       Value member = arith::RemUIOp::create(b, loc, row, group);
+      // Unsigned: the last tile's padding rows may pass 2^31 when G·N is near it.
       rows.push_back({add(firstHead, member), arith::DivUIOp::create(b, loc, row, group),
-                      cmpI(arith::CmpIPredicate::slt, row, packedLen)});
+                      cmpI(arith::CmpIPredicate::ult, row, packedLen)});
     }
   return rows;
 }

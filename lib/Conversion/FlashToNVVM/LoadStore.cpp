@@ -87,7 +87,7 @@ void KernelEmitter::issuePackedQueryCopy(Value batch, Value kvHead, Value queryT
     Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
     Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
     Value packedRow = add(firstRow, row);
-    Value valid = cmpI(arith::CmpIPredicate::slt, packedRow, packedLen);
+    Value valid = cmpI(arith::CmpIPredicate::ult, packedRow, packedLen);
     // Padding rows copy 0 bytes (zero fill) from row 0 of the group.
     Value clamped = select(valid, packedRow, i32(0));
     Value position = arith::DivUIOp::create(b, loc, clamped, groupSize);

@@ -15,7 +15,8 @@
 //   block-cols 64
 //   threads 128
 //   dynamic-shared-bytes 49152
-//   grid ceil(N/block-rows) H B         (or: grid persistent tile-counter)
+//   grid ceil(N/block-rows) H B         (or: grid persistent tile-counter;
+//                                        packed heads: see below)
 //   static-sizes -1 -1 -1 -1 -1 128     (B H HKV N M D; -1 = free)
 //   dim-classes 0 1 2 3 4 5             (role tied to the smallest equal role)
 //   param window i32 128                (one line per parameter, ABI order)
@@ -52,6 +53,7 @@
 // A forward package built with packed heads (packed GQA: `flashc
 // --pack-gqa`) puts the G = H/HKV query heads of a KV group into the rows
 // of one tile: its grid is (ceil(G·N/block-rows) (·S), HKV, B):
+//   grid ceil(G*N/block-rows) HKV B     (instead of the line above)
 //   packed-heads
 //
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.

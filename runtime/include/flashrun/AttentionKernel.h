@@ -113,8 +113,9 @@ public:
                 const TensorRef &o, const std::map<std::string, double> &params,
                 const std::vector<uint64_t> &tensors) const;
 
-  /// Validates, then launches over grid (ceil(N / Br), H, B), or, for a
-  /// persistent package, as many CTAs as fit at once (each draws tiles from
+  /// Validates, then launches over grid (ceil(N / Br), H, B) (split keys:
+  /// ceil(N / Br)·S CTAs in x, then the combine kernel; packed heads:
+  /// ceil(G·N / Br) (·S) in x and HKV in y), or, for a persistent package, as many CTAs as fit at once (each draws tiles from
   /// the stream's tile counter). O is written in the package's element
   /// type, LSE as dense f32 [B, H, N].
   ///

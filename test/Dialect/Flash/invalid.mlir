@@ -494,3 +494,14 @@ flash.kernel @packed_summary attributes {block_summary = #flash.block_summary<pe
     dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, packed_heads} {
 ^bb0(%b: index, %h: index, %qt: index):
 }
+
+// -----
+
+flash.kernel @packed_other_tile attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, packed_heads} {
+^bb0(%b: index, %h: index, %qt: index):
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'flash.load_q' op in a packed_heads kernel must address the kernel's own head and query tile (its block arguments)}}
+  %q = flash.load_q %b, %h, %c0 : tensor<16x16xf32>
+}

@@ -216,6 +216,7 @@ TEST(Package, RecordsPackedHeads) {
   package.packedHeads = true;
   std::string text = package.serialize();
   EXPECT_NE(text.find("\npacked-heads\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ngrid ceil(G*N/block-rows) HKV B\n"), std::string::npos) << text;
   flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
   EXPECT_TRUE(back.packedHeads);
   // The grid runs over the G·N packed rows of each KV head: H = 32, HKV = 8,
@@ -227,9 +228,15 @@ TEST(Package, RecordsPackedHeads) {
   EXPECT_EQ(back.queryTiles(32, 8, 3), 1);
   EXPECT_EQ(back.gridHeads(32, 8), 32);
   expectParseError(replacedOnce(text, "packed-heads", "packed-heads 4"), "takes 0 value(s)");
-  expectParseError(replacedOnce(text, "grid ceil(N/block-rows) H B",
+  expectParseError(replacedOnce(text, "grid ceil(G*N/block-rows) HKV B",
                                 "grid persistent tile-counter\nkv-tensor-maps"),
                    "packed-heads is a forward kernel's with one CTA per tile");
+  // The grid line and the packed-heads line come together.
+  expectParseError(replacedOnce(text, "grid ceil(G*N/block-rows) HKV B",
+                                "grid ceil(N/block-rows) H B"),
+                   "a packed-heads line goes with grid ceil(G*N/block-rows) HKV B");
+  expectParseError(replacedOnce(text, "packed-heads\n", ""),
+                   "a packed-heads line goes with grid ceil(G*N/block-rows) HKV B");
 }
 
 TEST(Package, LoadNamesAMissingFile) {

@@ -165,6 +165,30 @@ LogicalResult KernelOp::verifyRegions() {
     });
     if (found.wasInterrupted())
       return failure();
+    // What a row is depends on the kernel's tile: the ops that address rows
+    // must name the kernel's own head and query tile (the GPU maps the rows
+    // once, from them).
+    Value head = getHead(), queryTile = getQueryTile();
+    auto check = [&](Operation *op, Value opHead, Value opTile) {
+      if (opHead == head && opTile == queryTile)
+        return WalkResult::advance();
+      op->emitOpError("in a packed_heads kernel must address the kernel's own head and "
+                      "query tile (its block arguments)");
+      return WalkResult::interrupt();
+    };
+    found = walk([&](Operation *op) {
+      if (auto load = dyn_cast<LoadQOp>(op))
+        return check(op, load.getHead(), load.getQueryTile());
+      if (auto store = dyn_cast<StoreOp>(op))
+        return check(op, store.getHead(), store.getQueryTile());
+      if (auto mod = dyn_cast<ScoreModOp>(op))
+        return check(op, mod.getHead(), mod.getQueryTile());
+      if (auto mask = dyn_cast<MaskOp>(op))
+        return check(op, mask.getHead(), mask.getQueryTile());
+      return WalkResult::advance();
+    });
+    if (found.wasInterrupted())
+      return failure();
   }
   return success();
 }

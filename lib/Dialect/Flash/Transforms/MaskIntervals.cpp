@@ -351,8 +351,8 @@ Interval MaskIntervalEmitter::evaluate(MaskOp mask, Interval heads, Interval row
 MaskIntervalEmitter::Facts MaskIntervalEmitter::classify(MaskOp mask, int64_t groupRows) {
   auto tileType = cast<RankedTensorType>(mask.getScores().getType());
   int64_t rows = tileType.getDimSize(0), cols = tileType.getDimSize(1);
-  Value firstRow = arith::MulIOp::create(b, loc, get(mask.getQueryTile()).lo, i64(rows));
-  Interval head = get(mask.getHead());
+  Interval head;
+  Value firstRow;
   // A packed_heads kernel's rows p hold position p / G of query head
   // h·G + p mod G (h the KV head): a band of rows spans the positions
   // [first / G, last / G] and, unless it stays at one position, every head
@@ -368,23 +368,26 @@ MaskIntervalEmitter::Facts MaskIntervalEmitter::classify(MaskOp mask, int64_t gr
                  i64(1));
     firstRowOutside = arith::MulIOp::create(b, loc, exact(mask.getQueryTile()).lo, i64(rows));
     head = exact(mask.getHead());
+  } else {
+    firstRow = arith::MulIOp::create(b, loc, get(mask.getQueryTile()).lo, i64(rows));
+    head = get(mask.getHead());
   }
   struct Band {
     Interval heads, rows;
   };
   auto band = [&](int64_t offset, int64_t extent) -> Band {
-    Value first = offset ? arith::AddIOp::create(b, loc, firstRow, i64(offset)) : firstRow;
+    // A packed band depends on the tile only: computed once, before the key
+    // loop, not per key block (divisions and their operands would otherwise
+    // stay live in the loop).
+    OpBuilder::InsertionGuard guard(b);
+    Operation *beforeLoop = group ? outsideKeyLoop(mask) : nullptr;
+    if (beforeLoop)
+      b.setInsertionPoint(beforeLoop);
+    Value start = group ? firstRowOutside : firstRow;
+    Value first = offset ? arith::AddIOp::create(b, loc, start, i64(offset)) : start;
     Value last = arith::AddIOp::create(b, loc, first, i64(extent - 1));
     if (!group)
       return {head, clampToI32(first, last)};
-    // The band's packed rows depend on the tile only: computed once, before
-    // the key loop, not per key block (divisions and their operands would
-    // otherwise stay live in the loop).
-    OpBuilder::InsertionGuard guard(b);
-    if (Operation *beforeLoop = outsideKeyLoop(mask))
-      b.setInsertionPoint(beforeLoop);
-    first = offset ? arith::AddIOp::create(b, loc, firstRowOutside, i64(offset)) : firstRowOutside;
-    last = arith::AddIOp::create(b, loc, first, i64(extent - 1));
     Value firstPosition = arith::DivSIOp::create(b, loc, first, group);
     Value lastPosition = arith::DivSIOp::create(b, loc, last, group);
     Value onePosition = cmpI(arith::CmpIPredicate::eq, firstPosition, lastPosition);

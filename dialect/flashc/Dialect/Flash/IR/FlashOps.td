@@ -181,7 +181,8 @@ def Flash_KVHeadOp : Flash_Op<"kv_head", [Pure]> {
 def Flash_LoadQOp : Flash_Op<"load_q", [MemoryEffects<[MemRead]>]> {
   let summary = "Loads the Br x D query tile of (b, h, qt)";
   let description = [{
-    Rows `qt*Br + r` past the query length read as zero. Lowers to
+    Rows `qt*Br + r` past the query length read as zero (a packed_heads
+    kernel's rows are its group's packed rows: see flash.kernel). Lowers to
     ldmatrix/cp.async (sm80) or a TMA load (sm90).
   }];
   let arguments = (ins Index:$batch, Index:$head, Index:$query_tile);
@@ -268,7 +269,9 @@ def Flash_ScoreModOp : Flash_ElementwiseRegionOp<"score_mod"> {
   let summary = "Applies a score modification to every element of S";
   let description = [{
     The region maps (s: f32, b, h, i, j: i32) to the new f32 score, where
-    `i = qt*Br + row` and `j = kt*Bc + col` are global positions. It is
+    `i = qt*Br + row` and `j = kt*Bc + col` are global positions (in a
+    packed_heads kernel each row's own query head and position: see
+    flash.kernel). It is
     inlined into the element loop of the score tile (registers on the GPU).
   }];
   let arguments = (ins Flash_F32Tile:$scores, Index:$batch, Index:$head,
@@ -282,7 +285,8 @@ def Flash_ScoreModOp : Flash_ElementwiseRegionOp<"score_mod"> {
 def Flash_MaskOp : Flash_ElementwiseRegionOp<"mask", [AttrSizedOperandSegments]> {
   let summary = "Sets to -inf every element of S whose predicate is false";
   let description = [{
-    The region maps (b, h, i, j: i32) to i1: true keeps the score.
+    The region maps (b, h, i, j: i32) to i1: true keeps the score (i and
+    j as in flash.score_mod).
 
     `flash-classify-tiles` adds two tile-level facts proved by interval
     analysis of the region over the tile's (i, j) ranges:
