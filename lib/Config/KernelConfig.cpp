@@ -119,6 +119,7 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
   options.headDim = headDim;
   options.splitKeys = splitKeys;
   options.packHeads = packHeads;
+  options.packSummarizedMasks = packAsked;
   options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
     TileChoice tile = config.tileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
@@ -168,8 +169,12 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   bool specialized = warpSpecializedTiles && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
-  // Packing applies to GQA variants only (IRGen).
-  if (!packReason.empty() && (!packHeads || variant.mayGroupHeads()))
+  // Packing applies to GQA variants only, and by default not to masks that
+  // read aux tensors (IRGen).
+  if (packHeads && variant.mayGroupHeads() && !packAsked && variant.maskReadsTensors())
+    lines.push_back("GQA query heads not packed: the mask reads aux tensors (its block "
+                    "summary skips key blocks; --pack-gqa packs it anyway)");
+  else if (!packReason.empty() && (!packHeads || variant.mayGroupHeads()))
     lines.push_back(packReason);
   if (!specialized || splitKeys || packHeads)
     return lines;
@@ -299,6 +304,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   // A kernel that splits its keys runs a CTA per (query tile, split).
   result.splitKeys = request.splitKeys.value_or(splitKeysPays(options.sizes.queryLength));
   result.packHeads = request.packHeads.value_or(packHeadsPays(options.sizes.queryLength));
+  result.packAsked = request.packHeads.value_or(false);
   // (A packed kernel is never persistent either: flash-to-sm90 sees to
   // that per kernel, so the MHA variants of a module keep their grid.)
   if (result.splitKeys)

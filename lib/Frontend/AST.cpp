@@ -82,6 +82,17 @@ const char *flashc::frontend::toString(Builtin fn) {
   return "?";
 }
 
+static bool readsTensor(const Expr &expr) {
+  if (expr.kind == ExprKind::Index)
+    return true;
+  for (const std::unique_ptr<Expr> &operand : expr.operands)
+    if (operand && readsTensor(*operand))
+      return true;
+  return false;
+}
+
+bool Variant::maskReadsTensors() const { return mask && readsTensor(*mask); }
+
 const Variant *Module::lookup(llvm::StringRef name) const {
   for (const Variant &variant : variants)
     if (variant.name == name)

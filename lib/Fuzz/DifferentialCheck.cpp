@@ -388,6 +388,7 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
     const char *where = "interpreter with packed heads and split keys";
     frontend::KernelOptions packedOptions = kernelOptions;
     packedOptions.packHeads = true;
+    packedOptions.packSummarizedMasks = true;
     packedOptions.splitKeys = true;
     OwningOpRef<ModuleOp> packed =
         frontend::emitFlashIR(context, *parsed.ast, packedOptions, parsed.sourceMgr);

@@ -805,7 +805,9 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
     }
     // Only a variant whose KV heads may be fewer than its query heads has
     // groups to pack (MHA would pay the row mapping for nothing).
-    bool packHeads = options.packHeads && variant.mayGroupHeads();
+    bool packHeads = options.packHeads && variant.mayGroupHeads() &&
+                     (options.packSummarizedMasks || !options.blockSummary ||
+                      !variant.maskReadsTensors());
     KernelEmitter(builder, variant, sourceMgr, fileName)
         .emit(br, bc, *headDim, options.splitKeys, packHeads);
     // A packed kernel's tiles mix query heads, which a summary per (head,

@@ -132,6 +132,8 @@ private:
   bool warpSpecializedTiles = false;
   bool splitKeys = false;
   bool packHeads = false;
+  /// --pack-gqa given (packs masks that read aux tensors too).
+  bool packAsked = false;
   /// Why GQA heads are packed or not, for why() (empty: nothing to say).
   std::string packReason;
   std::optional<int64_t> queryLength;

@@ -135,6 +135,9 @@ struct Variant {
   Dim dims[6];
 
   const Dim &dim(DimRole role) const { return dims[static_cast<int>(role)]; }
+  /// Whether the mask reads an aux tensor (what a run-time block summary
+  /// is for).
+  bool maskReadsTensors() const;
   /// Whether HKV may be smaller than H (GQA/MQA): k's heads are neither
   /// q's symbol nor the same fixed number.
   bool mayGroupHeads() const {

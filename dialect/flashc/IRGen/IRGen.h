@@ -40,6 +40,11 @@ struct KernelOptions {
   /// rows of a tile (`packed_heads`, packed GQA): K and V are read once per
   /// group instead of once per query head. For decoding, where N is small.
   bool packHeads = false;
+  /// With packHeads: also pack the variants whose mask reads aux tensors,
+  /// which then lose their block summary. Left off (the default rule),
+  /// they keep it: skipping the key blocks past ragged lengths or of other
+  /// documents is worth more than reading K and V once per group.
+  bool packSummarizedMasks = false;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;
