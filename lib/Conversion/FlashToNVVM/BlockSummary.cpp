@@ -60,17 +60,11 @@ constexpr int64_t kOrderBins = flash::BlockSummaryShape::kTileOrderBins;
 /// Shared memory of the sort: the bins, then a total per warp.
 constexpr int64_t kOrderSharedBytes = 4 * (kOrderBins + kSummaryWarps);
 
-class BlockSummaryEmitter : public EmitterCore {
+class BlockSummaryEmitter : public CompanionEmitter {
 public:
-  BlockSummaryEmitter(flash::KernelOp kernel, const KernelConfig &config,
-                      gpu::GPUModuleOp gpuModule, StringRef pass)
-      : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {}
+  using CompanionEmitter::CompanionEmitter;
 
   LogicalResult emit();
-  StringRef passName() const override { return pass; }
-  // No shared-memory tiles: the copies of EmitterCore are never used.
-  Value sharedChunkOffset(Value, Value, int64_t) override { return i32(0); }
-  std::optional<int64_t> sharedRowStepBytes(int64_t) override { return std::nullopt; }
 
 private:
   /// The kernel's mask, at (b, h, qt, kt) of its key loop.
@@ -124,8 +118,6 @@ private:
   /// last CTA of the launch sorts the tiles into the summary's order.
   LogicalResult emitTileOrder(Value counters, Value ctaCost);
 
-  flash::KernelOp kernel;
-  std::string pass;
   flash::MaskOp mask;
   scf::ForOp loop;
   Value batch, head, queryTile;
@@ -818,6 +810,6 @@ flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelOp kernel,
                                                    flash::GemmKind gemm) {
   BlockSummaryEmitter emitter(kernel, config, gpuModule, passName);
   LogicalResult emitted = emitter.emit();
-  return emitter.companionLaunch(emitted, gemm, flash::GridKind::BlockSummary, kSummaryThreads,
+  return emitter.launchFacts(emitted, gemm, flash::GridKind::BlockSummary, kSummaryThreads,
                                  kOrderSharedBytes);
 }

@@ -206,6 +206,32 @@ Value EmitterCore::sharedMemoryBase(int64_t alignment) {
   return LLVM::AddressOfOp::create(b, loc, sharedPtr, kSharedMemoryName);
 }
 
+void EmitterCore::issueRowwiseTileCopy(
+    Value base, int64_t rows, Value dst,
+    function_ref<std::pair<Value, Value>(Value row)> rowSource) {
+  int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
+  int64_t total = rows * chunksPerRow;
+  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  for (int64_t it = 0; it < perThread; ++it) {
+    OpBuilder::InsertionGuard guard(b);
+    Value index = add(tid, i32(it * config.numThreads));
+    if ((it + 1) * config.numThreads > total) {
+      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
+                                      /*withElseRegion=*/false);
+      b.setInsertionPoint(inside.thenBlock()->getTerminator());
+    }
+    Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value chunkOffset = toI64(mul(chunk, i32(8)));
+    auto [rowOffset, valid] = rowSource(row);
+    Value src = gepElements(base, add(rowOffset, chunkOffset), b.getI16Type());
+    Value dstAddress = gepBytes(dst, sharedChunkOffset(row, chunk, rows));
+    NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16, NVVM::LoadCacheModifierKind::CG,
+                            select(valid, i32(16), i32(0)));
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+}
+
 void EmitterCore::issueTileCopy(Value base, Value headOffset, Value rowStride,
                                 Value tileIndex, int64_t rows, Value length,
                                 Value dst) {
@@ -216,30 +242,13 @@ void EmitterCore::issueTileCopy(Value base, Value headOffset, Value rowStride,
   if (config.numThreads % chunksPerRow) {
     // D = 96: a thread's chunks are not in one column; index each copy.
     Value firstRow = mul(tileIndex, i32(rows));
-    for (int64_t it = 0; it < perThread; ++it) {
-      OpBuilder::InsertionGuard guard(b);
-      Value index = add(tid, i32(it * config.numThreads));
-      if ((it + 1) * config.numThreads > total) {
-        auto inside = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
-            /*withElseRegion=*/false);
-        b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      }
-      Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
-      Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+    issueRowwiseTileCopy(base, rows, dst, [&](Value row) -> std::pair<Value, Value> {
       Value position = add(firstRow, row);
       Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
       // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
       Value clamped = select(valid, position, i32(0));
-      Value offset = add(add(headOffset, mul(toI64(clamped), rowStride)),
-                         toI64(mul(chunk, i32(8))));
-      Value src = gepElements(base, offset, halfStorage);
-      Value dstAddress = gepBytes(dst, sharedChunkOffset(row, chunk, rows));
-      Value size = select(valid, i32(16), i32(0));
-      NVVM::CpAsyncOp::create(b, loc, dstAddress, src, 16,
-                              NVVM::LoadCacheModifierKind::CG, size);
-    }
-    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+      return {add(headOffset, mul(toI64(clamped), rowStride)), valid};
+    });
     return;
   }
   // Copy `it` of a thread moves chunk tid % C of row tid / C + it·S (C
@@ -444,9 +453,9 @@ LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
   return success();
 }
 
-flash::LaunchAttr EmitterCore::companionLaunch(LogicalResult emitted, flash::GemmKind gemm,
-                                               flash::GridKind grid, int64_t threads,
-                                               int64_t dynamicSharedBytes) {
+flash::LaunchAttr CompanionEmitter::launchFacts(LogicalResult emitted, flash::GemmKind gemm,
+                                                flash::GridKind grid, int64_t threads,
+                                                int64_t dynamicSharedBytes) {
   if (failed(emitted)) {
     if (func)
       func.erase();
@@ -455,10 +464,10 @@ flash::LaunchAttr EmitterCore::companionLaunch(LogicalResult emitted, flash::Gem
   SmallVector<Attribute> paramNames, paramTypes, tensorNames;
   signatureNames(paramNames, paramTypes, tensorNames);
   auto emitError = [&] {
-    return kernelOp->emitOpError() << passName() << ": internal error: invalid launch facts: ";
+    return kernel.emitOpError() << pass << ": internal error: invalid launch facts: ";
   };
   return flash::LaunchAttr::getChecked(
-      emitError, kernelOp->getContext(), gemm, grid, threads, dynamicSharedBytes, config.br,
+      emitError, kernel.getContext(), gemm, grid, threads, dynamicSharedBytes, config.br,
       config.bc, config.headDim, threads / 32, config.rowsPerWarp, config.elementType,
       /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames), b.getArrayAttr(paramTypes),
       b.getArrayAttr(tensorNames));

@@ -66,40 +66,21 @@ void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
 }
 
 void KernelEmitter::issuePackedQueryCopy(Value batch, Value kvHead, Value queryTile) {
-  // Every 16-byte chunk computes its own row's address: the rows of a
-  // packed tile come from G heads (once per CTA, so the divisions are
-  // cheap next to the key loop).
-  int64_t chunksPerRow = config.headDim / 8;
-  int64_t total = config.br * chunksPerRow;
-  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  // Each row comes from its own head: every 16-byte chunk computes its
+  // row's address (once per CTA, so the divisions are cheap next to the
+  // key loop).
   Value packedLen = mul(queryLen, groupSize);
   Value firstRow = mul(queryTile, i32(config.br));
   Value firstHead = mul(kvHead, groupSize);
-  Value batchOffset = mul(toI64(batch), qStrides[0]);
-  for (int64_t it = 0; it < perThread; ++it) {
-    OpBuilder::InsertionGuard guard(b);
-    Value index = add(tid, i32(it * config.numThreads));
-    if ((it + 1) * config.numThreads > total) {
-      auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
-                                      /*withElseRegion=*/false);
-      b.setInsertionPoint(inside.thenBlock()->getTerminator());
-    }
-    Value row = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
-    Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
+  issueRowwiseTileCopy(qPtr, config.br, smemQ, [&](Value row) -> std::pair<Value, Value> {
     Value packedRow = add(firstRow, row);
     Value valid = cmpI(arith::CmpIPredicate::ult, packedRow, packedLen);
     // Padding rows copy 0 bytes (zero fill) from row 0 of the group.
     Value clamped = select(valid, packedRow, i32(0));
-    Value position = arith::DivUIOp::create(b, loc, clamped, groupSize);
     Value head = add(firstHead, arith::RemUIOp::create(b, loc, clamped, groupSize));
-    Value offset = add(add(batchOffset, mul(toI64(head), qStrides[1])),
-                       add(mul(toI64(position), qStrides[2]), toI64(mul(chunk, i32(8)))));
-    Value src = gepElements(qPtr, offset, b.getI16Type());
-    Value dst = gepBytes(smemQ, sharedChunkOffset(row, chunk, config.br));
-    NVVM::CpAsyncOp::create(b, loc, dst, src, 16, NVVM::LoadCacheModifierKind::CG,
-                            select(valid, i32(16), i32(0)));
-  }
-  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    Value position = arith::DivUIOp::create(b, loc, clamped, groupSize);
+    return {add(headOffset(qStrides, batch, head), mul(toI64(position), qStrides[2])), valid};
+  });
 }
 
 void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value /*position*/, Value keyTile) {
@@ -219,6 +200,8 @@ void KernelEmitter::storePartialState(const TileValue &out, const TileValue &lse
   auto stateHead = [&](Value queryHead) {
     return mul(add(mul(splitBatch, toI64(headCount)), toI64(queryHead)), toI64(queryLen));
   };
+  // A packed tile's rows come from G heads; an unpacked tile's share one,
+  // computed once before the row branches.
   Value tileHead = kernel.getPackedHeads() ? Value() : stateHead(head);
   SmallVector<QueryRow> rows = storedRows(head, queryTile);
   Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));
@@ -266,8 +249,9 @@ LogicalResult KernelEmitter::lowerSplitKeyRange(flash::SplitKeyRangeOp op) {
 
 void KernelEmitter::storeOutput(const TileValue &out, const TileValue &lse, Value batch,
                                 Value head, Value queryTile) {
-  // LSE is dense [B, H, N]. A packed tile's rows come from G heads: each
-  // row finds its own.
+  // LSE is dense [B, H, N]. A packed tile's rows come from G heads, each
+  // row addressing its own; an unpacked tile's share one, computed once
+  // before the row branches.
   auto lseHeadOf = [&](Value queryHead) {
     return mul(add(mul(toI64(batch), toI64(headCount)), toI64(queryHead)), toI64(queryLen));
   };

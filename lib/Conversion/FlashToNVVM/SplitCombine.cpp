@@ -38,17 +38,11 @@ namespace {
 constexpr int64_t kCombineThreads = 128;
 constexpr int64_t kCombineWarps = kCombineThreads / 32;
 
-class SplitCombineEmitter : public EmitterCore {
+class SplitCombineEmitter : public CompanionEmitter {
 public:
-  SplitCombineEmitter(flash::KernelOp kernel, const KernelConfig &config,
-                      gpu::GPUModuleOp gpuModule, StringRef pass)
-      : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {}
+  using CompanionEmitter::CompanionEmitter;
 
   LogicalResult emit();
-  StringRef passName() const override { return pass; }
-  // No shared-memory tiles: the copies of EmitterCore are never used.
-  Value sharedChunkOffset(Value, Value, int64_t) override { return i32(0); }
-  std::optional<int64_t> sharedRowStepBytes(int64_t) override { return std::nullopt; }
 
 private:
   /// Merges row `row` of [B, H, N] (this warp's).
@@ -57,8 +51,6 @@ private:
   /// count is 2 or 4).
   SmallVector<Value> loadFloats(Value address, int64_t count);
 
-  flash::KernelOp kernel;
-  std::string pass;
   Value outPtr, lsePtr, outStrides[3], partialOut, partialLse, splits;
 };
 
@@ -221,6 +213,6 @@ flash::LaunchAttr lowering::emitSplitCombineKernel(flash::KernelOp kernel,
                                                    flash::GemmKind gemm) {
   SplitCombineEmitter emitter(kernel, config, gpuModule, passName);
   LogicalResult emitted = emitter.emit();
-  return emitter.companionLaunch(emitted, gemm, flash::GridKind::SplitCombine, kCombineThreads,
+  return emitter.launchFacts(emitted, gemm, flash::GridKind::SplitCombine, kCombineThreads,
                                  /*dynamicSharedBytes=*/0);
 }

@@ -23,6 +23,8 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <optional>
+#include <string>
+#include <utility>
 
 namespace flashc::lowering {
 
@@ -155,6 +157,14 @@ public:
   /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
   /// elements) starting at row tileIndex·rows into shared memory at `dst`;
   /// rows >= length are zero-filled. One cp.async group is committed.
+  /// The same copy when every 16-byte chunk computes its own source:
+  /// `rowSource(row)` gives the element offset (i64) of tile row `row`
+  /// (i32) in `base` and whether the row exists (one that does not is
+  /// zero-filled; its offset must still point into `base`). One cp.async
+  /// group is committed.
+  void issueRowwiseTileCopy(
+      mlir::Value base, int64_t rows, mlir::Value dst,
+      llvm::function_ref<std::pair<mlir::Value, mlir::Value>(mlir::Value row)> rowSource);
   void issueTileCopy(mlir::Value base, mlir::Value headOffset,
                      mlir::Value rowStride, mlir::Value tileIndex, int64_t rows,
                      mlir::Value length, mlir::Value dst);
@@ -215,13 +225,31 @@ public:
   unsigned bindSizesAndInputs(mlir::ValueRange arguments, unsigned first);
   /// The run-time size of `role` (i32).
   mlir::Value sizeOf(flash::DimRole role);
-  /// After emit(): the launch facts of a kernel that runs beside a
-  /// flash.kernel's main one (its block summary, its split combine), which
-  /// shares its tile and ABI prefix; erases the function and returns null
-  /// when `emitted` failed.
-  flash::LaunchAttr companionLaunch(mlir::LogicalResult emitted, flash::GemmKind gemm,
-                                    flash::GridKind grid, int64_t threads,
-                                    int64_t dynamicSharedBytes);
+};
+
+/// A kernel a flash.kernel brings beside its main one (its block summary,
+/// its split combine): it shares the main kernel's tile and ABI prefix and
+/// has no shared-memory tiles of its own.
+class CompanionEmitter : public EmitterCore {
+public:
+  CompanionEmitter(flash::KernelOp kernel, const KernelConfig &config,
+                   mlir::gpu::GPUModuleOp gpuModule, llvm::StringRef pass)
+      : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {}
+
+  llvm::StringRef passName() const override { return pass; }
+  // No shared-memory tiles: the copies of EmitterCore are never used.
+  mlir::Value sharedChunkOffset(mlir::Value, mlir::Value, int64_t) override { return i32(0); }
+  std::optional<int64_t> sharedRowStepBytes(int64_t) override { return std::nullopt; }
+
+  /// After emit(): this kernel's launch facts; erases the function and
+  /// returns null when `emitted` failed.
+  flash::LaunchAttr launchFacts(mlir::LogicalResult emitted, flash::GemmKind gemm,
+                                flash::GridKind grid, int64_t threads,
+                                int64_t dynamicSharedBytes);
+
+protected:
+  flash::KernelOp kernel;
+  std::string pass;
 };
 
 } // namespace flashc::lowering
