@@ -8,7 +8,11 @@
 # interpreter first (flash-run's check; FAIL rows are marked).
 #   bench/decode.sh [B list] [M list] [H/HKV list]
 #   SWEEP="B/H/HKV/M ..." adds flash-run --splits 1..128 at those shapes;
-#   UNPACKED="B/H/HKV/M ..." the same shapes with --pack-gqa=false.
+#   UNPACKED="B/H/HKV/M ..." the same shapes with --pack-gqa=false;
+#   PAGED="B/H/HKV/M ..." the same decode over a paged K/V cache of PAGES
+#   (default "16 64") keys per page, every sequence M keys long
+#   (bench/inputs/paged_gqa.flash --full-lengths), beside the dense kernel
+#   with TMA and with cp.async copies: what paging costs.
 # Needs .device-carry/flashc-tools.tar.xz (flash-run) and
 # .device-carry/peers_infer.py (a copy of shared/bench/peers_infer.py).
 set -u
@@ -64,6 +68,24 @@ if [ -n "${UNPACKED:-}" ]; then
     row=$(timeout 60 "$T/flash-run" examples/gqa.flash --shape B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128 \
           --pack-gqa=false --csv --warmup 20 --iters 100 2>> "$OUT/unpacked.log")
     echo "$s,${packed:-nan},$(echo "$row" | cut -d, -f15),$(echo "$row" | cut -d, -f14),$(case "$row" in *FAIL*) echo FAIL;; "") echo ERROR;; *) echo ok;; esac)" >> "$OUT/unpacked.csv"
+  done
+fi
+
+if [ -n "${PAGED:-}" ]; then
+  pages=${PAGES:-16 64}
+  echo "shape,dense_tma_GBps,dense_cpasync_GBps$(for p in $pages; do printf ',paged%s_GBps' $p; done),status" > "$OUT/paged.csv"
+  for s in $PAGED; do
+    IFS=/ read -r B H HKV M <<< "$s"
+    shape=B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128
+    status=ok; line="$s"
+    for args in "examples/gqa.flash" "examples/gqa.flash --kv-copy cp.async" \
+                $(for p in $pages; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths"; done); do
+      row=$(timeout 90 "$T/flash-run" ${args//#/ } --shape $shape --csv --warmup 20 --iters 100 \
+            2>> "$OUT/paged.log")
+      case "$row" in *FAIL*) status=FAIL ;; "") status=ERROR ;; esac
+      line="$line,$(echo "$row" | cut -d, -f15)"
+    done
+    echo "$line,$status" >> "$OUT/paged.csv"
   done
 fi
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One device call for decode (issue 16): the split-key and packed-GQA
 # kernels against the interpreter (scripts/gpu-check.sh's sections
-# CHECK_SECTIONS, default split-keys,packed), compute-sanitizer (SAN_TOOLS,
-# default memcheck racecheck synccheck; SAN_GEMMS, default auto mma.sync)
-# over a packed split launch and its combine kernel at a small shape, then
+# CHECK_SECTIONS, default split-keys,packed,paged), compute-sanitizer
+# (SAN_TOOLS, default memcheck racecheck synccheck; SAN_GEMMS, default auto
+# mma.sync) over SAN_CASES at a small shape (a packed split launch and its
+# combine kernel, dense and over a paged cache), then
 # bench/decode.sh beside SDPA. Needs .device-carry/flashc-tools.tar.xz and
 # .device-carry/peers_infer.py. Results, written as they come (a call cut
 # short keeps what is done): $OUT/checks.txt, $OUT/sanitizer.txt and
@@ -19,7 +20,7 @@ export FLASHC_CACHE_DIR="$T/cache"
 
 if [ -z "${SKIP_CHECKS:-}" ]; then
   echo "== checks" >&2
-  SECTIONS=${CHECK_SECTIONS:-split-keys,packed} FLASH_RUN="$T/flash-run" scripts/gpu-check.sh \
+  SECTIONS=${CHECK_SECTIONS:-split-keys,packed,paged} FLASH_RUN="$T/flash-run" scripts/gpu-check.sh \
     > "$OUT/checks.txt" 2>&1
   tail -1 "$OUT/checks.txt" >&2
 fi
@@ -27,13 +28,20 @@ fi
 if [ -z "${SKIP_SANITIZER:-}" ]; then
   echo "== compute-sanitizer" >&2
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # A packed split launch and its combine kernel; the same over a paged
+  # cache (pages below the key block: a gather per row; above: per block).
+  SAN_CASES=${SAN_CASES:-"examples/gqa.flash
+test/Driver/Inputs/paged-no-page.flash --paged 16
+test/Driver/Inputs/paged-no-page.flash --paged 128"}
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     for gemm in ${SAN_GEMMS:-auto mma.sync}; do
-      echo "-- $tool $gemm" >> "$OUT/sanitizer.txt"
-      timeout 240 "$SAN" --tool "$tool" --error-exitcode 9 "$T/flash-run" examples/gqa.flash \
-        --shape B=1,H=8,HKV=2,N=3,M=600,D=128 --splits 4 --gemm "$gemm" --iters 0 \
-        >> "$OUT/sanitizer.txt" 2>&1
-      echo "exit $?" >> "$OUT/sanitizer.txt"
+      while read -r case; do
+        echo "-- $tool $gemm $case" >> "$OUT/sanitizer.txt"
+        timeout 240 "$SAN" --tool "$tool" --error-exitcode 9 "$T/flash-run" $case \
+          --shape B=4,H=8,HKV=2,N=3,M=600,D=128 --splits 4 --gemm "$gemm" --iters 0 \
+          >> "$OUT/sanitizer.txt" 2>&1
+        echo "exit $?" >> "$OUT/sanitizer.txt"
+      done <<< "$SAN_CASES"
     done
   done
   grep -E "^-- |^exit|ERROR SUMMARY" "$OUT/sanitizer.txt" >&2

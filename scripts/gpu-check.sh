@@ -11,8 +11,8 @@ FLASH_RUN=${FLASH_RUN:-flash-run}
 GEMMS=${GEMMS:-auto mma.sync}
 # FLAGS: extra flash-run flags for every case (e.g. --warp-specialize).
 FLAGS=${FLAGS:-}
-# SECTIONS: which parts run, comma-separated (default main,split-keys,packed).
-SECTIONS=${SECTIONS:-main,split-keys,packed}
+# SECTIONS: which parts run, comma-separated (default main,split-keys,packed,paged).
+SECTIONS=${SECTIONS:-main,split-keys,packed,paged}
 wants() { case ",$SECTIONS," in *",$1,"*) return 0 ;; esac; return 1; }
 passed=0; failed=0; skipped=0
 run() {
@@ -133,6 +133,27 @@ for gemm in auto mma.sync; do
   run examples/sink_window.flash --pack-gqa --shape B=1,H=12,HKV=3,N=4,M=2000,D=256
   run examples/gqa.flash --pack-gqa --shape B=2,H=8,HKV=2,N=5,M=1000,D=128 --layout bshd --splits 2
   run test/GPU/dtypes.flash --variant causal_f16 --pack-gqa --shape B=2,H=8,HKV=2,N=9,M=1200,D=96
+done
+gemm=auto
+fi
+if wants paged; then
+# A paged K/V cache: shuffled pages, sequences of M, 1, 0 and random keys
+# (B >= 3), table entries past a sequence outside the cache; pages below,
+# equal to, not dividing and above the key block; decode (packed, split)
+# and prefill; masks and score mods that read M, h, i and aux tensors;
+# D = 64-256, f16, BSHD q; both GEMM kinds.
+for gemm in auto mma.sync; do
+  for page in 1 16 48 64 256; do
+    run test/Driver/Inputs/paged-no-page.flash --paged $page --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
+  done
+  run examples/paged_decode.flash --shape B=5,H=8,HKV=2,N=4,M=2000,D=64
+  run examples/paged_decode.flash --shape B=4,H=16,HKV=2,N=16,M=5000,D=256 --splits 5
+  run examples/paged_decode.flash --shape B=3,H=4,HKV=4,N=700,M=1500,D=128 --layout bshd
+  run test/Driver/Inputs/paged-no-page.flash --paged 32 --shape B=4,H=8,HKV=2,N=2,M=1000,D=96
+  for v in window softcap_alibi documents full; do
+    run test/Driver/Inputs/paged-masks.flash --variant $v --paged 16 --shape B=4,H=8,HKV=2,N=3,M=1200,D=128
+  done
+  run test/Driver/Inputs/paged-masks.flash --variant window --paged 128 --shape B=3,H=4,HKV=2,N=500,M=900,D=64
 done
 gemm=auto
 fi

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job: set up and build, then compile every examples/*.flash, run it
 # forward and backward on the CPU interpreter and print the errors of O,
-# LSE, dQ, dK, dV (and aux gradients) against the naive fp64 reference;
-# then the GQA examples as decode steps (split keys, packed heads).
+# LSE, dQ, dK, dV (and aux gradients) against the naive fp64 reference
+# (a paged K/V cache, which only the forward reads: forward only); then the
+# GQA examples as decode steps (split keys, packed heads), the paged ones
+# with ragged sequence lengths (M, 1, 0, random) over shuffled pages.
 # Exits non-zero if any example fails its bound.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +17,9 @@ for example in examples/*.flash; do
   extra=()
   # GQA runs with 4 query heads per key/value head.
   [[ $example == *gqa.flash ]] && extra=(--shape "$shape,HKV=1")
-  if ! "$BUILD_DIR/bin/flashc" "$example" --run=cpu --bwd --shape "$shape" "${extra[@]}"; then
+  backward=(--bwd)
+  grep -q '^ *paged ' "$example" && backward=()
+  if ! "$BUILD_DIR/bin/flashc" "$example" --run=cpu "${backward[@]}" --shape "$shape" "${extra[@]}"; then
     status=1
   fi
 done
@@ -26,9 +30,13 @@ done
 decode_shape=${DECODE_SHAPE:-B=2,H=8,HKV=2,M=4096,D=64}
 for example in examples/*.flash; do
   grep -q 'k: [a-z0-9]*\[B, HKV' "$example" || continue
+  # A paged cache: five sequences, so every kind of length is there.
+  batch=
+  grep -q '^ *paged ' "$example" && batch=,B=5
   for n in 1 4; do
-    echo "== $example decode (--shape $decode_shape,N=$n --splits 4)"
-    if ! "$BUILD_DIR/bin/flashc" "$example" --run=cpu --shape "$decode_shape,N=$n" --splits 4; then
+    echo "== $example decode (--shape $decode_shape,N=$n$batch --splits 4)"
+    if ! "$BUILD_DIR/bin/flashc" "$example" --run=cpu --shape "$decode_shape,N=$n$batch" \
+        --splits 4; then
       status=1
     fi
   done

@@ -50,7 +50,11 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
               cl::desc("Forward kernels of GQA variants put the query heads of one KV group "
                        "into the rows of a tile, so K and V are read once per group (packed "
                        "GQA; default: when --shape gives N <= 16)"),
-              cl::init(false), cl::cat(category)) {}
+              cl::init(false), cl::cat(category)),
+      paged("paged",
+            cl::desc("The page, in keys, of the paged K/V cache of variants with a 'paged' "
+                     "item that give no 'page' (1 to 4096; one that gives a page must agree)"),
+            cl::value_desc("PAGE"), cl::init(0), cl::cat(category)) {}
 
 ConfigRequest ConfigFlags::request() const {
   ConfigRequest request;
@@ -72,6 +76,8 @@ ConfigRequest ConfigFlags::request() const {
     request.splitKeys = splitKeys;
   if (packGqa.getNumOccurrences())
     request.packHeads = packGqa;
+  if (paged.getNumOccurrences())
+    request.pageSize = paged;
   return request;
 }
 

@@ -105,8 +105,10 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
   if (blockRows && blockCols)
     return {*blockRows, *blockCols, sourceText};
-  TileChoice rule =
-      defaultTile(traitsOf(variant), headDim, gemmKind, warpSpecializedTiles, queryLength);
+  // A paged cache is gathered by cp.async (flash-to-sm90 keeps TMA off for
+  // it), so its tile is the one-warpgroup kernel's.
+  TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
+                                warpSpecializedTiles && !variant.paged, queryLength);
   if (blockRows)
     return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
   if (blockCols)
@@ -120,6 +122,7 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
   options.splitKeys = splitKeys;
   options.packHeads = packHeads;
   options.packSummarizedMasks = packAsked;
+  options.pageSize = pageSize;
   options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
     TileChoice tile = config.tileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
@@ -166,9 +169,12 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
-  bool specialized = warpSpecializedTiles && tile.blockRows >= 128;
+  bool specialized = warpSpecializedTiles && !variant.paged && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
+  if (variant.paged && gemmKind == "wgmma")
+    lines.push_back("K/V gathered from the paged cache by cp.async (a TMA box would bring in "
+                    "the rows past a sequence's end)");
   // Packing applies to GQA variants only, and by default not to masks that
   // read aux tensors (IRGen).
   if (packHeads && variant.mayGroupHeads() && !packAsked && variant.maskReadsTensors())
@@ -225,7 +231,8 @@ tuning::TileConfig KernelConfig::asTileConfig(const frontend::Variant &variant,
 static std::optional<tuning::TuningEntry>
 lookUpTuned(const TuningSource &tuning, const frontend::Module &ast,
             const frontend::Variant &variant, const KnownSizes &sizes, bool backward,
-            std::string &source, std::string &warnings) {
+            std::string &source, std::string &warnings,
+            std::optional<int64_t> pageSize = std::nullopt) {
   frontend::KernelOptions options;
   options.headDim = sizes.headDim;
   std::optional<int64_t> headDim = frontend::resolveHeadDim(variant, options);
@@ -234,7 +241,7 @@ lookUpTuned(const TuningSource &tuning, const frontend::Module &ast,
   std::optional<tuning::TuningKey> key =
       tuning::makeKey(*tuning.context, ast, *tuning.sourceMgr, variant.name, *headDim,
                       tuning.queryLength, tuning.keyLength, tuning.gpu,
-                      tuning.computeCapability, backward);
+                      tuning.computeCapability, backward, pageSize);
   if (!key)
     return std::nullopt; // the variant does not build: its compilation says why
   tuning::TuningCache cache(tuning.cachePath);
@@ -274,7 +281,8 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
           "default tile (the tuning cache applies to one variant: use --variant)";
     } else if (std::optional<tuning::TuningEntry> winner =
                    lookUpTuned(*options.tuning, ast, *variant, options.sizes,
-                               /*backward=*/false, result.sourceText, result.warningText)) {
+                               /*backward=*/false, result.sourceText, result.warningText,
+                               options.request.pageSize)) {
       llvm::Expected<std::string> runnable = selectGemm(options.chip, winner->config.gemm);
       if (!runnable) {
         llvm::consumeError(runnable.takeError());
@@ -305,6 +313,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   result.splitKeys = request.splitKeys.value_or(splitKeysPays(options.sizes.queryLength));
   result.packHeads = request.packHeads.value_or(packHeadsPays(options.sizes.queryLength));
   result.packAsked = request.packHeads.value_or(false);
+  result.pageSize = options.request.pageSize; // the caller's cache, tuned or not
   // (A packed kernel is never persistent either: flash-to-sm90 sees to
   // that per kernel, so the MHA variants of a module keep their grid.)
   if (result.splitKeys)

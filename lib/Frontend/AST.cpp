@@ -291,6 +291,12 @@ std::string flashc::frontend::toString(const Variant &variant) {
     printShape(tensor, os);
     os << "\n";
   }
+  if (const std::optional<PagedDecl> &paged = variant.paged) {
+    os << "  paged k, v: table " << paged->table << ", lengths " << paged->lengths;
+    if (paged->pageSize)
+      os << ", page " << paged->pageSize;
+    os << "\n";
+  }
   if (variant.scale)
     os << "  scale = " << toString(*variant.scale) << "\n";
   if (variant.score)

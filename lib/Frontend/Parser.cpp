@@ -54,6 +54,9 @@ using ExprPtr = std::unique_ptr<Expr>;
 constexpr unsigned kMaxNesting = 200;     // parentheses, unary ops, calls
 constexpr unsigned kMaxExprNodes = 4096;  // nodes in one expression
 constexpr int64_t kMaxDimension = 2147483647;
+/// The largest page of a paged K/V cache, in keys (a page holds whole key
+/// blocks up to this, and a page index times it stays in 32 bits).
+constexpr int64_t kMaxPageSize = 4096;
 
 enum class DTypeUse { QKV, Tensor, Param };
 
@@ -117,12 +120,12 @@ BinaryOp binaryOpFor(TokenKind kind) {
 
 bool isItemKeyword(StringRef name) {
   return name == "q" || name == "k" || name == "v" || name == "param" ||
-         name == "tensor" || name == "scale" || name == "score" ||
+         name == "tensor" || name == "paged" || name == "scale" || name == "score" ||
          name == "mask";
 }
 
 const char *const kItemList =
-    "q, k, v, param, tensor, scale, score or mask";
+    "q, k, v, param, tensor, paged, scale, score or mask";
 
 class Parser {
 public:
@@ -185,6 +188,7 @@ private:
   bool parseQKV(VariantState &state, int index);
   bool parseParam(VariantState &state);
   bool parseTensor(VariantState &state);
+  bool parsePaged(VariantState &state);
   bool parseExprItem(VariantState &state);
 
   // Pieces of declarations.
@@ -236,6 +240,8 @@ bool Parser::atItemStart() {
     return n.is(TokenKind::Assign);
   if (s == "param" || s == "tensor")
     return n.is(TokenKind::Identifier);
+  if (s == "paged")
+    return n.isIdentifier("k");
   return false;
 }
 
@@ -393,6 +399,8 @@ bool Parser::parseItem(VariantState &state) {
       return parseParam(state);
     if (s == "tensor")
       return parseTensor(state);
+    if (s == "paged")
+      return parsePaged(state);
     if (s == "scale" || s == "score" || s == "mask")
       return parseExprItem(state);
 
@@ -406,7 +414,7 @@ bool Parser::parseItem(VariantState &state) {
       state.syntax.poisoned.insert(s);
     else if (n1.is(TokenKind::Identifier) && n2.is(TokenKind::Colon))
       state.syntax.poisoned.insert(n1.text);
-    static const StringRef itemKeywords[] = {"param", "tensor", "scale",
+    static const StringRef itemKeywords[] = {"param", "tensor", "paged", "scale",
                                              "score", "mask"};
     StringRef close = closestMatch(s, itemKeywords);
     if (!close.empty()) {
@@ -672,6 +680,91 @@ bool Parser::parseParam(VariantState &state) {
   else
     state.variant.params.push_back(std::move(param));
   return checkItemEnd("the declaration of param '" + name.text + "'");
+}
+
+bool Parser::parsePaged(VariantState &state) {
+  Token keyword = consume(); // paged
+  VariantSyntax &syntax = state.syntax;
+  // A broken paged item skips the rest of its line: its `v:` would
+  // otherwise start a bogus v declaration.
+  auto fail = [&] {
+    syntax.anyDeclBroken = true;
+    while (!tok().startsLine && !tok().is(TokenKind::Eof) && !tok().is(TokenKind::RBrace))
+      noteSkipped(consume());
+    return true;
+  };
+  if (state.variant.paged) {
+    if (error(keyword, "redefinition of the paged K/V cache"))
+      diags.note(state.variant.paged->loc, "first declared here");
+    return fail();
+  }
+  // `k, v:` names what is paged: both, always (one block table serves both).
+  if (!tok().isIdentifier("k") || !peek(1).is(TokenKind::Comma) || !peek(2).isIdentifier("v") ||
+      !peek(3).is(TokenKind::Colon)) {
+    errorExpected("'k, v:' after 'paged' (K and V are paged together)");
+    return fail();
+  }
+  for (int n = 0; n < 4; ++n)
+    consume();
+  PagedDecl paged;
+  paged.loc = keyword.loc();
+  bool seen[3] = {};
+  while (true) {
+    if (!tok().is(TokenKind::Identifier)) {
+      errorExpected("'table NAME', 'lengths NAME' or 'page SIZE'");
+      return fail();
+    }
+    Token clause = consume();
+    int which = clause.text == "table" ? 0 : clause.text == "lengths" ? 1
+                : clause.text == "page"    ? 2
+                                           : -1;
+    if (which < 0) {
+      error(clause, "unknown clause '" + clause.text +
+                        "' in 'paged'; expected table, lengths or page");
+      return fail();
+    }
+    if (seen[which]) {
+      error(clause, "'" + clause.text + "' given twice in 'paged'");
+      return fail();
+    }
+    seen[which] = true;
+    if (which < 2) {
+      if (!tok().is(TokenKind::Identifier)) {
+        errorExpected(Twine("the name of the ") +
+                      (which == 0 ? "block table (i32 [B, blocks])" : "key lengths (i32 [B])"));
+        return fail();
+      }
+      (which == 0 ? paged.table : paged.lengths) = consume().text.str();
+    } else {
+      if (!tok().is(TokenKind::Integer)) {
+        errorExpected("the page size in keys (an integer)");
+        return fail();
+      }
+      Token number = consume();
+      uint64_t value = 0;
+      if (number.text.getAsInteger(10, value) || value < 1 || value > kMaxPageSize) {
+        error(number, "page size " + number.text + " is out of range (1 to " +
+                          Twine(kMaxPageSize) + " keys)");
+        return fail();
+      }
+      paged.pageSize = static_cast<int64_t>(value);
+    }
+    if (!tok().is(TokenKind::Comma))
+      break;
+    consume();
+  }
+  if (!seen[0] || !seen[1]) {
+    error(keyword, Twine("'paged' needs ") + (!seen[0] ? "a 'table NAME'" : "a 'lengths NAME'") +
+                       " clause (paged k, v: table block_table, lengths kv_len, page 16)");
+    return fail();
+  }
+  if (paged.table == paged.lengths) {
+    error(keyword, "the block table and the key lengths need two names, not '" + paged.table +
+                       "' twice");
+    return fail();
+  }
+  state.variant.paged = std::move(paged);
+  return checkItemEnd("the paged K/V declaration");
 }
 
 bool Parser::parseTensor(VariantState &state) {

@@ -117,6 +117,7 @@ private:
   void unifyShapes();
   void checkDeclarations();
   void checkTensorShapes();
+  void checkPagedKeyLength();
   void checkItem(Expr *expr, Item item);
   std::optional<ScalarType> check(Expr &expr, Item item);
   std::optional<ScalarType> checkName(Expr &expr, Item item);
@@ -388,6 +389,10 @@ void Sema::checkDeclarations() {
   for (size_t t = 0; t < variant.tensors.size(); ++t)
     decls.push_back({variant.tensors[t].name, variant.tensors[t].loc,
                      "a tensor", false, false, static_cast<int>(t)});
+  // The paged cache's inputs are launch arguments with names of their own.
+  if (variant.paged)
+    for (const std::string *name : {&variant.paged->table, &variant.paged->lengths})
+      decls.push_back({*name, variant.paged->loc, "an input of the paged cache", false, false, -1});
   std::stable_sort(decls.begin(), decls.end(),
                    [](const Decl &a, const Decl &b) {
                      if (a.implicit != b.implicit)
@@ -431,6 +436,23 @@ void Sema::checkDeclarations() {
     if (decl.index >= 0)
       (decl.isParam ? paramIndex : tensorIndex)[decl.name] = decl.index;
   }
+}
+
+void Sema::checkPagedKeyLength() {
+  // Each sequence of a paged cache has its own M (its kv_len entry).
+  const Dim &keyLen = variant.dim(DimRole::KeyLen);
+  if (keyLen.isFixed()) {
+    error(keyLen.loc, "the key length of a paged K/V cache is each sequence's own (its "
+                      "lengths entry); it cannot be fixed to " + Twine(keyLen.value));
+    return;
+  }
+  for (int role = 0; role < 6; ++role)
+    if (role != static_cast<int>(DimRole::KeyLen) && variant.dims[role].symbol == keyLen.symbol) {
+      error(keyLen.loc, "the key length '" + keyLen.symbol + "' of a paged K/V cache is each "
+                        "sequence's own (its lengths entry); it cannot also be the " +
+                        toString(static_cast<DimRole>(role)));
+      return;
+    }
 }
 
 std::string Sema::symbolList() const {
@@ -850,6 +872,8 @@ bool Sema::run() {
     unifyShapes();
   checkDeclarations();
   checkTensorShapes();
+  if (variant.paged && shapesComplete)
+    checkPagedKeyLength();
   // In source order, so the diagnostics are too.
   std::pair<Expr *, Item> items[3] = {{variant.scale.get(), Item::Scale},
                                       {variant.score.get(), Item::Score},

@@ -418,6 +418,49 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       return *failure;
   }
 
+  // The same decode kernel over a paged K/V cache: K and V moved into
+  // shuffled pages (every sequence M keys, so the dense reference holds;
+  // the rows past M in the last page and the spare pages are NaN). Only a
+  // variant whose M is its own symbol can be paged (a paged M is each
+  // sequence's).
+  frontend::Variant &pageable = parsed.ast->variants.front();
+  const frontend::Dim &keyLen = pageable.dim(frontend::DimRole::KeyLen);
+  bool ownKeyLength = !keyLen.isFixed();
+  for (int role = 0; role < 6; ++role)
+    ownKeyLength &= role == static_cast<int>(frontend::DimRole::KeyLen) ||
+                    pageable.dims[role].symbol != keyLen.symbol;
+  if (ownKeyLength) {
+    static const int64_t kPages[] = {1, 8, 16, 48, 64, 128};
+    int64_t page = kPages[c.seed % 6];
+    std::string where = "interpreter with a paged cache of " + std::to_string(page) + "-key pages";
+    frontend::KernelOptions pagedOptions = kernelOptions;
+    pagedOptions.packHeads = true;
+    pagedOptions.packSummarizedMasks = true;
+    pagedOptions.splitKeys = true;
+    pageable.paged = frontend::PagedDecl{"fuzz_block_table", "fuzz_kv_len", page, pageable.loc};
+    OwningOpRef<ModuleOp> paged =
+        frontend::emitFlashIR(context, *parsed.ast, pagedOptions, parsed.sourceMgr);
+    pageable.paged.reset();
+    if (!paged)
+      return fail("IRGen (paged cache)", parsed.diagnostics + diagnostics);
+    PassManager pm(&context);
+    flash::buildFlashPipeline(pm);
+    if (failed(pm.run(*paged)))
+      return fail("pass pipeline (paged cache)", diagnostics);
+    interp::AttentionInputs pagedInputs = interp::pageKeysAndValues(inputs, page, c.seed);
+    pagedInputs.keySplits = 1 + static_cast<int64_t>((c.seed / 4) % 3);
+    interp::AttentionOutputs outputs;
+    std::string error;
+    interp::RunOptions run;
+    run.checkClassification = true;
+    if (failed(interp::runKernel(*paged->getOps<flash::KernelOp>().begin(), pagedInputs, outputs,
+                                 error, run)))
+      return fail(where, error);
+    if (std::optional<CheckResult> failure = againstReference(
+            where, outputs, ", " + std::to_string(pagedInputs.keySplits) + " split(s)"))
+      return *failure;
+  }
+
   if (options.backward) {
     CheckResult result = checkBackwardCase(c, parsed, context, diagnostics, kernel, inputs,
                                            outBound + 4 * scoreError + 4 * maxDerivativeError,

@@ -147,12 +147,13 @@ bool harness::drawsInputsOnHost(const interp::ProblemShape &shape) {
 DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
                               const interp::ProblemShape &shape,
                               const llvm::StringMap<double> &params, uint64_t seed,
-                              Layout layout, int64_t documents) {
+                              Layout layout, int64_t documents, bool fullKeyLengths) {
   DeviceProblem problem;
   problem.layout = layout;
   bool onHost = drawsInputsOnHost(shape);
-  problem.inputs = onHost ? interp::makeRandomInputs(kernel, shape, seed, documents)
-                          : interp::makeRandomAuxInputs(kernel, shape, seed, documents);
+  problem.inputs =
+      onHost ? interp::makeRandomInputs(kernel, shape, seed, documents, fullKeyLengths)
+             : interp::makeRandomAuxInputs(kernel, shape, seed, documents, fullKeyLengths);
   for (const auto &entry : params) {
     problem.inputs.params[entry.getKey()] = entry.getValue();
     problem.params[entry.getKey().str()] = entry.getValue();
@@ -171,7 +172,31 @@ DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
   };
   int64_t qCount = shape.batch() * shape.heads() * shape.queryLen() * D;
   int64_t kvCount = shape.batch() * shape.kvHeads() * shape.keyLen() * D;
-  if (onHost) {
+  const interp::PagedCache &paged = problem.inputs.paged;
+  if (paged.enabled()) {
+    kvCount = paged.numPages * paged.pageSize * shape.kvHeads() * D;
+    auto putInts = [&](const std::vector<int32_t> &values) {
+      flashrt::DeviceBuffer buffer(context, std::max<size_t>(values.size() * 4, 4));
+      buffer.copyFromHost(values.data(), values.size() * 4);
+      return buffer;
+    };
+    problem.blockTable.emplace(putInts(paged.table));
+    problem.keyLengths.emplace(putInts(paged.lengths));
+  }
+  if (onHost && paged.enabled()) {
+    // The cache's pages as they are: [pages, page, HKV, D] in any layout.
+    auto putCache = [&](const std::vector<float> &data) {
+      std::vector<uint16_t> bits(data.size());
+      for (size_t i = 0; i < data.size(); ++i)
+        bits[i] = toHalfBits(data[i], element);
+      flashrt::DeviceBuffer buffer(context, bits.size() * 2);
+      buffer.copyFromHost(bits.data(), bits.size() * 2);
+      return buffer;
+    };
+    problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
+    problem.k.emplace(putCache(problem.inputs.k));
+    problem.v.emplace(putCache(problem.inputs.v));
+  } else if (onHost) {
     problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
     problem.k.emplace(put(problem.inputs.k, shape.kvHeads(), shape.keyLen()));
     problem.v.emplace(put(problem.inputs.v, shape.kvHeads(), shape.keyLen()));
@@ -220,6 +245,20 @@ void harness::launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &s
                      const DeviceProblem &p, uint64_t blockSummary) {
   const interp::ProblemShape &s = p.inputs.shape;
   std::vector<uint64_t> aux = auxPointers(p);
+  if (const interp::PagedCache &paged = p.inputs.paged; paged.enabled()) {
+    flashrun::PagedKV pages{p.blockTable->devicePtr(), p.keyLengths->devicePtr(),
+                            paged.tableStride, paged.numPages};
+    auto cache = [&](const flashrt::DeviceBuffer &buffer) {
+      return flashrun::TensorRef::pagedCache(buffer.devicePtr(), paged.pageSize, s.kvHeads(),
+                                             s.headDim());
+    };
+    kernel.launchPaged(stream,
+                       tensorRef(p.layout, p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
+                       cache(*p.k), cache(*p.v),
+                       tensorRef(p.layout, p.o->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
+                       p.lse->devicePtr(), p.sizes(), pages, p.params, aux);
+    return;
+  }
   kernel.launch(stream,
                 tensorRef(p.layout, p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
                 tensorRef(p.layout, p.k->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim()),

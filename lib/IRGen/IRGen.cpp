@@ -374,7 +374,9 @@ flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
   Signature sig = signature(br, bc, headDim);
   return flash::KernelOp::create(builder, at, builder.getStringAttr(variant.name), sig.config,
                                  sig.elementType, sig.params, sig.tensors, sig.staticSizes,
-                                 sig.dimClasses, /*block_summary=*/nullptr);
+                                 sig.dimClasses, /*block_summary=*/nullptr,
+                                 /*split_keys=*/nullptr, /*packed_heads=*/nullptr,
+                                 /*paged_kv=*/nullptr);
 }
 
 KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value h, Value qt,
@@ -792,6 +794,29 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       failed = true;
       continue;
     }
+    std::optional<int64_t> page;
+    if (const std::optional<PagedDecl> &paged = variant.paged) {
+      page = paged->pageSize ? paged->pageSize : options.pageSize;
+      std::string problem;
+      if (options.backward)
+        problem = "variant '" + variant.name +
+                  "' keeps K and V in a paged cache, which only the forward pass reads "
+                  "(the backward needs dense K and V)";
+      else if (!page)
+        problem = "variant '" + variant.name +
+                  "' keeps K and V in a paged cache but gives no page size: write "
+                  "'page 16' in its paged item or pass --paged 16";
+      else if (options.pageSize && *options.pageSize != *page)
+        problem = "variant '" + variant.name + "' has pages of " + std::to_string(*page) +
+                  " keys, but --paged " + std::to_string(*options.pageSize) + " was given";
+      else if (*page < 1 || *page > 4096)
+        problem = "page of " + std::to_string(*page) + " keys is out of range (1 to 4096)";
+      if (!problem.empty()) {
+        sourceMgr.PrintMessage(paged->loc, llvm::SourceMgr::DK_Error, problem);
+        failed = true;
+        continue;
+      }
+    }
     builder.setInsertionPointToEnd(result->getBody());
     if (options.backward) {
       std::optional<ScoreDerivatives> derivatives = differentiateScore(variant, sourceMgr);
@@ -810,10 +835,16 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
                       !variant.maskReadsTensors());
     KernelEmitter(builder, variant, sourceMgr, fileName)
         .emit(br, bc, *headDim, options.splitKeys, packHeads);
+    auto kernel = cast<flash::KernelOp>(result->getBody()->back());
+    if (page)
+      kernel.setPagedKvAttr(flash::PagedKVAttr::get(&context, *page,
+                                                    builder.getStringAttr(variant.paged->table),
+                                                    builder.getStringAttr(variant.paged->lengths)));
     // A packed kernel's tiles mix query heads, which a summary per (head,
-    // tile) cannot describe: its aux masks are evaluated per element.
-    if (options.blockSummary && !packHeads)
-      requestBlockSummary(cast<flash::KernelOp>(result->getBody()->back()));
+    // tile) cannot describe; a paged one's sequences have lengths of their
+    // own: their aux masks are evaluated per element.
+    if (options.blockSummary && !packHeads && !page)
+      requestBlockSummary(kernel);
   }
   if (failed)
     return nullptr;

@@ -5,6 +5,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -71,16 +72,56 @@ HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
   return tensor;
 }
 
+/// A paged cache for `kernel` (which has a paged_kv) at `shape`: every
+/// sequence's pages drawn from a shuffled pool with two spare pages, and
+/// the table entries past a sequence's length set to pages outside the
+/// cache, so a kernel that reads one fails (never a silent stale page).
+PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
+                            bool fullKeyLengths, std::mt19937_64 &rng) {
+  PagedCache paged;
+  paged.pageSize = kernel.getPagedKvAttr().getPage();
+  paged.tableStride = (shape.keyLen() + paged.pageSize - 1) / paged.pageSize;
+  paged.numPages = shape.batch() * paged.tableStride + 2;
+  std::uniform_int_distribution<int64_t> anyLength(0, shape.keyLen());
+  for (int64_t b = 0; b < shape.batch(); ++b) {
+    // Ragged: the full length, one key, no key, then random lengths.
+    int64_t length = fullKeyLengths || b == 0 ? shape.keyLen()
+                     : b == 1                 ? 1
+                     : b == 2                 ? 0
+                                              : anyLength(rng);
+    paged.lengths.push_back(static_cast<int32_t>(length));
+  }
+  std::vector<int32_t> pool(static_cast<size_t>(paged.numPages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  size_t next = 0;
+  for (int64_t b = 0; b < shape.batch(); ++b)
+    for (int64_t block = 0; block < paged.tableStride; ++block) {
+      bool used = block * paged.pageSize < paged.lengths[b];
+      paged.table.push_back(used ? pool[next++]
+                                 : static_cast<int32_t>(block % 2 ? -1 : paged.numPages + 7));
+    }
+  return paged;
+}
+
 } // namespace
 
 AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
-                                         uint64_t seed, int64_t documents) {
+                                         uint64_t seed, int64_t documents, bool fullKeyLengths) {
   std::mt19937_64 rng(seed);
   AttentionInputs inputs;
   inputs.shape = shape;
   Type element = kernel.getElementType();
   int64_t qCount = shape.batch() * shape.heads() * shape.queryLen() * shape.headDim();
   int64_t kvCount = shape.batch() * shape.kvHeads() * shape.keyLen() * shape.headDim();
+  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
+  if (kernelOp && kernelOp.getPagedKvAttr()) {
+    // Drawn first, from a stream of its own: makeRandomAuxInputs gives the
+    // same cache layout for the same seed.
+    std::mt19937_64 pageRng(seed ^ 0x3c6ef372fe94f82bull);
+    inputs.paged = randomPagedCache(kernelOp, shape, fullKeyLengths, pageRng);
+    kvCount = inputs.paged.numPages * inputs.paged.pageSize * shape.kvHeads() * shape.headDim();
+  }
   inputs.q = randomNormal(qCount, element, rng);
   inputs.k = randomNormal(kvCount, element, rng);
   inputs.v = randomNormal(kvCount, element, rng);
@@ -91,12 +132,47 @@ AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const Pr
   return inputs;
 }
 
+AttentionInputs interp::pageKeysAndValues(const AttentionInputs &dense, int64_t pageSize,
+                                          uint64_t seed) {
+  const ProblemShape &s = dense.shape;
+  AttentionInputs paged = dense;
+  PagedCache &cache = paged.paged;
+  cache.pageSize = pageSize;
+  cache.tableStride = (s.keyLen() + pageSize - 1) / pageSize;
+  cache.numPages = s.batch() * cache.tableStride + 2;
+  cache.lengths.assign(s.batch(), static_cast<int32_t>(s.keyLen()));
+  std::vector<int32_t> pool(static_cast<size_t>(cache.numPages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::mt19937_64 rng(seed ^ 0x510e527fade682d1ull);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  cache.table.assign(pool.begin(), pool.begin() + s.batch() * cache.tableStride);
+  int64_t rowElems = s.kvHeads() * s.headDim();
+  for (std::vector<float> *data : {&paged.k, &paged.v}) {
+    const std::vector<float> &source = data == &paged.k ? dense.k : dense.v;
+    // Spare pages and the rows past M hold NaN: reading one shows.
+    data->assign(cache.numPages * pageSize * rowElems, std::numeric_limits<float>::quiet_NaN());
+    for (int64_t b = 0; b < s.batch(); ++b)
+      for (int64_t j = 0; j < s.keyLen(); ++j) {
+        int64_t row = cache.table[b * cache.tableStride + j / pageSize] * pageSize + j % pageSize;
+        for (int64_t h = 0; h < s.kvHeads(); ++h)
+          std::copy_n(&source[((b * s.kvHeads() + h) * s.keyLen() + j) * s.headDim()],
+                      s.headDim(), &(*data)[(row * s.kvHeads() + h) * s.headDim()]);
+      }
+  }
+  return paged;
+}
+
 AttentionInputs interp::makeRandomAuxInputs(flash::KernelSignature kernel,
                                             const ProblemShape &shape, uint64_t seed,
-                                            int64_t documents) {
+                                            int64_t documents, bool fullKeyLengths) {
   std::mt19937_64 rng(seed ^ 0xbb67ae8584caa73bull);
   AttentionInputs inputs;
   inputs.shape = shape;
+  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
+  if (kernelOp && kernelOp.getPagedKvAttr()) {
+    std::mt19937_64 pageRng(seed ^ 0x3c6ef372fe94f82bull);
+    inputs.paged = randomPagedCache(kernelOp, shape, fullKeyLengths, pageRng);
+  }
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
     inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, documents, rng);

@@ -16,6 +16,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -99,6 +100,9 @@ void KernelExecutor::initialize() {
     groupSize = std::max<int64_t>(inputs.shape.heads() / std::max<int64_t>(inputs.shape.kvHeads(), 1), 1);
   }
   env.inputs = &inputs;
+  if (auto kernel = dyn_cast<flash::KernelOp>(kernelOp))
+    env.sequenceKeyLengths = bool(kernel.getPagedKvAttr());
+  env.sequenceKeyLength = static_cast<double>(inputs.shape.keyLen());
   // One entry per SSA value the walk can define, so `values` never rehashes
   // while the kernel runs.
   unsigned numValues = 0;
@@ -227,6 +231,17 @@ void KernelExecutor::loadRows(Value result, const std::vector<float> &source, in
   setTile(result, std::move(tile));
 }
 
+void KernelExecutor::loadPagedRows(Value result, const std::vector<float> &source, int64_t b,
+                                   int64_t kvHead, int64_t tileIndex) {
+  auto type = cast<RankedTensorType>(result.getType());
+  int64_t rows = type.getDimSize(0), dim = type.getDimSize(1);
+  Tile tile(rows, dim); // rows past the sequence stay zero
+  for (int64_t r = 0; r < rows; ++r)
+    if (const float *src = keyValueRow(inputs, source, b, kvHead, tileIndex * rows + r))
+      std::copy(src, src + dim, &tile(r, 0));
+  setTile(result, std::move(tile));
+}
+
 void KernelExecutor::loadQueryRows(Value result, int64_t b, int64_t head, int64_t tileIndex) {
   if (!packedHeads)
     return loadRows(result, inputs.q, b, head, inputs.shape.heads(), inputs.shape.queryLen(),
@@ -279,7 +294,7 @@ LogicalResult KernelExecutor::visitTileElements(
       break;
     slots[1] = static_cast<double>(row.head);
     slots[2] = static_cast<double>(row.position);
-    for (int64_t c = 0; c < cols && firstKey + c < inputs.shape.keyLen(); ++c) {
+    for (int64_t c = 0; c < cols && firstKey + c < currentKeyLength(); ++c) {
       slots[3] = static_cast<double>(firstKey + c);
       if (!visit(r, c, program.run(slots.data()) != 0))
         return success();
@@ -613,8 +628,12 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
       .Case([&](flash::LoadKVOp load) {
         const std::vector<float> &source =
             load.getOperand() == flash::KVOperand::Key ? inputs.k : inputs.v;
-        loadRows(load.getResult(), source, index(load.getBatch()), index(load.getKvHead()),
-                 shape.kvHeads(), shape.keyLen(), index(load.getKeyTile()));
+        if (inputs.paged.enabled())
+          loadPagedRows(load.getResult(), source, index(load.getBatch()),
+                        index(load.getKvHead()), index(load.getKeyTile()));
+        else
+          loadRows(load.getResult(), source, index(load.getBatch()), index(load.getKvHead()),
+                   shape.kvHeads(), shape.keyLen(), index(load.getKeyTile()));
         return success();
       })
       .Case([&](flash::QKDotOp dot) {
@@ -731,6 +750,7 @@ LogicalResult KernelExecutor::runForward() {
     for (int64_t h = 0; h < gridHeads; ++h)
       for (int64_t qt = 0; qt < queryTiles; ++qt)
         for (int64_t split = 0; split < splits; ++split) {
+          env.sequenceKeyLength = static_cast<double>(sequenceKeyLength(inputs, b));
           get(kernel.getBatch()).scalar = static_cast<double>(b);
           get(kernel.getHead()).scalar = static_cast<double>(h);
           get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
@@ -747,6 +767,63 @@ LogicalResult KernelExecutor::runForward() {
 //===----------------------------------------------------------------------===//
 // Entry points
 //===----------------------------------------------------------------------===//
+
+int64_t interp::sequenceKeyLength(const AttentionInputs &inputs, int64_t b) {
+  if (!inputs.paged.enabled())
+    return inputs.shape.keyLen();
+  return std::clamp<int64_t>(inputs.paged.lengths[b], 0, inputs.shape.keyLen());
+}
+
+const float *interp::keyValueRow(const AttentionInputs &inputs, const std::vector<float> &source,
+                                 int64_t b, int64_t kvHead, int64_t j) {
+  const ProblemShape &shape = inputs.shape;
+  if (j < 0 || j >= sequenceKeyLength(inputs, b))
+    return nullptr;
+  if (!inputs.paged.enabled())
+    return &source[((b * shape.kvHeads() + kvHead) * shape.keyLen() + j) * shape.headDim()];
+  const PagedCache &paged = inputs.paged;
+  int64_t page = paged.table[b * paged.tableStride + j / paged.pageSize];
+  if (page < 0 || page >= paged.numPages)
+    return nullptr;
+  int64_t row = page * paged.pageSize + j % paged.pageSize;
+  return &source[(row * shape.kvHeads() + kvHead) * shape.headDim()];
+}
+
+/// What the GPU kernel cannot check for itself: the table and the lengths
+/// against the cache and the launch (the caller's contract on the device).
+static std::string checkPagedCache(const AttentionInputs &inputs, int64_t kernelPage) {
+  const PagedCache &paged = inputs.paged;
+  const ProblemShape &shape = inputs.shape;
+  if (paged.pageSize != kernelPage)
+    return "the cache has pages of " + std::to_string(paged.pageSize) +
+           " keys, the kernel was compiled for " + std::to_string(kernelPage);
+  if (paged.numPages < 1)
+    return "the paged cache needs at least one page";
+  if (paged.tableStride * paged.pageSize < shape.keyLen())
+    return "the block table's " + std::to_string(paged.tableStride) + " entries per sequence x " +
+           std::to_string(paged.pageSize) + " keys do not cover M = " +
+           std::to_string(shape.keyLen());
+  if (static_cast<int64_t>(paged.table.size()) != shape.batch() * paged.tableStride)
+    return "the block table holds " + std::to_string(paged.table.size()) + " entries, expected B x " +
+           std::to_string(paged.tableStride);
+  if (static_cast<int64_t>(paged.lengths.size()) != shape.batch())
+    return "the key lengths hold " + std::to_string(paged.lengths.size()) +
+           " entries, expected B = " + std::to_string(shape.batch());
+  for (int64_t b = 0; b < shape.batch(); ++b) {
+    int64_t length = paged.lengths[b];
+    if (length < 0 || length > shape.keyLen())
+      return "sequence " + std::to_string(b) + " has " + std::to_string(length) +
+             " keys, outside [0, M = " + std::to_string(shape.keyLen()) + "]";
+    for (int64_t block = 0; block * paged.pageSize < length; ++block) {
+      int64_t page = paged.table[b * paged.tableStride + block];
+      if (page < 0 || page >= paged.numPages)
+        return "block table entry [" + std::to_string(b) + ", " + std::to_string(block) +
+               "] = " + std::to_string(page) + " is outside the cache's " +
+               std::to_string(paged.numPages) + " pages";
+    }
+  }
+  return "";
+}
 
 std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionInputs &inputs,
                                 bool withQKV) {
@@ -782,6 +859,17 @@ std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionIn
   };
   int64_t qElems = shape.batch() * shape.heads() * shape.queryLen() * shape.headDim();
   int64_t kvElems = shape.batch() * shape.kvHeads() * shape.keyLen() * shape.headDim();
+  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
+  flash::PagedKVAttr pagedKV = kernelOp ? kernelOp.getPagedKvAttr() : flash::PagedKVAttr();
+  if (bool(pagedKV) != inputs.paged.enabled())
+    return pagedKV ? "the kernel reads a paged K/V cache, but the inputs hold dense K and V"
+                   : "the inputs hold a paged K/V cache, but the kernel reads dense K and V";
+  if (pagedKV) {
+    std::string message = checkPagedCache(inputs, pagedKV.getPage());
+    if (!message.empty())
+      return message;
+    kvElems = inputs.paged.numPages * inputs.paged.pageSize * shape.kvHeads() * shape.headDim();
+  }
   if (withQKV)
     for (auto message : {expectSize("q", inputs.q.size(), qElems),
                          expectSize("k", inputs.k.size(), kvElems),

@@ -125,6 +125,11 @@ private:
   void loadQueryRows(mlir::Value result, int64_t b, int64_t head, int64_t tileIndex);
   void loadRows(mlir::Value result, const std::vector<float> &source, int64_t b,
                 int64_t head, int64_t heads, int64_t length, int64_t tileIndex);
+  /// A K or V block of a paged cache, row by row through the block table.
+  void loadPagedRows(mlir::Value result, const std::vector<float> &source, int64_t b,
+                     int64_t kvHead, int64_t tileIndex);
+  /// The key length of the kernel instance running (M, or its sequence's).
+  int64_t currentKeyLength() const { return static_cast<int64_t>(env.sequenceKeyLength); }
   void onlineSoftmax(flash::OnlineSoftmaxOp op);
   Tile accumulate(const Tile *acc, const Tile *alpha, const Tile &probs, const Tile &value);
   void finalize(flash::FinalizeOp op);

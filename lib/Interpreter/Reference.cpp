@@ -15,16 +15,22 @@ static double rowLogits(const AttentionInputs &inputs, const ReferenceSpec &spec
                         int64_t h, int64_t i, std::vector<double> &scaled,
                         std::vector<double> &logits, std::vector<bool> &visible) {
   const ProblemShape &shape = inputs.shape;
-  int64_t H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(), M = shape.keyLen(),
-          D = shape.headDim();
+  int64_t H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(), D = shape.headDim();
+  // A paged cache's sequences have their own lengths; keys past one are
+  // not there (visible[j] false).
+  int64_t M = shape.keyLen(), keys = sequenceKeyLength(inputs, b);
   int64_t kvHead = h / (H / HKV);
   const float *q = &inputs.q[((b * H + h) * N + i) * D];
   double rowMax = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < M; ++j) {
-    visible[j] = !spec.mask || spec.mask(b, h, i, j);
+    visible[j] = j < keys && (!spec.mask || spec.mask(b, h, i, j));
     if (!visible[j])
       continue;
-    const float *k = &inputs.k[((b * HKV + kvHead) * M + j) * D];
+    const float *k = keyValueRow(inputs, inputs.k, b, kvHead, j);
+    if (!k) { // a page outside the cache (checkInputs reports it)
+      visible[j] = false;
+      continue;
+    }
     double dot = 0;
     for (int64_t d = 0; d < D; ++d)
       dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
@@ -64,7 +70,7 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
             continue;
           double p = std::exp(logits[j] - rowMax);
           sum += p;
-          const float *v = &inputs.v[((b * HKV + kvHead) * M + j) * D];
+          const float *v = keyValueRow(inputs, inputs.v, b, kvHead, j);
           for (int64_t d = 0; d < D; ++d)
             out[d] += p * static_cast<double>(v[d]);
         }

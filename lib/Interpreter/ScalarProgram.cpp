@@ -99,6 +99,9 @@ double ScalarInstr::execute(const double *slots) const {
   case Opcode::Dim:
     r = constant;
     break;
+  case Opcode::SequenceDim:
+    r = *dynamic;
+    break;
   case Opcode::AddI: r = wrapInt(i64(0) + i64(1), intWidth); break;
   case Opcode::SubI: r = wrapInt(i64(0) - i64(1), intWidth); break;
   case Opcode::MulI:
@@ -332,6 +335,10 @@ interp::compileScalarOp(Operation *op, const LaunchEnv &env,
             return Opcode::Param;
           })
           .Case([&](flash::DimOp dim) {
+            if (env.sequenceKeyLengths && dim.getRole() == flash::DimRole::KeyLen) {
+              instr.dynamic = &env.sequenceKeyLength;
+              return Opcode::SequenceDim;
+            }
             instr.constant = static_cast<double>(env.inputs->shape[dim.getRole()]);
             return Opcode::Dim;
           })

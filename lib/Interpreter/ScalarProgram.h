@@ -26,6 +26,10 @@ struct LaunchEnv {
   llvm::StringMap<double> params; // every declared parameter's value
   /// The backward pass's aux tensor gradients (flash.aux_grad_add), by name.
   llvm::StringMap<std::vector<float>> *tensorGrads = nullptr;
+  /// A paged_kv kernel: the key length of the sequence the kernel instance
+  /// runs (flash.dim key_len reads it when it runs, not when it compiles).
+  bool sequenceKeyLengths = false;
+  double sequenceKeyLength = 0;
 };
 
 enum class Opcode {
@@ -35,7 +39,7 @@ enum class Opcode {
   AddF, SubF, MulF, DivF, NegF, MaximumF, MinimumF, MaxNumF, MinNumF, CmpF,
   Select, SIToFP, FPToSI, IndexCast, ExtSI, ExtUI, TruncI, ExtF, TruncF,
   Exp, Exp2, Log, Log2, Tanh, Sqrt, Rsqrt, AbsF, AbsI,
-  Param, Dim, AuxLoad, KVHead,
+  Param, Dim, SequenceDim, AuxLoad, KVHead,
   AuxGradAdd, // no result: adds its last operand into a gradient element
 };
 
@@ -48,6 +52,7 @@ struct ScalarInstr {
   bool roundToF32 = false; // f32 result: round like the GPU's f32 unit
   int predicate = 0;       // cmpi / cmpf predicate
   double constant = 0;     // Constant, Param, Dim
+  const double *dynamic = nullptr;    // SequenceDim: read when executed
   const HostTensor *tensor = nullptr; // AuxLoad, AuxGradAdd (its shape)
   float *gradient = nullptr;          // AuxGradAdd: indexed like `tensor`
   llvm::SmallVector<int, 4> operands; // slots

@@ -15,7 +15,8 @@ namespace {
 /// What the callbacks share: parameter values and sizes by declaration index.
 struct EvalState {
   std::vector<double> params;
-  std::vector<int64_t> dimSizes;
+  /// Per batch entry: a paged cache's sequences each have their own M.
+  std::vector<std::vector<int64_t>> dimSizes;
   std::vector<const HostTensor *> tensors;
 };
 
@@ -34,7 +35,11 @@ contextMaker(const frontend::Variant &variant, const AttentionInputs &inputs) {
                                 ? static_cast<double>(static_cast<int32_t>(value))
                                 : static_cast<double>(static_cast<float>(value)));
   }
-  state->dimSizes.assign(std::begin(inputs.shape.sizes), std::end(inputs.shape.sizes));
+  for (int64_t b = 0; b < inputs.shape.batch(); ++b) {
+    std::vector<int64_t> sizes(std::begin(inputs.shape.sizes), std::end(inputs.shape.sizes));
+    sizes[static_cast<int>(flash::DimRole::KeyLen)] = sequenceKeyLength(inputs, b);
+    state->dimSizes.push_back(std::move(sizes));
+  }
   for (const frontend::TensorDecl &tensor : variant.tensors) {
     auto it = inputs.tensors.find(tensor.name);
     state->tensors.push_back(it == inputs.tensors.end() ? nullptr : &it->second);
@@ -46,7 +51,7 @@ contextMaker(const frontend::Variant &variant, const AttentionInputs &inputs) {
     context.i = i;
     context.j = j;
     context.params = state->params;
-    context.dimSizes = state->dimSizes;
+    context.dimSizes = state->dimSizes[b];
     context.readTensor = [state](int index, llvm::ArrayRef<int64_t> indices) {
       const HostTensor *tensor = state->tensors[index];
       return tensor ? tensor->at(indices) : 0.0;

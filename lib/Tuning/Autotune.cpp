@@ -29,6 +29,7 @@ static config::ResolveOptions resolveOptions(const TuningProblem &problem,
   config::ResolveOptions options;
   options.chip = problem.chip;
   options.request = request;
+  options.request.pageSize = problem.pageSize;
   options.sizes.headDim = problem.shape.headDim();
   options.sizes.queryLength = problem.shape.queryLen();
   return options;

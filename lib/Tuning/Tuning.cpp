@@ -202,7 +202,7 @@ std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
                                          llvm::SourceMgr &sourceMgr, llvm::StringRef variant,
                                          int64_t headDim, int64_t queryLen, int64_t keyLen,
                                          llvm::StringRef gpu, int computeCapability,
-                                         bool backward) {
+                                         bool backward, std::optional<int64_t> pageSize) {
   // The syntax tree points into `sourceMgr`'s buffer; only its handler changes.
   llvm::SourceMgr::DiagHandlerTy handler = sourceMgr.getDiagHandler();
   void *handlerContext = sourceMgr.getDiagContext();
@@ -214,6 +214,7 @@ std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
   options.blockCols = kKeyTileCols;
   options.headDim = headDim;
   options.backward = backward;
+  options.pageSize = pageSize;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       frontend::emitFlashIR(context, ast, options, sourceMgr, variant);
   if (!module)

@@ -104,6 +104,11 @@ cl::opt<int64_t> keySplits(
     cl::desc("Kernels that split their keys (--split-keys, or decode shapes): CTAs per query "
              "tile, 0 = the launch's rule (default)"),
     cl::init(0), cl::cat(category));
+cl::opt<bool> fullKeyLengths(
+    "full-lengths",
+    cl::desc("Paged K/V caches: time with every sequence M keys long (validation keeps ragged "
+             "lengths M, 1, 0, random), so the run compares with the dense kernel"),
+    cl::cat(category));
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
@@ -205,6 +210,10 @@ int main(int argc, char **argv) {
       return 1;
     llvm::StringRef selected = variantName.empty() ? llvm::StringRef(ast->variants[0].name)
                                                    : llvm::StringRef(variantName);
+    if (const frontend::Variant *variant = ast->lookup(selected);
+        variant && !variant->paged && (configFlags.paged.getNumOccurrences() || fullKeyLengths))
+      die(2, "--paged and --full-lengths apply to a variant with a 'paged' item; '" + selected +
+                 "' reads dense K and V");
 
     config::ResolveOptions resolve;
     resolve.chip = !archOption.empty() ? archOption.getValue() : nvptx::chipFor(cc.major, cc.minor);
@@ -241,6 +250,7 @@ int main(int argc, char **argv) {
       keyOptions.blockRows = tuning::kKeyTileRows;
       keyOptions.blockCols = tuning::kKeyTileCols;
       keyOptions.headDim = resolve.sizes.headDim;
+      keyOptions.pageSize = resolve.request.pageSize;
       OwningOpRef<ModuleOp> keyModule =
           frontend::emitFlashIR(mlirContext, *ast, keyOptions, sourceMgr, selected);
       if (!keyModule)
@@ -337,8 +347,9 @@ int main(int argc, char **argv) {
     // harness::upload draws them on the GPU, and the aux tensors alone here.)
     bool hostInputs = harness::drawsInputsOnHost(shape);
     interp::AttentionInputs runInputs =
-        hostInputs ? interp::makeRandomInputs(flashKernel, shape, seed, documents)
-                   : interp::makeRandomAuxInputs(flashKernel, shape, seed, documents);
+        hostInputs ? interp::makeRandomInputs(flashKernel, shape, seed, documents, fullKeyLengths)
+                   : interp::makeRandomAuxInputs(flashKernel, shape, seed, documents,
+                                                 fullKeyLengths);
     std::string why = interp::checkInputs(flashKernel, runInputs, hostInputs);
     if (!why.empty())
       die(1, why);
@@ -384,8 +395,8 @@ int main(int argc, char **argv) {
     }
 
     if (iterations > 0) {
-      harness::DeviceProblem problem =
-          harness::upload(context, flashKernel, shape, params, seed, dataLayout, documents);
+      harness::DeviceProblem problem = harness::upload(context, flashKernel, shape, params, seed,
+                                                       dataLayout, documents, fullKeyLengths);
       ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
       tflops = harness::tflops(shape, ms, causalFlops);
       summaryTimes = harness::timeBlockSummary(kernel, stream, problem, warmup, iterations);
@@ -430,6 +441,13 @@ int main(int argc, char **argv) {
                              shape.keyLen()};
     double kvBytes = 2.0 * 2.0 * static_cast<double>(shape.batch() * shape.kvHeads()) *
                      static_cast<double>(shape.keyLen() * shape.headDim());
+    // A paged cache's sequences read only their own keys.
+    if (runInputs.paged.enabled()) {
+      double keys = 0;
+      for (int64_t b = 0; b < shape.batch(); ++b)
+        keys += static_cast<double>(interp::sequenceKeyLength(runInputs, b));
+      kvBytes = 2.0 * 2.0 * static_cast<double>(shape.kvHeads() * shape.headDim()) * keys;
+    }
     double kvGigabytesPerSecond = ms > 0 ? kvBytes / (ms * 1e-3) / 1e9 : 0;
     if (csv && backwardValidation) {
       // One row per timed pass (the training step's with --train-step).

@@ -101,7 +101,7 @@ flashrt::KernelArgs forwardArguments(const flashrt::KernelPackage &pkg, const Te
                                      uint64_t lse, const Sizes &sizes,
                                      const std::map<std::string, double> &params,
                                      const std::vector<uint64_t> &tensors,
-                                     uint64_t blockSummary) {
+                                     uint64_t blockSummary, const PagedKV *paged) {
   flashrt::KernelArgs args;
   args.add(q.devicePtr).add(k.devicePtr).add(v.devicePtr).add(o.devicePtr).add(lse);
   for (const TensorRef *t : {&q, &k, &v, &o})
@@ -111,7 +111,36 @@ flashrt::KernelArgs forwardArguments(const flashrt::KernelPackage &pkg, const Te
   addArguments(args, pkg, params, tensors);
   if (pkg.blockSummary)
     args.add(blockSummary);
+  if (paged)
+    args.add(paged->blockTable)
+        .add(paged->keyLengths)
+        .add(static_cast<int32_t>(paged->tableStride))
+        .add(static_cast<int32_t>(paged->numPages));
   return args;
+}
+
+/// A paged launch's arguments against the package (what can be checked
+/// without reading device memory).
+void checkPagedKV(const flashrt::KernelPackage &pkg, const Sizes &sizes, const PagedKV *paged) {
+  if (!pkg.pageSize && paged)
+    invalid("kernel '" + pkg.kernelName + "' reads dense K and V, not a paged cache");
+  if (pkg.pageSize && !paged)
+    invalid("kernel '" + pkg.kernelName + "' reads a paged K/V cache (pages of " +
+            std::to_string(pkg.pageSize) + " keys): launch it with launchPaged");
+  if (!paged)
+    return;
+  if (!paged->blockTable || !paged->keyLengths)
+    invalid("the block table '" + pkg.pageTable + "' and the key lengths '" + pkg.pageLengths +
+            "' must not be null");
+  if (paged->blockTable % 4 || paged->keyLengths % 4)
+    invalid("the block table and the key lengths must be 4-byte aligned (i32)");
+  if (paged->numPages < 1 || paged->numPages > INT32_MAX)
+    invalid("the paged cache needs 1 to 2^31 - 1 pages, got " + std::to_string(paged->numPages));
+  if (paged->tableStride < 1 || paged->tableStride > INT32_MAX ||
+      paged->tableStride * pkg.pageSize < sizes.keyLen)
+    invalid("the block table's " + std::to_string(paged->tableStride) +
+            " entries per sequence of " + std::to_string(pkg.pageSize) +
+            "-key pages do not cover M = " + std::to_string(sizes.keyLen));
 }
 
 } // namespace
@@ -218,7 +247,48 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
                              const TensorRef &v, const TensorRef &o, uint64_t lse,
                              const Sizes &sizes, const std::map<std::string, double> &params,
                              const std::vector<uint64_t> &tensors, uint64_t blockSummary) const {
+  launchWith(stream, q, k, v, o, lse, sizes, nullptr, params, tensors, blockSummary);
+}
+
+void AttentionKernel::launchPaged(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+                                  const TensorRef &v, const TensorRef &o, uint64_t lse,
+                                  const Sizes &sizes, const PagedKV &paged,
+                                  const std::map<std::string, double> &params,
+                                  const std::vector<uint64_t> &tensors) const {
+  launchWith(stream, q, k, v, o, lse, sizes, &paged, params, tensors, 0);
+}
+
+void AttentionKernel::checkPagedTable(const flashrt::KernelPackage &pkg, const Sizes &sizes,
+                                      const int32_t *blockTable, int64_t tableStride,
+                                      const int32_t *keyLengths, int64_t numPages) {
+  if (!pkg.pageSize)
+    invalid("kernel '" + pkg.kernelName + "' reads dense K and V, not a paged cache");
+  for (int64_t b = 0; b < sizes.batch; ++b) {
+    int64_t length = keyLengths[b];
+    if (length < 0 || length > sizes.keyLen)
+      invalid(pkg.pageLengths + "[" + std::to_string(b) + "] = " + std::to_string(length) +
+              " is outside [0, M = " + std::to_string(sizes.keyLen) + "]");
+    if (length > tableStride * pkg.pageSize)
+      invalid(pkg.pageLengths + "[" + std::to_string(b) + "] = " + std::to_string(length) +
+              " keys are more than the table's " + std::to_string(tableStride) + " pages hold");
+    for (int64_t block = 0; block * pkg.pageSize < length; ++block) {
+      int64_t page = blockTable[b * tableStride + block];
+      if (page < 0 || page >= numPages)
+        invalid(pkg.pageTable + "[" + std::to_string(b) + ", " + std::to_string(block) + "] = " +
+                std::to_string(page) + " points outside the cache's " +
+                std::to_string(numPages) + " pages");
+    }
+  }
+}
+
+void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+                                 const TensorRef &v, const TensorRef &o, uint64_t lse,
+                                 const Sizes &sizes, const PagedKV *paged,
+                                 const std::map<std::string, double> &params,
+                                 const std::vector<uint64_t> &tensors,
+                                 uint64_t blockSummary) const {
   validate(sizes, q, k, v, o, params, tensors);
+  checkPagedKV(kernelPackage, sizes, paged);
   if (kernelPackage.blockSummary && blockSummary == 0) {
     size_t bytes = blockSummaryBytes(sizes);
     if (ownSummary.size() < bytes)
@@ -229,7 +299,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
     invalid("kernel '" + kernelPackage.kernelName + "' reads no block summary");
   }
   flashrt::KernelArgs args =
-      forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary);
+      forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary, paged);
   int64_t splits = keySplits(sizes);
   int64_t tiles = kernelPackage.queryTiles(sizes.heads, sizes.kvHeads, sizes.queryLen);
   uint64_t partialOut = 0, partialLse = 0;
@@ -279,7 +349,7 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
   if (splits > 1) {
     // The combine kernel takes the main kernel's arguments up to S.
     flashrt::KernelArgs combineArgs =
-        forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary);
+        forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary, paged);
     combineArgs.add(partialOut).add(partialLse).add(static_cast<int32_t>(splits));
     const flashrt::PackageEntry &entry = *kernelPackage.entry("combine");
     int64_t rowsPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
@@ -341,7 +411,7 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   // the forward ABI.
   TensorRef none;
   flashrt::KernelArgs args =
-      forwardArguments(pkg, none, none, none, none, 0, sizes, params, tensors, summary);
+      forwardArguments(pkg, none, none, none, none, 0, sizes, params, tensors, summary, nullptr);
   unsigned rows = static_cast<unsigned>((pkg.summaryPerBatch ? sizes.batch : 1) *
                                         (pkg.summaryPerHead ? sizes.heads : 1));
   // One key block per warp of the summary kernel's CTA.

@@ -93,6 +93,8 @@ std::string KernelPackage::serialize() const {
     os << "split-keys\n";
   if (packedHeads)
     os << "packed-heads\n";
+  if (pageSize)
+    os << "paged-kv " << pageSize << ' ' << pageTable << ' ' << pageLengths << '\n';
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
@@ -200,6 +202,15 @@ KernelPackage KernelPackage::parse(std::string_view text) {
     } else if (key == "packed-heads") {
       expect(0);
       package.packedHeads = true;
+    } else if (key == "paged-kv") {
+      expect(3);
+      package.pageSize = toInt(args[0], line);
+      if (package.pageSize < 1 || package.pageSize > 4096)
+        fail(line, "'paged-kv' takes a page of 1 to 4096 keys, got '" + args[0] + "'");
+      if (args[1] == args[2])
+        fail(line, "'paged-kv' needs two names for the block table and the key lengths");
+      package.pageTable = args[1];
+      package.pageLengths = args[2];
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
@@ -247,6 +258,10 @@ KernelPackage KernelPackage::parse(std::string_view text) {
   if (package.packedHeads != sawPackedGrid)
     fail(line, "a packed-heads line goes with grid ceil(G*N/block-rows) HKV B, and that grid "
                "with it");
+  if (package.pageSize &&
+      (package.backward || package.persistent || package.blockSummary || package.kvTensorMaps))
+    fail(line, "paged-kv is a forward kernel's with one CTA per tile, no block summary and K "
+               "and V gathered by cp.async (no kv-tensor-maps)");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

@@ -975,4 +975,105 @@ TEST(MergeStates, MismatchedStatesAreNamed) {
   EXPECT_NE(error.find("no state"), std::string::npos) << error;
 }
 
+//===----------------------------------------------------------------------===//
+// Paged K/V caches
+//===----------------------------------------------------------------------===//
+
+/// The dense [B, HKV, M, D] copy of a paged cache, gathered by hand here
+/// (keys past a sequence's length zero), so the reference below never goes
+/// through interp::keyValueRow.
+std::vector<float> gatherPages(const AttentionInputs &inputs, const std::vector<float> &cache) {
+  const interp::ProblemShape &s = inputs.shape;
+  const interp::PagedCache &paged = inputs.paged;
+  std::vector<float> dense(s.batch() * s.kvHeads() * s.keyLen() * s.headDim(), 0.0f);
+  for (int64_t b = 0; b < s.batch(); ++b)
+    for (int64_t j = 0; j < paged.lengths[b]; ++j) {
+      int64_t page = paged.table[b * paged.tableStride + j / paged.pageSize];
+      for (int64_t h = 0; h < s.kvHeads(); ++h)
+        for (int64_t d = 0; d < s.headDim(); ++d)
+          dense[((b * s.kvHeads() + h) * s.keyLen() + j) * s.headDim() + d] =
+              cache[((page * paged.pageSize + j % paged.pageSize) * s.kvHeads() + h) *
+                        s.headDim() + d];
+    }
+  return dense;
+}
+
+TEST(PagedKV, MatchesTheDenseGatherAtEveryPageSize) {
+  // Pages smaller than, equal to, not dividing and larger than the key
+  // block; sequences of M, 1, 0 and random keys over shuffled pages whose
+  // unused table entries point outside the cache; M is each sequence's own
+  // (the causal mask ends at its last key).
+  Sizes sizes = {6, 4, 2, 3, 150, 16};
+  for (int64_t page : {1, 16, 32, 48, 256}) {
+    SCOPED_TRACE("page " + std::to_string(page));
+    std::string source = variant("paged k, v: table block_table, lengths kv_len, page " +
+                                 std::to_string(page) + "\nmask = j <= i + (M - N)");
+    for (bool optimize : {false, true}) {
+      CompiledKernel compiled = compile(source, 32, 32, sizes.D, optimize);
+      ASSERT_TRUE(compiled.kernel);
+      AttentionInputs inputs = interp::makeRandomInputs(compiled.kernel, toShape(sizes), 5);
+      ASSERT_EQ(inputs.paged.pageSize, page);
+      ASSERT_EQ(inputs.paged.lengths[1], 1);
+      ASSERT_EQ(inputs.paged.lengths[2], 0);
+      AttentionOutputs outputs;
+      std::string error;
+      ASSERT_TRUE(mlir::succeeded(interp::runKernel(compiled.kernel, inputs, outputs, error)))
+          << error;
+      AttentionInputs dense = inputs;
+      dense.paged = interp::PagedCache();
+      dense.k = gatherPages(inputs, inputs.k);
+      dense.v = gatherPages(inputs, inputs.v);
+      std::vector<int32_t> lengths = inputs.paged.lengths;
+      int64_t N = sizes.N;
+      interp::ReferenceOutputs reference = interp::naiveAttention(
+          dense, masked(sizes, [&](int64_t b, int64_t, int64_t i, int64_t j) {
+            return j < lengths[b] && j <= i + (lengths[b] - N);
+          }));
+      interp::ErrorStats out = interp::compare(outputs.out, reference.out);
+      interp::ErrorStats lse = interp::compare(outputs.lse, reference.lse);
+      EXPECT_TRUE(out.passes(kF32Bound)) << "O: rel " << out.relative << " nonfinite "
+                                         << out.nonFinite;
+      EXPECT_TRUE(lse.passes(kF32Bound)) << "LSE: rel " << lse.relative << " inf-mismatch "
+                                         << lse.mismatchedInf;
+      // The sequence with no key: O = 0, LSE = -inf in every row.
+      for (int64_t h = 0; h < sizes.H; ++h)
+        for (int64_t i = 0; i < N; ++i)
+          EXPECT_EQ(outputs.lse[(2 * sizes.H + h) * N + i], -INFINITY);
+    }
+  }
+}
+
+TEST(PagedKV, BadTablesAndLengthsAreNamed) {
+  Sizes sizes = {3, 2, 2, 1, 40, 16};
+  CompiledKernel compiled =
+      compile(variant("paged k, v: table block_table, lengths kv_len, page 16"), 32, 32, sizes.D,
+              /*optimize=*/true);
+  ASSERT_TRUE(compiled.kernel);
+  AttentionInputs good = interp::makeRandomInputs(compiled.kernel, toShape(sizes), 3);
+  auto errorOf = [&](const std::function<void(AttentionInputs &)> &edit) {
+    AttentionInputs inputs = good;
+    edit(inputs);
+    return interp::checkInputs(compiled.kernel, inputs);
+  };
+  EXPECT_EQ(errorOf([](AttentionInputs &) {}), "");
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged.table[0] = in.paged.numPages; })
+                .find("block table entry [0, 0] = "),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged.table[1] = -1; }).find("outside the cache"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged.lengths[0] = 41; })
+                .find("sequence 0 has 41 keys, outside [0, M = 40]"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged.lengths[2] = -3; }).find("sequence 2"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged.pageSize = 32; })
+                .find("the kernel was compiled for 16"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged.tableStride = 2; }).find("do not cover"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.paged = interp::PagedCache(); })
+                .find("the kernel reads a paged K/V cache"),
+            std::string::npos);
+}
+
 } // namespace

@@ -63,6 +63,9 @@ cl::OptionCategory category("flashc-tune options");
 // `--space Br=64,128 Bc=32,64` reads as one space.
 cl::list<std::string> positionals(cl::Positional, cl::desc("<input .flash file> [KNOB=VALUES...]"),
                                   cl::OneOrMore, cl::cat(category));
+cl::opt<int64_t> pagedPage("paged",
+                            cl::desc("The page of a paged K/V cache whose variant gives none"),
+                            cl::value_desc("PAGE"), cl::init(0), cl::cat(category));
 cl::opt<std::string> variantName("variant", cl::desc("Variant to tune (default: the first)"),
                                  cl::cat(category));
 cl::opt<std::string> shapeSpec("shape", cl::desc("Sizes timed, e.g. B=4,H=16,N=4096,D=128"),
@@ -187,6 +190,10 @@ int main(int argc, char **argv) {
   llvm::StringMap<int64_t> given = std::move(*parsedShape);
   if (given.count("D"))
     keyOptions.headDim = given.lookup("D");
+  std::optional<int64_t> pageSize;
+  if (pagedPage.getNumOccurrences())
+    pageSize = pagedPage;
+  keyOptions.pageSize = pageSize;
   OwningOpRef<ModuleOp> keyModule =
       frontend::emitFlashIR(context, *ast, keyOptions, sourceMgr, selected);
   if (!keyModule)
@@ -208,7 +215,7 @@ int main(int argc, char **argv) {
                " (the element type comes from the .flash source)");
   std::optional<tuning::TuningKey> key =
       tuning::makeKey(context, *ast, sourceMgr, selected, shape.headDim(), shape.queryLen(),
-                      shape.keyLen(), gpuName, computeCapability, backwardPass);
+                      shape.keyLen(), gpuName, computeCapability, backwardPass, pageSize);
   if (!key)
     die(1, "variant '" + selected + "' does not build at the key tile" +
                (backwardPass ? " (backward)" : ""));
@@ -223,6 +230,7 @@ int main(int argc, char **argv) {
   problem.shape = shape;
   problem.checkShape = checkShape;
   problem.backward = backwardPass;
+  problem.pageSize = pageSize;
   llvm::Expected<std::vector<tuning::Candidate>> made = tuning::makeCandidates(*space, problem);
   if (!made)
     die(2, llvm::toString(made.takeError()));

@@ -226,7 +226,17 @@ int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &a
                  << (backwardModule ? "  backward" : "")
                  << (kernel.getSplitKeys() ? "  splits=" + std::to_string(keySplits) : "")
                  << (kernel.getPackedHeads() ? "  packed-gqa" : "")
+                 << (kernel.getPagedKvAttr()
+                         ? "  paged=" + std::to_string(kernel.getPagedKvAttr().getPage())
+                         : "")
                  << "\n";
+    // A paged cache: the sequences' key lengths (ragged: M, 1, 0, random).
+    if (inputs.paged.enabled()) {
+      llvm::outs() << "  key lengths";
+      for (int32_t length : inputs.paged.lengths)
+        llvm::outs() << " " << length;
+      llvm::outs() << " over " << inputs.paged.numPages << " shuffled pages\n";
+    }
     auto start = std::chrono::steady_clock::now();
     interp::AttentionOutputs outputs;
     std::string error;

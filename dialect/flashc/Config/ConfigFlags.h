@@ -34,6 +34,7 @@ struct ConfigFlags {
   llvm::cl::opt<int> rowsPerWarp;
   llvm::cl::opt<bool> splitKeys;
   llvm::cl::opt<bool> packGqa;
+  llvm::cl::opt<int64_t> paged;
 
   /// The flags given on the command line (those not given stay unset).
   ConfigRequest request() const;

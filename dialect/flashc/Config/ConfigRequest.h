@@ -38,6 +38,9 @@ struct ConfigRequest {
   /// Forward kernels of GQA variants that pack the query heads of one KV
   /// group into a tile's rows (packed GQA).
   std::optional<bool> packHeads;
+  /// The page of the paged K/V caches whose variants give none (--paged).
+  /// A property of the caller's cache, not a tuning knob: empty() ignores it.
+  std::optional<int64_t> pageSize;
   /// The backward kernels' tile (--bwd-tile), apart from the forward's.
   /// Not a knob of the forward: it leaves the forward's tuned lookup alone.
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;

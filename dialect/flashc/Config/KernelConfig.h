@@ -112,6 +112,8 @@ public:
   /// Whether forward kernels of GQA variants pack the query heads of a KV
   /// group into a tile (flash.kernel's packed_heads).
   bool packsHeads() const { return packHeads; }
+  /// --paged: the page of paged K/V caches whose variants give none.
+  std::optional<int64_t> pagedPageSize() const { return pageSize; }
 
 private:
   friend llvm::Expected<KernelConfig> resolveKernelConfig(const ResolveOptions &,
@@ -134,6 +136,7 @@ private:
   bool packHeads = false;
   /// --pack-gqa given (packs masks that read aux tensors too).
   bool packAsked = false;
+  std::optional<int64_t> pageSize;
   /// Why GQA heads are packed or not, for why() (empty: nothing to say).
   std::string packReason;
   std::optional<int64_t> queryLength;

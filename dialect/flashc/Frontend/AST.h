@@ -48,6 +48,18 @@ struct TensorDecl {
   llvm::SMLoc loc;
 };
 
+/// `paged k, v: table block_table, lengths kv_len, page 16`: K and V live in
+/// a cache of pages, [pages, page, HKV, D] each; key j of sequence b is row
+/// j % page of page block_table[b, j / page], and sequence b has kv_len[b]
+/// keys (its M: masks, bounds and the key loop see that length). The table
+/// (i32 [B, blocks]) and the lengths (i32 [B]) are inputs of the launch, not
+/// aux tensors: masks do not read them.
+struct PagedDecl {
+  std::string table, lengths;
+  int64_t pageSize = 0; // 0: given by the tools (--paged PAGE)
+  llvm::SMLoc loc;
+};
+
 struct ParamDecl {
   std::string name;
   ScalarType type = ScalarType::Int; // Int or Float
@@ -124,6 +136,7 @@ struct Variant {
   TensorDecl q, k, v;
   std::vector<ParamDecl> params;
   std::vector<TensorDecl> tensors; // auxiliary tensors
+  std::optional<PagedDecl> paged;  // K and V in a paged cache
 
   std::unique_ptr<Expr> scale; // null: 1/sqrt(D)
   std::unique_ptr<Expr> score; // null: identity

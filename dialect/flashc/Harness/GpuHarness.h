@@ -36,6 +36,9 @@ struct DeviceProblem {
   /// A kernel with a block summary: a buffer for it (the harness's own
   /// copy, beside the one AttentionKernel::launch keeps).
   std::optional<flashrt::DeviceBuffer> summary;
+  /// A paged K/V cache (inputs.paged): k and v hold its pages as they are
+  /// (no layout), these its block table and key lengths.
+  std::optional<flashrt::DeviceBuffer> blockTable, keyLengths;
 
   flashrun::Sizes sizes() const;
 };
@@ -50,9 +53,13 @@ struct DeviceProblem {
 constexpr int64_t kHostInputElements = int64_t(1) << 27;
 /// Whether upload draws `shape`'s q, k and v on the host.
 bool drawsInputsOnHost(const interp::ProblemShape &shape);
+/// A kernel with a paged K/V cache gets one from makeRandomInputs (ragged
+/// key lengths; `fullKeyLengths`: every sequence M keys, for timing beside
+/// the dense kernel).
 DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
                      const interp::ProblemShape &shape, const llvm::StringMap<double> &params,
-                     uint64_t seed, Layout layout, int64_t documents = 0);
+                     uint64_t seed, Layout layout, int64_t documents = 0,
+                     bool fullKeyLengths = false);
 
 /// With `blockSummary` 0 a kernel that reads one computes it first.
 void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,

@@ -45,6 +45,9 @@ struct KernelOptions {
   /// they keep it: skipping the key blocks past ragged lengths or of other
   /// documents is worth more than reading K and V once per group.
   bool packSummarizedMasks = false;
+  /// The page, in keys, of the variants with a `paged` item that give none
+  /// (`--paged PAGE`); one that gives a page must agree with it.
+  std::optional<int64_t> pageSize;
 };
 
 constexpr int64_t kDefaultHeadDim = 64;

@@ -18,15 +18,27 @@ namespace flashc::interp {
 ///    as the peers' packed-document benchmark does);
 ///  - other i32 (`kv_len: i32[B]`): lengths in [1, M];
 ///  - floating point (`slopes: f32[H]`): uniform in [0, 1).
+/// A kernel with a paged K/V cache gets one (AttentionInputs::paged): pages
+/// shuffled, two spare, table entries past a sequence's keys outside the
+/// cache; key lengths M, 1, 0, then random in [0, M] (`fullKeyLengths`:
+/// all M), so k and v hold the pages.
 /// The same seed gives the same inputs.
 AttentionInputs makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
-                                 uint64_t seed, int64_t documents = 0);
+                                 uint64_t seed, int64_t documents = 0,
+                                 bool fullKeyLengths = false);
+
+/// `dense`'s K and V moved into a paged cache of `pageSize`-key pages
+/// (shuffled by `seed`, two spare pages, the table's unused entries outside
+/// the cache), every sequence M keys long: a paged kernel of the same
+/// variant then computes what the dense one does on `dense`.
+AttentionInputs pageKeysAndValues(const AttentionInputs &dense, int64_t pageSize, uint64_t seed);
 
 /// makeRandomInputs without q, k and v (left empty): for launches too large
 /// to draw them on the host, which only time the kernel. The aux tensors
 /// come from a stream of their own (not makeRandomInputs' values).
 AttentionInputs makeRandomAuxInputs(flash::KernelSignature kernel, const ProblemShape &shape,
-                                    uint64_t seed, int64_t documents = 0);
+                                    uint64_t seed, int64_t documents = 0,
+                                    bool fullKeyLengths = false);
 
 /// The backward pass's dO [B, H, N, D]: N(0, 1) in the element type, from
 /// `seed` (a stream separate from makeRandomInputs').

@@ -47,7 +47,22 @@ struct HostTensor {
   double at(llvm::ArrayRef<int64_t> indices) const;
 };
 
-/// Inputs of one launch. q: [B, H, N, D]; k, v: [B, HKV, M, D].
+/// A paged K/V cache (`#flash.paged_kv`): k and v hold [pages, page, HKV,
+/// D] each, key j of sequence b is row j % page of page
+/// table[b·tableStride + j / page], and sequence b has lengths[b] keys (at
+/// most M, the launch's key length, which the table must cover).
+struct PagedCache {
+  int64_t pageSize = 0; // 0: K and V are dense [B, HKV, M, D]
+  int64_t numPages = 0;
+  int64_t tableStride = 0;      // table entries per sequence
+  std::vector<int32_t> table;   // [B, tableStride]
+  std::vector<int32_t> lengths; // [B]
+
+  bool enabled() const { return pageSize > 0; }
+};
+
+/// Inputs of one launch. q: [B, H, N, D]; k, v: [B, HKV, M, D], or the
+/// pages of `paged`.
 struct AttentionInputs {
   ProblemShape shape;
   std::vector<float> q, k, v;
@@ -60,7 +75,18 @@ struct AttentionInputs {
   /// A `split_keys` kernel: how many splits share each query tile's key
   /// blocks (the GPU launch's S; 1 runs the plain store).
   int64_t keySplits = 1;
+  PagedCache paged;
 };
+
+/// The keys sequence b has: M, or with a paged cache min(max(lengths[b],
+/// 0), M) (what the GPU kernel clamps to as well).
+int64_t sequenceKeyLength(const AttentionInputs &inputs, int64_t b);
+
+/// Row j of KV head `kvHead` of sequence b in `source` (inputs.k or
+/// inputs.v), through the block table where the cache is paged; null where
+/// j is past the sequence or its page is outside the cache.
+const float *keyValueRow(const AttentionInputs &inputs, const std::vector<float> &source,
+                         int64_t b, int64_t kvHead, int64_t j);
 
 /// Outputs: O [B, H, N, D] in the kernel's element type (stored as f32),
 /// LSE [B, H, N] in f32.

@@ -54,6 +54,8 @@ struct TuningProblem {
   /// Tune the backward kernels (validated against the interpreter's
   /// backward, timed from a GPU forward's O and LSE) instead of the forward.
   bool backward = false;
+  /// The page of a paged K/V cache whose variant gives none (--paged).
+  std::optional<int64_t> pageSize;
 };
 
 struct TimingOptions {

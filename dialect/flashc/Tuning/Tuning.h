@@ -115,7 +115,8 @@ std::optional<TuningKey> makeKey(mlir::MLIRContext &context, const frontend::Mod
                                  llvm::SourceMgr &sourceMgr, llvm::StringRef variant,
                                  int64_t headDim, int64_t queryLen, int64_t keyLen,
                                  llvm::StringRef gpu, int computeCapability,
-                                 bool backward = false);
+                                 bool backward = false,
+                                 std::optional<int64_t> pageSize = std::nullopt);
 
 struct TuningEntry {
   TuningKey key;

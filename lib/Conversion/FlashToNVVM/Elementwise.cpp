@@ -149,7 +149,7 @@ LogicalResult EmitterCore::auxElementIndex(Operation *op, flash::AuxTensorAttr d
   linear = i64(0);
   for (auto [position, extent] : llvm::zip(indices, decl.getExtents())) {
     Value size = flash::AuxTensorAttr::isRole(extent)
-                     ? sizeOf(flash::AuxTensorAttr::decodeRole(extent))
+                     ? launchSizeOf(flash::AuxTensorAttr::decodeRole(extent))
                      : i32(extent);
     // One unsigned compare checks 0 <= position < size.
     Value inside = cmpI(arith::CmpIPredicate::ult, position, size);

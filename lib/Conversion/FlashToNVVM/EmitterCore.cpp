@@ -561,6 +561,8 @@ LogicalResult EmitterCore::appendForwardArguments(SmallVectorImpl<Type> &argType
   argTypes.append(kernel.getTensors().size(), globalPtr);
   if (kernel.getBlockSummaryAttr())
     argTypes.push_back(globalPtr);
+  if (kernel.getPagedKvAttr())
+    argTypes.append({globalPtr, globalPtr, i32Type, i32Type});
   return success();
 }
 
@@ -583,5 +585,111 @@ unsigned EmitterCore::bindSizesAndInputs(ValueRange arguments, unsigned first) {
   auto kernel = dyn_cast<flash::KernelOp>(kernelOp);
   if (kernel && kernel.getBlockSummaryAttr())
     blockSummaryPtr = arguments[arg++];
+  if (kernel && kernel.getPagedKvAttr()) {
+    pagedTable = arguments[arg++];
+    pagedLengths = arguments[arg++];
+    pagedTableStride = arguments[arg++];
+    pagedPages = arguments[arg++];
+  }
   return arg;
+}
+
+void EmitterCore::bindSequenceKeyLength(Value batch) {
+  Type i32Type = b.getI32Type();
+  Value length = LLVM::LoadOp::create(b, loc, i32Type,
+                                      gepElements(pagedLengths, toI64(batch), i32Type), 4,
+                                      /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                      /*isInvariant=*/true);
+  length = arith::MaxSIOp::create(b, loc, length, i32(0));
+  launchKeyLen = keyLen;
+  keyLen = arith::MinSIOp::create(b, loc, length, keyLen);
+}
+
+void EmitterCore::issuePagedTileCopy(Value base, const Value *strides, Value batch,
+                                     Value kvHead, Value keyTile, Value dst) {
+  auto kernel = cast<flash::KernelOp>(kernelOp);
+  int64_t page = kernel.getPagedKvAttr().getPage();
+  Type i32Type = b.getI32Type();
+  Value tableRow = gepElements(pagedTable, mul(toI64(batch), toI64(pagedTableStride)), i32Type);
+  Value headOffset = mul(toI64(kvHead), strides[1]);
+  Value firstKey = mul(keyTile, i32(config.bc));
+  // The page of table entry `entry` of the sequence, as an element offset
+  // (0 for an entry outside the cache, so even an unread source stays
+  // inside k or v), and whether it is inside.
+  auto pageAt = [&](Value entry) -> std::pair<Value, Value> {
+    Value index = LLVM::LoadOp::create(b, loc, i32Type, gepElements(tableRow, toI64(entry), i32Type),
+                                       4, /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                       /*isInvariant=*/true);
+    Value inCache = cmpI(arith::CmpIPredicate::ult, index, pagedPages);
+    return {mul(toI64(select(inCache, index, i32(0))), strides[0]), inCache};
+  };
+  if (page % config.bc == 0) {
+    // The block lies in one page: one table entry, then the dense copy of
+    // its rows, which stops at the sequence's end (`length`).
+    // A block past the sequence (a prologue copy of an empty key range)
+    // reads entry 0 and copies nothing.
+    Value inSequence = cmpI(arith::CmpIPredicate::slt, firstKey, keyLen);
+    auto [pageOffset, inCache] =
+        pageAt(select(inSequence, arith::DivUIOp::create(b, loc, firstKey, i32(page)), i32(0)));
+    Value rowInPage = arith::RemUIOp::create(b, loc, firstKey, i32(page));
+    Value offset = add(add(pageOffset, headOffset), mul(toI64(rowInPage), strides[2]));
+    Value length = select(inCache, arith::SubIOp::create(b, loc, keyLen, firstKey), i32(0));
+    issueTileCopy(base, offset, strides[2], i32(0), config.bc, length, dst);
+    return;
+  }
+  int64_t chunksPerRow = config.headDim / 8;
+  int64_t rowsPerStep = config.numThreads / chunksPerRow;
+  if (holdsPageEntries() && config.numThreads % chunksPerRow == 0 && config.bc % page == 0 &&
+      page % rowsPerStep == 0) {
+    // Whole pages per block, and a thread's rows (row0 + it·S, row0 < S)
+    // step through them S at a time: copy `it` lies in page entry it·S /
+    // page of the block and row row0 + it·S mod page of it, both known
+    // here. So each entry is loaded once per block, and a copy costs a
+    // compare and an add, not a table load and a division.
+    int64_t total = config.bc * chunksPerRow;
+    int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+    Value row0 = arith::DivUIOp::create(b, loc, tid, i32(chunksPerRow));
+    Value chunk = arith::RemUIOp::create(b, loc, tid, i32(chunksPerRow));
+    Value chunkOffset = add(headOffset, toI64(mul(chunk, i32(8))));
+    Value firstEntry = arith::DivUIOp::create(b, loc, firstKey, i32(page));
+    llvm::SmallVector<std::pair<Value, Value>> pages; // per entry of the block
+    for (int64_t slot = 0; slot * page < config.bc && slot * page < perThread * rowsPerStep;
+         ++slot) {
+      // An entry past the sequence is never copied from: read entry 0.
+      Value used = cmpI(arith::CmpIPredicate::slt, add(firstKey, i32(slot * page)), keyLen);
+      pages.push_back(pageAt(select(used, add(firstEntry, i32(slot)), i32(0))));
+    }
+    Type halfStorage = b.getI16Type();
+    Value safe = gepElements(base, chunkOffset, halfStorage);
+    Value rowOffset = mul(toI64(row0), strides[2]);
+    for (int64_t it = 0; it < perThread; ++it) {
+      OpBuilder::InsertionGuard guard(b);
+      Value row = add(row0, i32(it * rowsPerStep));
+      if ((it + 1) * config.numThreads > total) {
+        auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, row, i32(config.bc)),
+                                        /*withElseRegion=*/false);
+        b.setInsertionPoint(inside.thenBlock()->getTerminator());
+      }
+      auto [pageOffset, inCache] = pages[it * rowsPerStep / page];
+      Value valid = arith::AndIOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::slt, add(firstKey, row), keyLen), inCache);
+      Value offset = add(add(pageOffset, chunkOffset),
+                         add(rowOffset, mul(i64(it * rowsPerStep % page), strides[2])));
+      Value src = select(valid, gepElements(base, offset, halfStorage), safe);
+      NVVM::CpAsyncOp::create(b, loc, gepBytes(dst, sharedChunkOffset(row, chunk, config.bc)), src,
+                              16, NVVM::LoadCacheModifierKind::CG, select(valid, i32(16), i32(0)));
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+    return;
+  }
+  issueRowwiseTileCopy(base, config.bc, dst, [&](Value row) -> std::pair<Value, Value> {
+    Value key = add(firstKey, row);
+    Value inSequence = cmpI(arith::CmpIPredicate::slt, key, keyLen);
+    // Past the sequence: entry 0, which every sequence with a key block has.
+    Value entry = select(inSequence, arith::DivUIOp::create(b, loc, key, i32(page)), i32(0));
+    auto [pageOffset, inCache] = pageAt(entry);
+    Value valid = arith::AndIOp::create(b, loc, inSequence, inCache);
+    Value rowInPage = select(valid, arith::RemUIOp::create(b, loc, key, i32(page)), i32(0));
+    return {add(add(pageOffset, headOffset), mul(toI64(rowInPage), strides[2])), valid};
+  });
 }

@@ -207,6 +207,10 @@ LogicalResult KernelEmitter::emitKernelBody() {
     scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
     scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   }
+  // A paged cache: M is the CTA's own sequence's key count from here on
+  // (the key loop, its bounds and the masks read it).
+  if (kernel.getPagedKvAttr())
+    bindSequenceKeyLength(lookupScalar(kernel.getBatch()));
   // packed_heads: blockIdx.y is the KV head and x runs over the group's
   // ceil(G·N / Br) tiles of packed rows.
   if (kernel.getPackedHeads())

@@ -87,6 +87,9 @@ void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value /*position*/, Value ke
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   Value *strides = isKey ? kStrides : vStrides;
   Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
+  if (kernel.getPagedKvAttr())
+    return issuePagedTileCopy(isKey ? kPtr : vPtr, strides, batch, kvHead, keyTile,
+                              isKey ? smemK : smemV);
   issueTileCopy(isKey ? kPtr : vPtr, headOffset(strides, batch, kvHead), strides[2], keyTile,
                 config.bc, keyLen, isKey ? smemK : smemV);
 }

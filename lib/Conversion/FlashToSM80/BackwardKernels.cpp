@@ -360,7 +360,7 @@ Value BackwardEmitter::tensorElementCount(StringRef name) {
   for (int64_t extent : decl.getExtents())
     count = mul(count,
                 flash::AuxTensorAttr::isRole(extent)
-                    ? toI64(sizeOf(flash::AuxTensorAttr::decodeRole(extent)))
+                    ? toI64(launchSizeOf(flash::AuxTensorAttr::decodeRole(extent)))
                     : i64(extent));
   return count;
 }

@@ -56,7 +56,10 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   config.qInRegisters = false; // wgmma reads Q from shared memory
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
-  config.kvTensorMaps = kvCopy == "tma";
+  // A paged cache is gathered by cp.async: a TMA box would bring the rows
+  // past a sequence's end from its last page (stale, maybe NaN), which the
+  // zero fill of cp.async keeps out of P·V.
+  config.kvTensorMaps = kvCopy == "tma" && !kernel.getPagedKvAttr();
   SmallVector<scf::ForOp> loops;
   kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its

@@ -37,9 +37,13 @@ std::string argumentParameters(const flashrt::KernelPackage &package) {
 
 /// The launch function's parameter list (C), shared by header and source.
 std::string launchParameters(const flashrt::KernelPackage &package) {
+  std::string paged;
+  if (package.pageSize)
+    paged = ",\n    uint64_t " + package.pageTable + ", int64_t " + package.pageTable +
+            "_stride, uint64_t " + package.pageLengths + ", int64_t num_pages";
   return "void *stream, flashc_tensor q, flashc_tensor k, flashc_tensor v, "
          "flashc_tensor o, uint64_t lse,\n    " +
-         sizeParameters() + argumentParameters(package);
+         sizeParameters() + argumentParameters(package) + paged;
 }
 
 /// The block summary function's parameter list: the sizes and run-time
@@ -134,6 +138,18 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << " * or driver, 4 when the PTX does not JIT, 5 for other driver errors;\n"
     << " * flashc_" << name << "_error() then says why. */\n"
     << "int flashc_" << name << "_launch(" << launchParameters(package) << ");\n\n";
+  if (package.pageSize)
+    h << "/* K and V live in a paged cache of " << package.pageSize << "-key pages: k and v are\n"
+      << " * [num_pages, " << package.pageSize << ", kv_heads, head_dim] with strides {"
+      << package.pageSize << "*kv_heads*head_dim,\n"
+      << " * head_dim, kv_heads*head_dim}; key j of sequence b is row j % " << package.pageSize
+      << " of page\n * " << package.pageTable << "[b * " << package.pageTable << "_stride + j / "
+      << package.pageSize << "] (device i32), and sequence b has " << package.pageLengths
+      << "[b]\n * keys (device i32, at most key_len; key_len <= " << package.pageTable
+      << "_stride * " << package.pageSize << ").\n"
+      << " * The caller's contract, which the kernel cannot report: lengths in\n"
+      << " * [0, key_len] and the table entries they reach in [0, num_pages); the kernel\n"
+      << " * clamps a length and reads zeros for an entry outside the cache. */\n\n";
   if (package.blockSummary)
     h << "/* The mask reads aux tensors: flashc_" << name << "_launch first classifies\n"
       << " * every (query tile, key block) into a block summary (empty, partial,\n"
@@ -199,8 +215,14 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
   auto emitLaunchBody = [&](llvm::StringRef summary) {
     c << kEnterCall
       << collectArguments(package)
-      << "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
-      << "                        {batch, heads, kv_heads, query_len, key_len}, params, tensors"
+      << (package.pageSize
+              ? "    state.kernel.launchPaged(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+                "                             {batch, heads, kv_heads, query_len, key_len},\n"
+                "                             {" + package.pageTable + ", " + package.pageLengths +
+                    ", " + package.pageTable + "_stride, num_pages}, params, tensors"
+              : "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+                "                        {batch, heads, kv_heads, query_len, key_len}, params, "
+                "tensors")
       << summary << ");\n"
       << kReturnSuccess << "\n";
   };

@@ -65,6 +65,11 @@ flashrt::KernelPackage describeKernel(Operation *op) {
     }
     package.splitKeys = forward.getSplitKeys();
     package.packedHeads = forward.getPackedHeads();
+    if (flash::PagedKVAttr paged = forward.getPagedKvAttr()) {
+      package.pageSize = paged.getPage();
+      package.pageTable = paged.getTable().str();
+      package.pageLengths = paged.getLengths().str();
+    }
   }
   for (Attribute attr : kernel.getTensors()) {
     auto tensor = cast<flash::AuxTensorAttr>(attr);

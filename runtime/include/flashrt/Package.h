@@ -56,6 +56,13 @@
 //   grid ceil(G*N/block-rows) HKV B     (instead of the line above)
 //   packed-heads
 //
+// A forward package whose K and V live in a paged cache (a `paged` item)
+// names the page (keys), the block table and the key lengths; the kernel
+// takes them after the block summary's place (table, lengths pointers, the
+// table's entries per sequence and the page count, i32 each), k and v are
+// [pages, page, HKV, D] with their strides between pages, heads and rows:
+//   paged-kv 16 block_table kv_len
+//
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
 //===----------------------------------------------------------------------===//
@@ -136,6 +143,10 @@ struct KernelPackage {
   /// (position, query head) rows of one KV group, so the grid runs over
   /// ceil(G·N / block-rows) tiles per (KV head, batch entry).
   bool packedHeads = false;
+  /// A forward package with `paged-kv`: the page (keys, 0: dense K and V)
+  /// and the names of the block table and key lengths inputs.
+  int64_t pageSize = 0;
+  std::string pageTable, pageLengths;
   std::vector<PackageEntry> entries;
   std::string ptx;
 

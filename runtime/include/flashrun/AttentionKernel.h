@@ -42,6 +42,30 @@ struct TensorRef {
   static TensorRef bshd(uint64_t ptr, int64_t heads, int64_t length, int64_t headDim) {
     return {ptr, length * heads * headDim, headDim, heads * headDim};
   }
+  /// A paged K or V cache, [pages, page, HKV, D] (vLLM's layout): the
+  /// strides are between pages, heads and the rows of a page.
+  static TensorRef pagedCache(uint64_t ptr, int64_t page, int64_t kvHeads, int64_t headDim) {
+    return {ptr, page * kvHeads * headDim, headDim, kvHeads * headDim};
+  }
+};
+
+/// What a launch of a package with a paged K/V cache (`paged-kv`) takes
+/// beside the caches: key j of sequence b is row j % page of page
+/// blockTable[b·tableStride + j / page], and sequence b has keyLengths[b]
+/// keys. Sizes::keyLen is then the longest a sequence may be (at most
+/// tableStride·page): the split rule and the bounds use it.
+///
+/// The caller's contract on the device, which the kernel cannot report: every
+/// length in [0, Sizes::keyLen] and every table entry a sequence's keys
+/// reach in [0, numPages). The kernel clamps a length to [0, keyLen] and
+/// reads zeros for an entry outside the cache (never outside k or v), so a
+/// broken table gives wrong rows, not a fault; checkPagedTable checks both
+/// on the host where the table is there.
+struct PagedKV {
+  uint64_t blockTable = 0; // device i32 [B, tableStride]
+  uint64_t keyLengths = 0; // device i32 [B]
+  int64_t tableStride = 0; // table entries per sequence
+  int64_t numPages = 0;    // pages in each of the k and v caches
 };
 
 /// The tensors of one backward launch. Every TensorRef is in the variant's
@@ -129,6 +153,23 @@ public:
               const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
               const std::map<std::string, double> &params = {},
               const std::vector<uint64_t> &tensors = {}, uint64_t blockSummary = 0) const;
+  /// The launch of a package with a paged K/V cache (pageSize() > 0): k and
+  /// v are the caches (TensorRef::pagedCache), `paged` the table and
+  /// lengths. Throws InvalidArgument for a package without one, and
+  /// launch() above does for a package with one.
+  void launchPaged(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+                   const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
+                   const PagedKV &paged, const std::map<std::string, double> &params = {},
+                   const std::vector<uint64_t> &tensors = {}) const;
+  /// The page of the package's paged K/V cache in keys (0: dense K and V).
+  int64_t pageSize() const { return kernelPackage.pageSize; }
+  /// Checks a block table and key lengths held on the host (B x tableStride
+  /// and B entries) against `sizes` and the cache's page count: what the
+  /// kernel cannot check on the device. Throws InvalidArgument naming the
+  /// first bad entry.
+  static void checkPagedTable(const flashrt::KernelPackage &package, const Sizes &sizes,
+                              const int32_t *blockTable, int64_t tableStride,
+                              const int32_t *keyLengths, int64_t numPages);
 
   /// Split-keys packages (flash-decoding, `flashc --split-keys`): how many
   /// CTAs share each query tile's key blocks in a launch at `sizes`. The
@@ -210,6 +251,10 @@ private:
   std::shared_ptr<StreamCounters> orderCounters = std::make_shared<StreamCounters>();
   /// Split-keys packages: the partial states of a launch with S > 1.
   std::shared_ptr<StreamCounters> splitStates = std::make_shared<StreamCounters>();
+  void launchWith(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+                  const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
+                  const PagedKV *paged, const std::map<std::string, double> &params,
+                  const std::vector<uint64_t> &tensors, uint64_t blockSummary) const;
   /// The device address of `stream`'s counters in `counters`, at least
   /// `bytes` long (zeroed when new or grown).
   uint64_t streamCounters(StreamCounters &counters, const flashrt::Stream &stream,

@@ -505,3 +505,34 @@ flash.kernel @packed_other_tile attributes {config = #flash.tile<br = 16, bc = 1
   // expected-error @+1 {{'flash.load_q' op in a packed_heads kernel must address the kernel's own head and query tile (its block arguments)}}
   %q = flash.load_q %b, %h, %c0 : tensor<16x16xf32>
 }
+
+// -----
+
+// expected-error @+1 {{a paged_kv kernel cannot read a block summary (its tiles assume one key length for every sequence)}}
+flash.kernel @paged_summary attributes {block_summary = #flash.block_summary<per_batch = true, per_head = false>,
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>,
+    paged_kv = #flash.paged_kv<page = 16, table = "block_table", lengths = "kv_len">} {
+^bb0(%b: index, %h: index, %qt: index):
+}
+
+// -----
+
+flash.kernel @paged_page_zero attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>,
+    // expected-error @+1 {{page of 0 keys is out of range (1 to 4096)}}
+    paged_kv = #flash.paged_kv<page = 0, table = "block_table", lengths = "kv_len">} {
+^bb0(%b: index, %h: index, %qt: index):
+}
+
+// -----
+
+flash.kernel @paged_same_names attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>,
+    // expected-error @+1 {{the block table and the lengths need two names}}
+    paged_kv = #flash.paged_kv<page = 16, table = "t", lengths = "t">} {
+^bb0(%b: index, %h: index, %qt: index):
+}

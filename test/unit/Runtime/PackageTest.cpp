@@ -239,6 +239,26 @@ TEST(Package, RecordsPackedHeads) {
                    "a packed-heads line goes with grid ceil(G*N/block-rows) HKV B");
 }
 
+TEST(Package, RecordsThePagedCache) {
+  flashrt::KernelPackage package = samplePackage();
+  package.pageSize = 16;
+  package.pageTable = "block_table";
+  package.pageLengths = "kv_len";
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\npaged-kv 16 block_table kv_len\n"), std::string::npos) << text;
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_EQ(back.pageSize, 16);
+  EXPECT_EQ(back.pageTable, "block_table");
+  EXPECT_EQ(back.pageLengths, "kv_len");
+  expectParseError(replacedOnce(text, "paged-kv 16 block_table kv_len", "paged-kv 16 t"),
+                   "takes 3 value(s)");
+  expectParseError(replacedOnce(text, "paged-kv 16", "paged-kv 0"), "a page of 1 to 4096 keys");
+  expectParseError(replacedOnce(text, "block_table kv_len", "t t"), "two names");
+  // TMA boxes would read the rows past a sequence's end: never paged.
+  expectParseError(replacedOnce(text, "paged-kv", "kv-tensor-maps\npaged-kv"),
+                   "paged-kv is a forward kernel's with one CTA per tile");
+}
+
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashrun/AttentionKernel.h"
+#include "flashrt/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -146,6 +147,44 @@ TEST(KeySplits, StateBytesHoldOAndLsePerSplitAndRow) {
   size_t rows = 120;
   size_t expected = (rows * 128 * 4 + 255) / 256 * 256 + rows * 4;
   EXPECT_EQ(flashrun::AttentionKernel::splitStateBytes(package, {2, 4, 4, 5, 100}, 3), expected);
+}
+
+TEST(PagedKV, HostTablesAreCheckedEntryByEntry) {
+  // checkPagedTable needs no GPU: what a caller with the table on the host
+  // checks before the launch the device cannot check.
+  flashrt::KernelPackage package;
+  package.kernelName = "paged_decode";
+  package.pageSize = 16;
+  package.pageTable = "block_table";
+  package.pageLengths = "kv_len";
+  flashrun::Sizes sizes{3, 8, 2, 1, 40};
+  std::vector<int32_t> table = {4, 0, 7, /*b = 1*/ 2, 5, -1, /*b = 2*/ 99, 99, 99};
+  std::vector<int32_t> lengths = {40, 17, 0};
+  auto message = [&]() -> std::string {
+    try {
+      flashrun::AttentionKernel::checkPagedTable(package, sizes, table.data(), 3, lengths.data(), 8);
+    } catch (const flashrt::Error &error) {
+      return error.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(), "");
+  lengths[1] = 33; // reaches the third entry of b = 1: -1
+  EXPECT_NE(message().find("block_table[1, 2] = -1 points outside the cache's 8 pages"),
+            std::string::npos)
+      << message();
+  lengths[1] = 17;
+  table[2] = 8;
+  EXPECT_NE(message().find("block_table[0, 2] = 8"), std::string::npos) << message();
+  table[2] = 7;
+  lengths[0] = 41;
+  EXPECT_NE(message().find("kv_len[0] = 41 is outside [0, M = 40]"), std::string::npos)
+      << message();
+  lengths[0] = -1;
+  EXPECT_NE(message().find("kv_len[0] = -1"), std::string::npos) << message();
+  package.pageSize = 0;
+  lengths[0] = 40;
+  EXPECT_NE(message().find("reads dense K and V"), std::string::npos) << message();
 }
 
 } // namespace

@@ -64,6 +64,29 @@ public:
   llvm::StringMap<mlir::Value> params, auxPointers;
   /// The block summary (a kernel with a #flash.block_summary; else null).
   mlir::Value blockSummaryPtr;
+  /// A #flash.paged_kv kernel: the block table (i32 [B, tableStride]), the
+  /// key lengths (i32 [B]), the table's row length and the cache's page
+  /// count (i32); else null. k and v's strides are then between pages,
+  /// heads and rows of a page.
+  mlir::Value pagedTable, pagedLengths, pagedTableStride, pagedPages;
+  /// A paged kernel: the launch's M (keyLen is the sequence's); else null.
+  mlir::Value launchKeyLen;
+  /// A paged kernel: sets keyLen to sequence `batch`'s key count, its
+  /// lengths entry clamped to [0, M] (a length past the table's capacity or
+  /// negative is the caller's error, which must not read outside the table).
+  void bindSequenceKeyLength(mlir::Value batch);
+  /// A paged kernel: copies key block `keyTile` (Bc rows) of KV head
+  /// `kvHead` of sequence `batch` from `base` (k or v, `strides` its page,
+  /// head and row strides) into shared memory at `dst`, each row from its
+  /// page (a page that holds whole key blocks: one table entry per block).
+  /// Rows past the sequence, and rows whose table entry is outside the
+  /// cache, are zero-filled. One cp.async group is committed.
+  void issuePagedTileCopy(mlir::Value base, const mlir::Value *strides, mlir::Value batch,
+                          mlir::Value kvHead, mlir::Value keyTile, mlir::Value dst);
+  /// Whether a paged copy may hold the offsets of every page entry of a
+  /// block in registers (one table load per entry instead of one per row):
+  /// the wgmma kernel up to D = 128; elsewhere ptxas spills.
+  virtual bool holdsPageEntries() const { return false; }
   /// The byte offset (i64) of (batch, head, queryTile, keyTile) in the
   /// block summary of the Br x Bc tiling (flash::BlockSummaryShape).
   mlir::Value blockSummaryOffset(flash::BlockSummaryAttr summary, mlir::Value batch,
@@ -214,7 +237,9 @@ public:
   /// The forward kernel ABI (flashc/Target/NVPTX/EmitPTX.h) before any
   /// target arguments: q, k, v, o, lse, their 12 strides, the 5 sizes, the
   /// parameters, the aux tensors and, with a #flash.block_summary, the
-  /// summary. The kernel op must be a flash.kernel.
+  /// summary; with a #flash.paged_kv, the block table, the key lengths, the
+  /// table's row length and the page count. The kernel op must be a
+  /// flash.kernel.
   mlir::LogicalResult appendForwardArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
   /// What a split_keys kernel and its combine step take after those: the
   /// partial O and LSE pointers (f32) and the split count S (i32).
@@ -223,8 +248,14 @@ public:
   /// (forward kernels with one) the block summary from `arguments[first...]`;
   /// returns the index after them.
   unsigned bindSizesAndInputs(mlir::ValueRange arguments, unsigned first);
-  /// The run-time size of `role` (i32).
+  /// The run-time size of `role` (i32): what flash.dim reads (a paged
+  /// kernel's M is its sequence's).
   mlir::Value sizeOf(flash::DimRole role);
+  /// The launch's size of `role` (i32): the aux tensors' extents (a paged
+  /// kernel's M stays the launch's there).
+  mlir::Value launchSizeOf(flash::DimRole role) {
+    return role == flash::DimRole::KeyLen && launchKeyLen ? launchKeyLen : sizeOf(role);
+  }
 };
 
 /// A kernel a flash.kernel brings beside its main one (its block summary,

@@ -27,6 +27,14 @@
 //          block summary, a global pointer: one u8 class per (b, h, query
 //          tile, key block), then, 4-aligned, the tile order (a u32 per
 //          summary row and query tile; flash::BlockSummaryShape)
+//   then   with a #flash.paged_kv (K and V in a paged cache): the block
+//          table (global i32 [B, table_stride]), the key lengths (global
+//          i32 [B]), table_stride and the page count (i32 each). k and v
+//          are then [pages, page, HKV, D] and their strides are between
+//          pages, heads and the rows of a page; key j of sequence b is row
+//          j % page of page table[b·table_stride + j / page], and sequence
+//          b has min(max(lengths[b], 0), M) keys. A table entry outside
+//          [0, pages) reads zeros (the caller's contract)
 //   then   with split_keys (flash.kernel's: the launch splits each query
 //          tile's key blocks over S CTAs): the partial O (f32 [S, B, H, N,
 //          D], dense) and partial LSE (f32 [S, B, H, N]) pointers, then S

@@ -42,6 +42,18 @@ LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult PagedKVAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t page,
+                                  StringAttr table, StringAttr lengths) {
+  // The front end's bound: page indices times the page stay in 32 bits.
+  if (page < 1 || page > 4096)
+    return emitError() << "page of " << page << " keys is out of range (1 to 4096)";
+  if (!table || table.getValue().empty() || !lengths || lengths.getValue().empty())
+    return emitError() << "the block table and the lengths need names";
+  if (table == lengths)
+    return emitError() << "the block table and the lengths need two names";
+  return success();
+}
+
 LogicalResult AuxTensorAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                     StringAttr name, Type elementType,
                                     ArrayRef<int64_t> extents) {

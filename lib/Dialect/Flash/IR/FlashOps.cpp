@@ -154,6 +154,9 @@ LogicalResult KernelOp::verifyRegions() {
     return emitOpError("body must take three index arguments (batch, head, "
                        "query tile)");
   }
+  if (getPagedKvAttr() && getBlockSummaryAttr())
+    return emitOpError("a paged_kv kernel cannot read a block summary (its tiles assume one key "
+                       "length for every sequence)");
   if (getPackedHeads()) {
     if (getBlockSummaryAttr())
       return emitOpError("a packed_heads kernel cannot read a block summary (its tiles "

@@ -151,6 +151,25 @@ def Flash_BlockSummaryAttr : Flash_Attr<"BlockSummary", "block_summary"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+def Flash_PagedKVAttr : Flash_Attr<"PagedKV", "paged_kv"> {
+  let summary = "K and V live in a paged cache addressed by a block table";
+  let description = [{
+    `#flash.paged_kv<page = 16, table = "block_table", lengths = "kv_len">`
+    on a flash.kernel: K and V are caches of `page`-key pages, [pages, page,
+    HKV, D] each (vLLM's layout), and key j of sequence b is row j % page
+    of page table[b, j / page]. The launch passes the table (i32 [B,
+    blocks]), the lengths (i32 [B]), the table's row length and the number
+    of pages; sequence b has min(lengths[b], M) keys, and inside the kernel
+    instance of batch entry b `flash.dim key_len` is that count, so the key
+    loop, the key bounds and the masks see each sequence's own length. The
+    names are the inputs' names in the kernel's ABI.
+  }];
+  let parameters = (ins "int64_t":$page, "::mlir::StringAttr":$table,
+                        "::mlir::StringAttr":$lengths);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
   let summary = "What a launcher needs to know about one lowered kernel";
   let description = [{

@@ -63,6 +63,10 @@ def Flash_KernelOp : Flash_Op<"kernel", [
       i); rows p >= G·N are padding. Incompatible with a block summary
       (its tiles are per query head) and with flash.kv_head (h already is
       the KV head).
+    - `paged_kv` (optional): K and V live in a paged cache
+      (`#flash.paged_kv`); `flash.dim key_len` is the kernel instance's own
+      sequence length. Incompatible with a block summary (its tiles assume
+      one M for every sequence).
 
     GPU backends turn the body into a kernel whose grid covers every
     (b, h, qt) (and split); the interpreter runs the same loop nest on the
@@ -78,7 +82,8 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     DenseI64ArrayAttr:$dim_classes,
     OptionalAttr<Flash_BlockSummaryAttr>:$block_summary,
     UnitAttr:$split_keys,
-    UnitAttr:$packed_heads
+    UnitAttr:$packed_heads,
+    OptionalAttr<Flash_PagedKVAttr>:$paged_kv
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
