@@ -413,7 +413,8 @@ interp::ProblemShape harness::checkShapeFor(const interp::ProblemShape &shape,
   int64_t work = shape.batch() * shape.heads() * tileRows * shape.keyLen() * shape.headDim();
   if (work <= (int64_t(1) << 31) && drawsInputsOnHost(shape))
     return check;
-  check[flash::DimRole::Batch] = 1;
+  // A paged cache keeps five sequences: lengths M, 1, 0 and random.
+  check[flash::DimRole::Batch] = kernel.getPagedKvAttr() ? std::min<int64_t>(shape.batch(), 5) : 1;
   int64_t group = shape.heads() / shape.kvHeads();
   check[flash::DimRole::Heads] = group * std::min<int64_t>(shape.kvHeads(), 2);
   check[flash::DimRole::KVHeads] = std::min<int64_t>(shape.kvHeads(), 2);

@@ -2,6 +2,7 @@
 
 #include "flashc/Interpreter/Reference.h"
 
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -26,11 +27,12 @@ static double rowLogits(const AttentionInputs &inputs, const ReferenceSpec &spec
     visible[j] = j < keys && (!spec.mask || spec.mask(b, h, i, j));
     if (!visible[j])
       continue;
+    // A page outside the cache (checkInputs reports it) reads zeros, as
+    // the kernels do.
+    static const std::vector<float> zeros(1 << 16, 0.0f);
     const float *k = keyValueRow(inputs, inputs.k, b, kvHead, j);
-    if (!k) { // a page outside the cache (checkInputs reports it)
-      visible[j] = false;
-      continue;
-    }
+    if (!k)
+      k = zeros.data();
     double dot = 0;
     for (int64_t d = 0; d < D; ++d)
       dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
@@ -71,6 +73,8 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
           double p = std::exp(logits[j] - rowMax);
           sum += p;
           const float *v = keyValueRow(inputs, inputs.v, b, kvHead, j);
+          if (!v) // a page outside the cache: zeros
+            continue;
           for (int64_t d = 0; d < D; ++d)
             out[d] += p * static_cast<double>(v[d]);
         }
@@ -85,6 +89,11 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
 ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
                                                   const ReferenceSpec &spec,
                                                   llvm::ArrayRef<float> outputGrad) {
+  // A paged cache has no backward (IRGen refuses it); k and v below are
+  // dense. Empty gradients fail any comparison.
+  assert(!inputs.paged.enabled() && "the backward reference reads dense K and V");
+  if (inputs.paged.enabled())
+    return {};
   const ProblemShape &shape = inputs.shape;
   int64_t B = shape.batch(), H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(),
           M = shape.keyLen(), D = shape.headDim();

@@ -37,10 +37,12 @@ std::string argumentParameters(const flashrt::KernelPackage &package) {
 
 /// The launch function's parameter list (C), shared by header and source.
 std::string launchParameters(const flashrt::KernelPackage &package) {
+  // Fixed names, so no param, tensor or local of the generated code can
+  // clash with them (the header's comment names the variant's own).
   std::string paged;
   if (package.pageSize)
-    paged = ",\n    uint64_t " + package.pageTable + ", int64_t " + package.pageTable +
-            "_stride, uint64_t " + package.pageLengths + ", int64_t num_pages";
+    paged = ",\n    uint64_t paged_block_table, int64_t paged_table_stride, "
+            "uint64_t paged_key_lengths, int64_t paged_num_pages";
   return "void *stream, flashc_tensor q, flashc_tensor k, flashc_tensor v, "
          "flashc_tensor o, uint64_t lse,\n    " +
          sizeParameters() + argumentParameters(package) + paged;
@@ -140,15 +142,16 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << "int flashc_" << name << "_launch(" << launchParameters(package) << ");\n\n";
   if (package.pageSize)
     h << "/* K and V live in a paged cache of " << package.pageSize << "-key pages: k and v are\n"
-      << " * [num_pages, " << package.pageSize << ", kv_heads, head_dim] with strides {"
+      << " * [paged_num_pages, " << package.pageSize << ", kv_heads, head_dim] with strides {"
       << package.pageSize << "*kv_heads*head_dim,\n"
       << " * head_dim, kv_heads*head_dim}; key j of sequence b is row j % " << package.pageSize
-      << " of page\n * " << package.pageTable << "[b * " << package.pageTable << "_stride + j / "
-      << package.pageSize << "] (device i32), and sequence b has " << package.pageLengths
-      << "[b]\n * keys (device i32, at most key_len; key_len <= " << package.pageTable
-      << "_stride * " << package.pageSize << ").\n"
+      << " of page\n * paged_block_table[b * paged_table_stride + j / " << package.pageSize
+      << "] (device i32; the variant's '" << package.pageTable
+      << "'), and sequence b has\n * paged_key_lengths[b] keys (device i32; '"
+      << package.pageLengths << "'), at most key_len;\n * key_len <= paged_table_stride * "
+      << package.pageSize << ".\n"
       << " * The caller's contract, which the kernel cannot report: lengths in\n"
-      << " * [0, key_len] and the table entries they reach in [0, num_pages); the kernel\n"
+      << " * [0, key_len] and the table entries they reach in [0, paged_num_pages); the kernel\n"
       << " * clamps a length and reads zeros for an entry outside the cache. */\n\n";
   if (package.blockSummary)
     h << "/* The mask reads aux tensors: flashc_" << name << "_launch first classifies\n"
@@ -218,8 +221,8 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       << (package.pageSize
               ? "    state.kernel.launchPaged(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
                 "                             {batch, heads, kv_heads, query_len, key_len},\n"
-                "                             {" + package.pageTable + ", " + package.pageLengths +
-                    ", " + package.pageTable + "_stride, num_pages}, params, tensors"
+                "                             {paged_block_table, paged_key_lengths, "
+                "paged_table_stride, paged_num_pages}, params, tensors"
               : "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
                 "                        {batch, heads, kv_heads, query_len, key_len}, params, "
                 "tensors")
