@@ -73,13 +73,17 @@ fi
 
 if [ -n "${PAGED:-}" ]; then
   pages=${PAGES:-16 64}
-  echo "shape,dense_tma_GBps,dense_cpasync_GBps$(for p in $pages; do printf ',paged%s_GBps' $p; done),status" > "$OUT/paged.csv"
+  # PAGES_IN_ORDER: pages whose run is repeated with each sequence's pages
+  # consecutive (flash-run --pages-in-order): what the shuffle costs.
+  ordered=${PAGES_IN_ORDER:-}
+  echo "shape,dense_tma_GBps,dense_cpasync_GBps$(for p in $pages; do printf ',paged%s_GBps' $p; done)$(for p in $ordered; do printf ',paged%s_in_order_GBps' $p; done),status" > "$OUT/paged.csv"
   for s in $PAGED; do
     IFS=/ read -r B H HKV M <<< "$s"
     shape=B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128
     status=ok; line="$s"
     for args in "examples/gqa.flash" "examples/gqa.flash --kv-copy cp.async" \
-                $(for p in $pages; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths"; done); do
+                $(for p in $pages; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths"; done) \
+                $(for p in $ordered; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths#--pages-in-order"; done); do
       row=$(timeout 90 "$T/flash-run" ${args//#/ } --shape $shape --csv --warmup 20 --iters 100 \
             2>> "$OUT/paged.log")
       case "$row" in *FAIL*) status=FAIL ;; "") status=ERROR ;; esac

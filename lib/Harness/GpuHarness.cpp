@@ -147,13 +147,13 @@ bool harness::drawsInputsOnHost(const interp::ProblemShape &shape) {
 DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
                               const interp::ProblemShape &shape,
                               const llvm::StringMap<double> &params, uint64_t seed,
-                              Layout layout, int64_t documents, bool fullKeyLengths) {
+                              Layout layout, int64_t documents, interp::PagedInputs pages) {
   DeviceProblem problem;
   problem.layout = layout;
   bool onHost = drawsInputsOnHost(shape);
   problem.inputs =
-      onHost ? interp::makeRandomInputs(kernel, shape, seed, documents, fullKeyLengths)
-             : interp::makeRandomAuxInputs(kernel, shape, seed, documents, fullKeyLengths);
+      onHost ? interp::makeRandomInputs(kernel, shape, seed, documents, pages)
+             : interp::makeRandomAuxInputs(kernel, shape, seed, documents, pages);
   for (const auto &entry : params) {
     problem.inputs.params[entry.getKey()] = entry.getValue();
     problem.params[entry.getKey().str()] = entry.getValue();

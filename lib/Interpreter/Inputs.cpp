@@ -77,7 +77,7 @@ HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
 /// the table entries past a sequence's length set to pages outside the
 /// cache, so a kernel that reads one fails (never a silent stale page).
 PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
-                            bool fullKeyLengths, std::mt19937_64 &rng) {
+                            PagedInputs options, std::mt19937_64 &rng) {
   PagedCache paged;
   paged.pageSize = kernel.getPagedKvAttr().getPage();
   paged.tableStride = (shape.keyLen() + paged.pageSize - 1) / paged.pageSize;
@@ -85,7 +85,7 @@ PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
   std::uniform_int_distribution<int64_t> anyLength(0, shape.keyLen());
   for (int64_t b = 0; b < shape.batch(); ++b) {
     // Ragged: the full length, one key, no key, then random lengths.
-    int64_t length = fullKeyLengths || b == 0 ? shape.keyLen()
+    int64_t length = options.fullLengths || b == 0 ? shape.keyLen()
                      : b == 1                 ? 1
                      : b == 2                 ? 0
                                               : anyLength(rng);
@@ -93,7 +93,8 @@ PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
   }
   std::vector<int32_t> pool(static_cast<size_t>(paged.numPages));
   std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), rng);
+  if (!options.inOrder)
+    std::shuffle(pool.begin(), pool.end(), rng);
   size_t next = 0;
   for (int64_t b = 0; b < shape.batch(); ++b)
     for (int64_t block = 0; block < paged.tableStride; ++block) {
@@ -107,7 +108,7 @@ PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
 } // namespace
 
 AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
-                                         uint64_t seed, int64_t documents, bool fullKeyLengths) {
+                                         uint64_t seed, int64_t documents, PagedInputs paged) {
   std::mt19937_64 rng(seed);
   AttentionInputs inputs;
   inputs.shape = shape;
@@ -119,7 +120,7 @@ AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const Pr
     // Drawn first, from a stream of its own: makeRandomAuxInputs gives the
     // same cache layout for the same seed.
     std::mt19937_64 pageRng(seed ^ 0x3c6ef372fe94f82bull);
-    inputs.paged = randomPagedCache(kernelOp, shape, fullKeyLengths, pageRng);
+    inputs.paged = randomPagedCache(kernelOp, shape, paged, pageRng);
     kvCount = inputs.paged.numPages * inputs.paged.pageSize * shape.kvHeads() * shape.headDim();
   }
   inputs.q = randomNormal(qCount, element, rng);
@@ -164,14 +165,14 @@ AttentionInputs interp::pageKeysAndValues(const AttentionInputs &dense, int64_t 
 
 AttentionInputs interp::makeRandomAuxInputs(flash::KernelSignature kernel,
                                             const ProblemShape &shape, uint64_t seed,
-                                            int64_t documents, bool fullKeyLengths) {
+                                            int64_t documents, PagedInputs paged) {
   std::mt19937_64 rng(seed ^ 0xbb67ae8584caa73bull);
   AttentionInputs inputs;
   inputs.shape = shape;
   auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
   if (kernelOp && kernelOp.getPagedKvAttr()) {
     std::mt19937_64 pageRng(seed ^ 0x3c6ef372fe94f82bull);
-    inputs.paged = randomPagedCache(kernelOp, shape, fullKeyLengths, pageRng);
+    inputs.paged = randomPagedCache(kernelOp, shape, paged, pageRng);
   }
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);

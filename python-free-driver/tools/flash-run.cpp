@@ -109,6 +109,11 @@ cl::opt<bool> fullKeyLengths(
     cl::desc("Paged K/V caches: time with every sequence M keys long (validation keeps ragged "
              "lengths M, 1, 0, random), so the run compares with the dense kernel"),
     cl::cat(category));
+cl::opt<bool> pagesInOrder(
+    "pages-in-order",
+    cl::desc("Paged K/V caches: give each sequence consecutive pages instead of shuffled ones "
+             "(measures what the shuffle costs)"),
+    cl::cat(category));
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
@@ -211,8 +216,8 @@ int main(int argc, char **argv) {
     llvm::StringRef selected = variantName.empty() ? llvm::StringRef(ast->variants[0].name)
                                                    : llvm::StringRef(variantName);
     if (const frontend::Variant *variant = ast->lookup(selected);
-        variant && !variant->paged && (configFlags.paged.getNumOccurrences() || fullKeyLengths))
-      die(2, "--paged and --full-lengths apply to a variant with a 'paged' item; '" + selected +
+        variant && !variant->paged && (configFlags.paged.getNumOccurrences() || fullKeyLengths || pagesInOrder))
+      die(2, "--paged, --full-lengths and --pages-in-order apply to a variant with a 'paged' item; '" + selected +
                  "' reads dense K and V");
 
     config::ResolveOptions resolve;
@@ -346,10 +351,14 @@ int main(int argc, char **argv) {
     // (q, k and v too, unless the shape is too large for the host: then
     // harness::upload draws them on the GPU, and the aux tensors alone here.)
     bool hostInputs = harness::drawsInputsOnHost(shape);
+    // The timed run's paged cache (the check keeps ragged, shuffled pages).
+    interp::PagedInputs timedPages;
+    timedPages.fullLengths = fullKeyLengths;
+    timedPages.inOrder = pagesInOrder;
     interp::AttentionInputs runInputs =
-        hostInputs ? interp::makeRandomInputs(flashKernel, shape, seed, documents, fullKeyLengths)
+        hostInputs ? interp::makeRandomInputs(flashKernel, shape, seed, documents, timedPages)
                    : interp::makeRandomAuxInputs(flashKernel, shape, seed, documents,
-                                                 fullKeyLengths);
+                                                 timedPages);
     std::string why = interp::checkInputs(flashKernel, runInputs, hostInputs);
     if (!why.empty())
       die(1, why);
@@ -396,7 +405,7 @@ int main(int argc, char **argv) {
 
     if (iterations > 0) {
       harness::DeviceProblem problem = harness::upload(context, flashKernel, shape, params, seed,
-                                                       dataLayout, documents, fullKeyLengths);
+                                                       dataLayout, documents, timedPages);
       ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
       tflops = harness::tflops(shape, ms, causalFlops);
       summaryTimes = harness::timeBlockSummary(kernel, stream, problem, warmup, iterations);

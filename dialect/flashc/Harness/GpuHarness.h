@@ -54,12 +54,12 @@ constexpr int64_t kHostInputElements = int64_t(1) << 27;
 /// Whether upload draws `shape`'s q, k and v on the host.
 bool drawsInputsOnHost(const interp::ProblemShape &shape);
 /// A kernel with a paged K/V cache gets one from makeRandomInputs (ragged
-/// key lengths; `fullKeyLengths`: every sequence M keys, for timing beside
-/// the dense kernel).
+/// key lengths; interp::PagedInputs says otherwise, for timing beside the
+/// dense kernel).
 DeviceProblem upload(flashrt::Context &context, flash::KernelOp kernel,
                      const interp::ProblemShape &shape, const llvm::StringMap<double> &params,
                      uint64_t seed, Layout layout, int64_t documents = 0,
-                     bool fullKeyLengths = false);
+                     interp::PagedInputs paged = {});
 
 /// With `blockSummary` 0 a kernel that reads one computes it first.
 void launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &stream,

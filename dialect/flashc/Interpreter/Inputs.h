@@ -19,13 +19,17 @@ namespace flashc::interp {
 ///  - other i32 (`kv_len: i32[B]`): lengths in [1, M];
 ///  - floating point (`slopes: f32[H]`): uniform in [0, 1).
 /// A kernel with a paged K/V cache gets one (AttentionInputs::paged): pages
-/// shuffled, two spare, table entries past a sequence's keys outside the
-/// cache; key lengths M, 1, 0, then random in [0, M] (`fullKeyLengths`:
-/// all M), so k and v hold the pages.
+/// shuffled (`PagedInputs::inOrder`: each sequence's pages consecutive, to
+/// measure what the shuffle costs), two spare, table entries past a
+/// sequence's keys outside the cache; key lengths M, 1, 0, then random in
+/// [0, M] (`PagedInputs::fullLengths`: all M), so k and v hold the pages.
 /// The same seed gives the same inputs.
+struct PagedInputs {
+  bool fullLengths = false, inOrder = false;
+};
 AttentionInputs makeRandomInputs(flash::KernelSignature kernel, const ProblemShape &shape,
                                  uint64_t seed, int64_t documents = 0,
-                                 bool fullKeyLengths = false);
+                                 PagedInputs paged = {});
 
 /// `dense`'s K and V moved into a paged cache of `pageSize`-key pages
 /// (shuffled by `seed`, two spare pages, the table's unused entries outside
@@ -38,7 +42,7 @@ AttentionInputs pageKeysAndValues(const AttentionInputs &dense, int64_t pageSize
 /// come from a stream of their own (not makeRandomInputs' values).
 AttentionInputs makeRandomAuxInputs(flash::KernelSignature kernel, const ProblemShape &shape,
                                     uint64_t seed, int64_t documents = 0,
-                                    bool fullKeyLengths = false);
+                                    PagedInputs paged = {});
 
 /// The backward pass's dO [B, H, N, D]: N(0, 1) in the element type, from
 /// `seed` (a stream separate from makeRandomInputs').

@@ -638,46 +638,44 @@ void EmitterCore::issuePagedTileCopy(Value base, const Value *strides, Value bat
     return;
   }
   int64_t chunksPerRow = config.headDim / 8;
-  int64_t rowsPerStep = config.numThreads / chunksPerRow;
-  if (holdsPageEntries() && config.numThreads % chunksPerRow == 0 && config.bc % page == 0 &&
-      page % rowsPerStep == 0) {
-    // Whole pages per block, and a thread's rows (row0 + it·S, row0 < S)
-    // step through them S at a time: copy `it` lies in page entry it·S /
-    // page of the block and row row0 + it·S mod page of it, both known
-    // here. So each entry is loaded once per block, and a copy costs a
-    // compare and an add, not a table load and a division.
-    int64_t total = config.bc * chunksPerRow;
-    int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
-    Value row0 = arith::DivUIOp::create(b, loc, tid, i32(chunksPerRow));
-    Value chunk = arith::RemUIOp::create(b, loc, tid, i32(chunksPerRow));
+  Type halfStorage = b.getI16Type();
+  int64_t threadsPerPage =
+      config.bc % page == 0 && config.numThreads * page % config.bc == 0
+          ? config.numThreads * page / config.bc
+          : 0;
+  if (threadsPerPage && threadsPerPage % chunksPerRow == 0 &&
+      config.bc * chunksPerRow % config.numThreads == 0) {
+    // Whole pages per block, and enough threads per page that each keeps
+    // one chunk column of one page: thread t copies page entry t / T of
+    // the block (T threads per page), so it loads one table entry per
+    // block and each copy moves its source a fixed number of rows on.
+    int64_t pageRowsPerStep = threadsPerPage / chunksPerRow;
+    int64_t perThread = page / pageRowsPerStep;
+    Value slot = arith::DivUIOp::create(b, loc, tid, i32(threadsPerPage));
+    Value local = arith::RemUIOp::create(b, loc, tid, i32(threadsPerPage));
+    Value chunk = arith::RemUIOp::create(b, loc, local, i32(chunksPerRow));
+    Value pageRow = arith::DivUIOp::create(b, loc, local, i32(chunksPerRow));
+    Value firstBlockRow = add(mul(slot, i32(page)), pageRow);
+    // An entry past the sequence is never copied from: read entry 0.
+    Value used = cmpI(arith::CmpIPredicate::slt, add(firstKey, mul(slot, i32(page))), keyLen);
+    Value entry = add(arith::DivUIOp::create(b, loc, firstKey, i32(page)), slot);
+    auto [pageOffset, inCache] = pageAt(select(used, entry, i32(0)));
     Value chunkOffset = add(headOffset, toI64(mul(chunk, i32(8))));
-    Value firstEntry = arith::DivUIOp::create(b, loc, firstKey, i32(page));
-    llvm::SmallVector<std::pair<Value, Value>> pages; // per entry of the block
-    for (int64_t slot = 0; slot * page < config.bc && slot * page < perThread * rowsPerStep;
-         ++slot) {
-      // An entry past the sequence is never copied from: read entry 0.
-      Value used = cmpI(arith::CmpIPredicate::slt, add(firstKey, i32(slot * page)), keyLen);
-      pages.push_back(pageAt(select(used, add(firstEntry, i32(slot)), i32(0))));
-    }
-    Type halfStorage = b.getI16Type();
     Value safe = gepElements(base, chunkOffset, halfStorage);
-    Value rowOffset = mul(toI64(row0), strides[2]);
+    Value src = gepElements(
+        base, add(add(pageOffset, chunkOffset), mul(toI64(pageRow), strides[2])), halfStorage);
+    Value step = mul(strides[2], i64(pageRowsPerStep));
+    // Rows left from this thread's first: copy `it` is valid iff it·S < left.
+    Value left = arith::SubIOp::create(b, loc, keyLen, add(firstKey, firstBlockRow));
     for (int64_t it = 0; it < perThread; ++it) {
-      OpBuilder::InsertionGuard guard(b);
-      Value row = add(row0, i32(it * rowsPerStep));
-      if ((it + 1) * config.numThreads > total) {
-        auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, row, i32(config.bc)),
-                                        /*withElseRegion=*/false);
-        b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      }
-      auto [pageOffset, inCache] = pages[it * rowsPerStep / page];
+      if (it > 0)
+        src = gepElements(src, step, halfStorage);
       Value valid = arith::AndIOp::create(
-          b, loc, cmpI(arith::CmpIPredicate::slt, add(firstKey, row), keyLen), inCache);
-      Value offset = add(add(pageOffset, chunkOffset),
-                         add(rowOffset, mul(i64(it * rowsPerStep % page), strides[2])));
-      Value src = select(valid, gepElements(base, offset, halfStorage), safe);
-      NVVM::CpAsyncOp::create(b, loc, gepBytes(dst, sharedChunkOffset(row, chunk, config.bc)), src,
-                              16, NVVM::LoadCacheModifierKind::CG, select(valid, i32(16), i32(0)));
+          b, loc, cmpI(arith::CmpIPredicate::sgt, left, i32(it * pageRowsPerStep)), inCache);
+      Value row = add(firstBlockRow, i32(it * pageRowsPerStep));
+      NVVM::CpAsyncOp::create(b, loc, gepBytes(dst, sharedChunkOffset(row, chunk, config.bc)),
+                              select(valid, src, safe), 16, NVVM::LoadCacheModifierKind::CG,
+                              select(valid, i32(16), i32(0)));
     }
     NVVM::CpAsyncCommitGroupOp::create(b, loc);
     return;

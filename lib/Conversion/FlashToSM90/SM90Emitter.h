@@ -92,7 +92,6 @@ public:
 
   llvm::StringRef passName() const override { return "flash-to-sm90"; }
   bool storesWide() const override { return true; }
-  bool holdsPageEntries() const override { return config.headDim <= 128; }
   int64_t dynamicSharedBytes() const override { return hopper.sharedBytes(); }
   bool persistentGrid() const override { return hopper.persistent; }
 

@@ -78,15 +78,13 @@ public:
   /// A paged kernel: copies key block `keyTile` (Bc rows) of KV head
   /// `kvHead` of sequence `batch` from `base` (k or v, `strides` its page,
   /// head and row strides) into shared memory at `dst`, each row from its
-  /// page (a page that holds whole key blocks: one table entry per block).
+  /// page: one table entry per block where a page holds whole key blocks,
+  /// one per thread where a block holds whole pages and each page's threads
+  /// keep one chunk column, else one per row.
   /// Rows past the sequence, and rows whose table entry is outside the
   /// cache, are zero-filled. One cp.async group is committed.
   void issuePagedTileCopy(mlir::Value base, const mlir::Value *strides, mlir::Value batch,
                           mlir::Value kvHead, mlir::Value keyTile, mlir::Value dst);
-  /// Whether a paged copy may hold the offsets of every page entry of a
-  /// block in registers (one table load per entry instead of one per row):
-  /// the wgmma kernel up to D = 128; elsewhere ptxas spills.
-  virtual bool holdsPageEntries() const { return false; }
   /// The byte offset (i64) of (batch, head, queryTile, keyTile) in the
   /// block summary of the Br x Bc tiling (flash::BlockSummaryShape).
   mlir::Value blockSummaryOffset(flash::BlockSummaryAttr summary, mlir::Value batch,
