@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 
 using namespace mlir;
@@ -72,16 +73,32 @@ HostTensor randomAuxTensor(flash::AuxTensorAttr decl, const ProblemShape &shape,
   return tensor;
 }
 
+/// The table and page counts of a cache of `pageSize`-key pages at
+/// `shape`: entries to cover M, a page per entry and two spare.
+PagedCache pagedGeometry(int64_t pageSize, const ProblemShape &shape) {
+  PagedCache paged;
+  paged.pageSize = pageSize;
+  paged.tableStride = (shape.keyLen() + pageSize - 1) / pageSize;
+  paged.numPages = shape.batch() * paged.tableStride + 2;
+  return paged;
+}
+
+/// Page indices 0 .. pages - 1, shuffled by `rng` when asked.
+std::vector<int32_t> pagePool(int64_t pages, bool shuffle, std::mt19937_64 &rng) {
+  std::vector<int32_t> pool(static_cast<size_t>(pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  if (shuffle)
+    std::shuffle(pool.begin(), pool.end(), rng);
+  return pool;
+}
+
 /// A paged cache for `kernel` (which has a paged_kv) at `shape`: every
 /// sequence's pages drawn from a shuffled pool with two spare pages, and
 /// the table entries past a sequence's length set to pages outside the
 /// cache, so a kernel that reads one fails (never a silent stale page).
 PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
                             PagedInputs options, std::mt19937_64 &rng) {
-  PagedCache paged;
-  paged.pageSize = kernel.getPagedKvAttr().getPage();
-  paged.tableStride = (shape.keyLen() + paged.pageSize - 1) / paged.pageSize;
-  paged.numPages = shape.batch() * paged.tableStride + 2;
+  PagedCache paged = pagedGeometry(kernel.getPagedKvAttr().getPage(), shape);
   std::uniform_int_distribution<int64_t> anyLength(0, shape.keyLen());
   for (int64_t b = 0; b < shape.batch(); ++b) {
     // Ragged: the full length, one key, no key, then random lengths.
@@ -91,10 +108,7 @@ PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
                                               : anyLength(rng);
     paged.lengths.push_back(static_cast<int32_t>(length));
   }
-  std::vector<int32_t> pool(static_cast<size_t>(paged.numPages));
-  std::iota(pool.begin(), pool.end(), 0);
-  if (!options.inOrder)
-    std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> pool = pagePool(paged.numPages, !options.inOrder, rng);
   size_t next = 0;
   for (int64_t b = 0; b < shape.batch(); ++b)
     for (int64_t block = 0; block < paged.tableStride; ++block) {
@@ -103,6 +117,19 @@ PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
                                  : static_cast<int32_t>(block % 2 ? -1 : paged.numPages + 7));
     }
   return paged;
+}
+
+/// The paged cache makeRandomInputs and makeRandomAuxInputs draw for
+/// `kernel` (none without a paged_kv): from a stream of its own, so both
+/// give the same cache for the same seed.
+std::optional<PagedCache> seededPagedCache(flash::KernelSignature kernel,
+                                           const ProblemShape &shape, uint64_t seed,
+                                           PagedInputs options) {
+  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
+  if (!kernelOp || !kernelOp.getPagedKvAttr())
+    return std::nullopt;
+  std::mt19937_64 rng(seed ^ 0x3c6ef372fe94f82bull);
+  return randomPagedCache(kernelOp, shape, options, rng);
 }
 
 } // namespace
@@ -115,12 +142,8 @@ AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const Pr
   Type element = kernel.getElementType();
   int64_t qCount = shape.batch() * shape.heads() * shape.queryLen() * shape.headDim();
   int64_t kvCount = shape.batch() * shape.kvHeads() * shape.keyLen() * shape.headDim();
-  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
-  if (kernelOp && kernelOp.getPagedKvAttr()) {
-    // Drawn first, from a stream of its own: makeRandomAuxInputs gives the
-    // same cache layout for the same seed.
-    std::mt19937_64 pageRng(seed ^ 0x3c6ef372fe94f82bull);
-    inputs.paged = randomPagedCache(kernelOp, shape, paged, pageRng);
+  if (std::optional<PagedCache> cache = seededPagedCache(kernel, shape, seed, paged)) {
+    inputs.paged = std::move(*cache);
     kvCount = inputs.paged.numPages * inputs.paged.pageSize * shape.kvHeads() * shape.headDim();
   }
   inputs.q = randomNormal(qCount, element, rng);
@@ -138,14 +161,10 @@ AttentionInputs interp::pageKeysAndValues(const AttentionInputs &dense, int64_t 
   const ProblemShape &s = dense.shape;
   AttentionInputs paged = dense;
   PagedCache &cache = paged.paged;
-  cache.pageSize = pageSize;
-  cache.tableStride = (s.keyLen() + pageSize - 1) / pageSize;
-  cache.numPages = s.batch() * cache.tableStride + 2;
+  cache = pagedGeometry(pageSize, s);
   cache.lengths.assign(s.batch(), static_cast<int32_t>(s.keyLen()));
-  std::vector<int32_t> pool(static_cast<size_t>(cache.numPages));
-  std::iota(pool.begin(), pool.end(), 0);
   std::mt19937_64 rng(seed ^ 0x510e527fade682d1ull);
-  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> pool = pagePool(cache.numPages, /*shuffle=*/true, rng);
   cache.table.assign(pool.begin(), pool.begin() + s.batch() * cache.tableStride);
   int64_t rowElems = s.kvHeads() * s.headDim();
   for (std::vector<float> *data : {&paged.k, &paged.v}) {
@@ -169,11 +188,8 @@ AttentionInputs interp::makeRandomAuxInputs(flash::KernelSignature kernel,
   std::mt19937_64 rng(seed ^ 0xbb67ae8584caa73bull);
   AttentionInputs inputs;
   inputs.shape = shape;
-  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
-  if (kernelOp && kernelOp.getPagedKvAttr()) {
-    std::mt19937_64 pageRng(seed ^ 0x3c6ef372fe94f82bull);
-    inputs.paged = randomPagedCache(kernelOp, shape, paged, pageRng);
-  }
+  if (std::optional<PagedCache> cache = seededPagedCache(kernel, shape, seed, paged))
+    inputs.paged = std::move(*cache);
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
     inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, documents, rng);
