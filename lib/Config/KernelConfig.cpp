@@ -102,13 +102,18 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
   return traits;
 }
 
+/// Whether flash-to-sm90 copies K and V by cp.async whatever kv-copy says.
+static bool copiesByCpAsync(const frontend::Variant &variant) {
+  return variant.paged || variant.varlenQueries || variant.varlenKeys;
+}
+
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
   if (blockRows && blockCols)
     return {*blockRows, *blockCols, sourceText};
-  // A paged cache is gathered by cp.async (flash-to-sm90 keeps TMA off for
-  // it), so its tile is the one-warpgroup kernel's.
+  // A paged cache and a varlen batch are copied by cp.async (flash-to-sm90
+  // keeps TMA off for them), so their tile is the one-warpgroup kernel's.
   TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
-                                warpSpecializedTiles && !variant.paged, queryLength);
+                                warpSpecializedTiles && !copiesByCpAsync(variant), queryLength);
   if (blockRows)
     return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
   if (blockCols)
@@ -169,12 +174,18 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
-  bool specialized = warpSpecializedTiles && !variant.paged && tile.blockRows >= 128;
+  bool specialized = warpSpecializedTiles && !copiesByCpAsync(variant) && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma")
     lines.push_back("K/V gathered from the paged cache by cp.async (a TMA box would bring in "
                     "the rows past a sequence's end)");
+  else if ((variant.varlenQueries || variant.varlenKeys) && gemmKind == "wgmma")
+    lines.push_back("varlen batch copied by cp.async (a TMA box would bring in the next "
+                    "sequence's rows)");
+  if (variant.varlenQueries && (splitKeys || packHeads))
+    lines.push_back("varlen queries: keys not split and GQA heads not packed (their rows are "
+                    "laid out by the launch's N)");
   // Packing applies to GQA variants only, and by default not to masks that
   // read aux tensors (IRGen).
   if (packHeads && variant.mayGroupHeads() && !packAsked && variant.maskReadsTensors())

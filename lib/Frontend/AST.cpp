@@ -297,6 +297,10 @@ std::string flashc::frontend::toString(const Variant &variant) {
       os << ", page " << paged->pageSize;
     os << "\n";
   }
+  if (variant.varlenQueries)
+    os << "  varlen q: offsets " << variant.varlenQueries->offsets << "\n";
+  if (variant.varlenKeys)
+    os << "  varlen k, v: offsets " << variant.varlenKeys->offsets << "\n";
   if (variant.scale)
     os << "  scale = " << toString(*variant.scale) << "\n";
   if (variant.score)

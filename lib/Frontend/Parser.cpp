@@ -120,12 +120,12 @@ BinaryOp binaryOpFor(TokenKind kind) {
 
 bool isItemKeyword(StringRef name) {
   return name == "q" || name == "k" || name == "v" || name == "param" ||
-         name == "tensor" || name == "paged" || name == "scale" || name == "score" ||
+         name == "tensor" || name == "paged" || name == "varlen" || name == "scale" || name == "score" ||
          name == "mask";
 }
 
 const char *const kItemList =
-    "q, k, v, param, tensor, paged, scale, score or mask";
+    "q, k, v, param, tensor, paged, varlen, scale, score or mask";
 
 class Parser {
 public:
@@ -189,6 +189,7 @@ private:
   bool parseParam(VariantState &state);
   bool parseTensor(VariantState &state);
   bool parsePaged(VariantState &state);
+  bool parseVarlen(VariantState &state);
   bool parseExprItem(VariantState &state);
 
   // Pieces of declarations.
@@ -242,6 +243,8 @@ bool Parser::atItemStart() {
     return n.is(TokenKind::Identifier);
   if (s == "paged")
     return n.isIdentifier("k");
+  if (s == "varlen")
+    return n.isIdentifier("q") || n.isIdentifier("k");
   return false;
 }
 
@@ -401,6 +404,8 @@ bool Parser::parseItem(VariantState &state) {
       return parseTensor(state);
     if (s == "paged")
       return parsePaged(state);
+    if (s == "varlen")
+      return parseVarlen(state);
     if (s == "scale" || s == "score" || s == "mask")
       return parseExprItem(state);
 
@@ -414,8 +419,8 @@ bool Parser::parseItem(VariantState &state) {
       state.syntax.poisoned.insert(s);
     else if (n1.is(TokenKind::Identifier) && n2.is(TokenKind::Colon))
       state.syntax.poisoned.insert(n1.text);
-    static const StringRef itemKeywords[] = {"param", "tensor", "paged", "scale",
-                                             "score", "mask"};
+    static const StringRef itemKeywords[] = {"param", "tensor", "paged", "varlen",
+                                             "scale", "score", "mask"};
     StringRef close = closestMatch(s, itemKeywords);
     if (!close.empty()) {
       message += "; did you mean '" + close.str() + "'?";
@@ -765,6 +770,50 @@ bool Parser::parsePaged(VariantState &state) {
   }
   state.variant.paged = std::move(paged);
   return checkItemEnd("the paged K/V declaration");
+}
+
+bool Parser::parseVarlen(VariantState &state) {
+  Token keyword = consume(); // varlen
+  VariantSyntax &syntax = state.syntax;
+  // A broken item skips the rest of its line, as a broken paged item does.
+  auto fail = [&] {
+    syntax.anyDeclBroken = true;
+    while (!tok().startsLine && !tok().is(TokenKind::Eof) && !tok().is(TokenKind::RBrace))
+      noteSkipped(consume());
+    return true;
+  };
+  // `q:` packs the queries (and O); `k, v:` the keys and values, together.
+  bool queries = tok().isIdentifier("q") && peek(1).is(TokenKind::Colon);
+  bool keys = tok().isIdentifier("k") && peek(1).is(TokenKind::Comma) &&
+              peek(2).isIdentifier("v") && peek(3).is(TokenKind::Colon);
+  if (!queries && !keys) {
+    errorExpected("'q:' or 'k, v:' after 'varlen' (what the offsets pack)");
+    return fail();
+  }
+  std::optional<VarlenDecl> &slot = queries ? state.variant.varlenQueries
+                                            : state.variant.varlenKeys;
+  if (slot) {
+    if (error(keyword, Twine("redefinition of the varlen ") + (queries ? "queries" : "keys")))
+      diags.note(slot->loc, "first declared here");
+    return fail();
+  }
+  for (int n = 0; n < (queries ? 2 : 4); ++n)
+    consume();
+  if (!tok().isIdentifier("offsets")) {
+    errorExpected(Twine("'offsets NAME' (the i32 [B + 1] cu_seqlens_") + (queries ? "q" : "k") +
+                  " of the packed sequences)");
+    return fail();
+  }
+  consume();
+  if (!tok().is(TokenKind::Identifier)) {
+    errorExpected("the name of the offsets (i32 [B + 1])");
+    return fail();
+  }
+  VarlenDecl decl;
+  decl.loc = keyword.loc();
+  decl.offsets = consume().text.str();
+  slot = std::move(decl);
+  return checkItemEnd("the varlen declaration");
 }
 
 bool Parser::parseTensor(VariantState &state) {

@@ -117,7 +117,8 @@ private:
   void unifyShapes();
   void checkDeclarations();
   void checkTensorShapes();
-  void checkPagedKeyLength();
+  void checkSequenceLength(DimRole role, const char *whose, const char *entry);
+  void checkVarlen();
   void checkItem(Expr *expr, Item item);
   std::optional<ScalarType> check(Expr &expr, Item item);
   std::optional<ScalarType> checkName(Expr &expr, Item item);
@@ -393,6 +394,12 @@ void Sema::checkDeclarations() {
   if (variant.paged)
     for (const std::string *name : {&variant.paged->table, &variant.paged->lengths})
       decls.push_back({*name, variant.paged->loc, "an input of the paged cache", false, false, -1});
+  // One offsets tensor may pack both queries and keys (self-attention).
+  for (const std::optional<VarlenDecl> *varlen : {&variant.varlenQueries, &variant.varlenKeys})
+    if (*varlen && !(varlen == &variant.varlenKeys && variant.varlenQueries &&
+                     variant.varlenQueries->offsets == (*varlen)->offsets))
+      decls.push_back({(**varlen).offsets, (**varlen).loc, "the offsets of a varlen batch", false,
+                       false, -1});
   std::stable_sort(decls.begin(), decls.end(),
                    [](const Decl &a, const Decl &b) {
                      if (a.implicit != b.implicit)
@@ -438,21 +445,44 @@ void Sema::checkDeclarations() {
   }
 }
 
-void Sema::checkPagedKeyLength() {
-  // Each sequence of a paged cache has its own M (its kv_len entry).
-  const Dim &keyLen = variant.dim(DimRole::KeyLen);
-  if (keyLen.isFixed()) {
-    error(keyLen.loc, "the key length of a paged K/V cache is each sequence's own (its "
-                      "lengths entry); it cannot be fixed to " + Twine(keyLen.value));
+void Sema::checkSequenceLength(DimRole role, const char *whose, const char *entry) {
+  // Each sequence has its own length there (its lengths entry, its offsets).
+  const Dim &length = variant.dim(role);
+  const char *name = role == DimRole::QueryLen ? "query length" : "key length";
+  if (length.isFixed()) {
+    error(length.loc, Twine("the ") + name + " of " + whose + " is each sequence's own (" +
+                          entry + "); it cannot be fixed to " + Twine(length.value));
     return;
   }
-  for (int role = 0; role < 6; ++role)
-    if (role != static_cast<int>(DimRole::KeyLen) && variant.dims[role].symbol == keyLen.symbol) {
-      error(keyLen.loc, "the key length '" + keyLen.symbol + "' of a paged K/V cache is each "
-                        "sequence's own (its lengths entry); it cannot also be the " +
-                        toString(static_cast<DimRole>(role)));
-      return;
-    }
+  // Packed queries and keys under one offsets tensor have equal lengths, so
+  // N and M may be one symbol there (self-attention).
+  bool sameOffsets = variant.varlenQueries && variant.varlenKeys &&
+                     variant.varlenQueries->offsets == variant.varlenKeys->offsets;
+  for (int other = 0; other < 6; ++other) {
+    auto otherRole = static_cast<DimRole>(other);
+    if (otherRole == role || variant.dims[other].symbol != length.symbol)
+      continue;
+    bool lengthPair = (role == DimRole::QueryLen && otherRole == DimRole::KeyLen) ||
+                      (role == DimRole::KeyLen && otherRole == DimRole::QueryLen);
+    if (lengthPair && sameOffsets)
+      continue;
+    error(length.loc, Twine("the ") + name + " '" + length.symbol + "' of " + whose +
+                          " is each sequence's own (" + entry + "); it cannot also be the " +
+                          toString(otherRole));
+    return;
+  }
+}
+
+void Sema::checkVarlen() {
+  if (variant.varlenKeys && variant.paged) {
+    error(variant.varlenKeys->loc, "K and V are in a paged cache, whose lengths give each "
+                                   "sequence's keys: 'varlen k, v' cannot pack them too");
+    diags.note(variant.paged->loc, "the paged cache is declared here");
+  }
+  if (variant.varlenQueries)
+    checkSequenceLength(DimRole::QueryLen, "a varlen batch of queries", "its offsets");
+  if (variant.varlenKeys && !variant.paged)
+    checkSequenceLength(DimRole::KeyLen, "a varlen batch of keys", "its offsets");
 }
 
 std::string Sema::symbolList() const {
@@ -873,7 +903,9 @@ bool Sema::run() {
   checkDeclarations();
   checkTensorShapes();
   if (variant.paged && shapesComplete)
-    checkPagedKeyLength();
+    checkSequenceLength(DimRole::KeyLen, "a paged K/V cache", "its lengths entry");
+  if (shapesComplete)
+    checkVarlen();
   // In source order, so the diagnostics are too.
   std::pair<Expr *, Item> items[3] = {{variant.scale.get(), Item::Scale},
                                       {variant.score.get(), Item::Score},

@@ -48,17 +48,32 @@ flashrun::TensorRef tensorRef(Layout layout, uint64_t ptr, int64_t heads, int64_
 }
 
 /// Calls `copy(hostOffset, deviceOffset)` for every row of a [B, heads,
-/// length, D] tensor: host data is BHSD, device data is in `layout`.
+/// length, D] tensor: host data is BHSD, device data is in `layout`, or with
+/// varlen `offsets` (non-null) packed token-major, sequence b's rows from
+/// offsets[b] and none past its length.
 template <typename CopyRow>
 void forEachRow(Layout layout, int64_t batch, int64_t heads, int64_t length, int64_t dim,
-                CopyRow copy) {
-  for (int64_t b = 0; b < batch; ++b)
+                CopyRow copy, const std::vector<int32_t> *offsets = nullptr) {
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t rows = offsets ? std::clamp<int64_t>(int64_t((*offsets)[b + 1]) - (*offsets)[b], 0,
+                                                 length)
+                           : length;
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t s = 0; s < length; ++s) {
+      for (int64_t s = 0; s < rows; ++s) {
         int64_t host = ((b * heads + h) * length + s) * dim;
-        copy(host, layout == Layout::BSHD ? ((b * length + s) * heads + h) * dim : host);
+        if (offsets)
+          copy(host, (((*offsets)[b] + s) * heads + h) * dim);
+        else
+          copy(host, layout == Layout::BSHD ? ((b * length + s) * heads + h) * dim : host);
       }
+  }
 }
+
+/// Rows of a packed varlen tensor: its sequences' and kSpareRows more, so
+/// a kernel reading or writing past the last sequence meets NaN or leaves a
+/// trace.
+constexpr int64_t kSpareRows = 3;
+int64_t packedRows(const std::vector<int32_t> &offsets) { return offsets.back() + kSpareRows; }
 
 } // namespace
 
@@ -160,26 +175,47 @@ DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
   }
   Type element = kernel.getElementType();
   int64_t D = shape.headDim();
-  auto put = [&](const std::vector<float> &data, int64_t heads, int64_t length) {
-    std::vector<uint16_t> bits(data.size());
-    forEachRow(layout, shape.batch(), heads, length, D, [&](int64_t host, int64_t device) {
-      for (int64_t d = 0; d < D; ++d)
-        bits[device + d] = toHalfBits(data[host + d], element);
-    });
+  const interp::VarlenBatch &varlen = problem.inputs.varlen;
+  const std::vector<int32_t> *queryOffsets =
+      varlen.packsQueries() ? &varlen.queryOffsets : nullptr;
+  const std::vector<int32_t> *keyOffsets = varlen.packsKeys() ? &varlen.keyOffsets : nullptr;
+  // Packed: the rows before the first sequence and the spare ones after the
+  // last hold NaN.
+  auto put = [&](const std::vector<float> &data, int64_t heads, int64_t length,
+                 const std::vector<int32_t> *offsets) {
+    size_t count = offsets ? packedRows(*offsets) * heads * D : data.size();
+    std::vector<uint16_t> bits(count, 0xFFFF);
+    forEachRow(
+        layout, shape.batch(), heads, length, D,
+        [&](int64_t host, int64_t device) {
+          for (int64_t d = 0; d < D; ++d)
+            bits[device + d] = toHalfBits(data[host + d], element);
+        },
+        offsets);
     flashrt::DeviceBuffer buffer(context, bits.size() * 2);
     buffer.copyFromHost(bits.data(), bits.size() * 2);
     return buffer;
   };
+  auto putInts = [&](const std::vector<int32_t> &values) {
+    flashrt::DeviceBuffer buffer(context, std::max<size_t>(values.size() * 4, 4));
+    buffer.copyFromHost(values.data(), values.size() * 4);
+    return buffer;
+  };
   int64_t qCount = shape.batch() * shape.heads() * shape.queryLen() * D;
   int64_t kvCount = shape.batch() * shape.kvHeads() * shape.keyLen() * D;
+  int64_t lseCount = shape.batch() * shape.heads() * shape.queryLen();
+  if (queryOffsets) {
+    qCount = packedRows(*queryOffsets) * shape.heads() * D;
+    lseCount = packedRows(*queryOffsets) * shape.heads();
+    problem.queryOffsets.emplace(putInts(*queryOffsets));
+  }
+  if (keyOffsets) {
+    kvCount = packedRows(*keyOffsets) * shape.kvHeads() * D;
+    problem.keyOffsets.emplace(putInts(*keyOffsets));
+  }
   const interp::PagedCache &paged = problem.inputs.paged;
   if (paged.enabled()) {
     kvCount = paged.numPages * paged.pageSize * shape.kvHeads() * D;
-    auto putInts = [&](const std::vector<int32_t> &values) {
-      flashrt::DeviceBuffer buffer(context, std::max<size_t>(values.size() * 4, 4));
-      buffer.copyFromHost(values.data(), values.size() * 4);
-      return buffer;
-    };
     problem.blockTable.emplace(putInts(paged.table));
     problem.keyLengths.emplace(putInts(paged.lengths));
   }
@@ -193,20 +229,20 @@ DeviceProblem harness::upload(flashrt::Context &context, flash::KernelOp kernel,
       buffer.copyFromHost(bits.data(), bits.size() * 2);
       return buffer;
     };
-    problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
+    problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen(), queryOffsets));
     problem.k.emplace(putCache(problem.inputs.k));
     problem.v.emplace(putCache(problem.inputs.v));
   } else if (onHost) {
-    problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen()));
-    problem.k.emplace(put(problem.inputs.k, shape.kvHeads(), shape.keyLen()));
-    problem.v.emplace(put(problem.inputs.v, shape.kvHeads(), shape.keyLen()));
+    problem.q.emplace(put(problem.inputs.q, shape.heads(), shape.queryLen(), queryOffsets));
+    problem.k.emplace(put(problem.inputs.k, shape.kvHeads(), shape.keyLen(), keyOffsets));
+    problem.v.emplace(put(problem.inputs.v, shape.kvHeads(), shape.keyLen(), keyOffsets));
   } else {
     problem.q.emplace(randomDeviceBuffer(context, qCount, element, seed));
     problem.k.emplace(randomDeviceBuffer(context, kvCount, element, seed + 1));
     problem.v.emplace(randomDeviceBuffer(context, kvCount, element, seed + 2));
   }
   problem.o.emplace(context, qCount * 2);
-  problem.lse.emplace(context, shape.batch() * shape.heads() * shape.queryLen() * 4);
+  problem.lse.emplace(context, lseCount * 4);
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
     const interp::HostTensor &host = problem.inputs.tensors[decl.getName().getValue()];
@@ -245,9 +281,39 @@ void harness::launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &s
                      const DeviceProblem &p, uint64_t blockSummary) {
   const interp::ProblemShape &s = p.inputs.shape;
   std::vector<uint64_t> aux = auxPointers(p);
-  if (const interp::PagedCache &paged = p.inputs.paged; paged.enabled()) {
-    flashrun::PagedKV pages{p.blockTable->devicePtr(), p.keyLengths->devicePtr(),
-                            paged.tableStride, paged.numPages};
+  const interp::VarlenBatch &varlen = p.inputs.varlen;
+  const interp::PagedCache &paged = p.inputs.paged;
+  std::optional<flashrun::PagedKV> pages;
+  if (paged.enabled())
+    pages = flashrun::PagedKV{p.blockTable->devicePtr(), p.keyLengths->devicePtr(),
+                              paged.tableStride, paged.numPages};
+  if (varlen.packsQueries() || varlen.packsKeys()) {
+    // Packed sides are token-major whatever the layout; the others keep it.
+    auto ref = [&](const flashrt::DeviceBuffer &buffer, int64_t heads, int64_t length,
+                   bool packed) {
+      return packed ? flashrun::TensorRef::packed(buffer.devicePtr(), heads, s.headDim())
+                    : tensorRef(p.layout, buffer.devicePtr(), heads, length, s.headDim());
+    };
+    flashrun::VarlenBatch batch;
+    if (varlen.packsQueries())
+      batch.queryOffsets = p.queryOffsets->devicePtr(),
+      batch.queryRows = packedRows(varlen.queryOffsets);
+    if (varlen.packsKeys())
+      batch.keyOffsets = p.keyOffsets->devicePtr(), batch.keyRows = packedRows(varlen.keyOffsets);
+    flashrun::TensorRef k = ref(*p.k, s.kvHeads(), s.keyLen(), varlen.packsKeys()),
+                        v = ref(*p.v, s.kvHeads(), s.keyLen(), varlen.packsKeys());
+    if (paged.enabled())
+      k = flashrun::TensorRef::pagedCache(p.k->devicePtr(), paged.pageSize, s.kvHeads(),
+                                          s.headDim()),
+      v = flashrun::TensorRef::pagedCache(p.v->devicePtr(), paged.pageSize, s.kvHeads(),
+                                          s.headDim());
+    kernel.launchVarlen(stream, ref(*p.q, s.heads(), s.queryLen(), varlen.packsQueries()), k, v,
+                        ref(*p.o, s.heads(), s.queryLen(), varlen.packsQueries()),
+                        p.lse->devicePtr(), p.sizes(), batch, pages ? &*pages : nullptr, p.params,
+                        aux);
+    return;
+  }
+  if (paged.enabled()) {
     auto cache = [&](const flashrt::DeviceBuffer &buffer) {
       return flashrun::TensorRef::pagedCache(buffer.devicePtr(), paged.pageSize, s.kvHeads(),
                                              s.headDim());
@@ -256,7 +322,7 @@ void harness::launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &s
                        tensorRef(p.layout, p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
                        cache(*p.k), cache(*p.v),
                        tensorRef(p.layout, p.o->devicePtr(), s.heads(), s.queryLen(), s.headDim()),
-                       p.lse->devicePtr(), p.sizes(), pages, p.params, aux);
+                       p.lse->devicePtr(), p.sizes(), *pages, p.params, aux);
     return;
   }
   kernel.launch(stream,
@@ -376,17 +442,49 @@ std::optional<Validation> harness::validate(const flashrun::AttentionKernel &ker
   launch(kernel, stream, problem, summary);
   stream.synchronize();
   const interp::ProblemShape &s = problem.inputs.shape;
-  std::vector<uint16_t> oBits(problem.inputs.q.size());
+  std::vector<uint16_t> oBits(problem.o->size() / 2);
   problem.o->copyToHost(oBits.data(), oBits.size() * 2);
-  std::vector<float> lse(s.batch() * s.heads() * s.queryLen());
-  problem.lse->copyToHost(lse.data(), lse.size() * 4);
+  std::vector<float> deviceLse(problem.lse->size() / 4);
+  problem.lse->copyToHost(deviceLse.data(), deviceLse.size() * 4);
   Type element = flashKernel.getElementType();
-  std::vector<float> out(oBits.size());
-  forEachRow(problem.layout, s.batch(), s.heads(), s.queryLen(), s.headDim(),
-             [&](int64_t host, int64_t device) {
-               for (int64_t d = 0; d < s.headDim(); ++d)
-                 out[host + d] = fromHalfBits(oBits[device + d], element);
-             });
+  const std::vector<int32_t> *queryOffsets =
+      problem.inputs.varlen.packsQueries() ? &problem.inputs.varlen.queryOffsets : nullptr;
+  // Rows past a varlen sequence are none of the packed o: O = 0, LSE = -inf
+  // there, as the interpreter leaves them.
+  std::vector<float> out(problem.inputs.q.size(), 0.0f);
+  std::vector<float> lse = deviceLse;
+  forEachRow(
+      problem.layout, s.batch(), s.heads(), s.queryLen(), s.headDim(),
+      [&](int64_t host, int64_t device) {
+        for (int64_t d = 0; d < s.headDim(); ++d)
+          out[host + d] = fromHalfBits(oBits[device + d], element);
+      },
+      queryOffsets);
+  if (queryOffsets) {
+    // LSE is [H, rows]: row r of head h at h·rows + r.
+    int64_t rows = packedRows(*queryOffsets);
+    lse.assign(s.batch() * s.heads() * s.queryLen(), -std::numeric_limits<float>::infinity());
+    forEachRow(
+        Layout::BHSD, s.batch(), s.heads(), s.queryLen(), 1,
+        [&](int64_t host, int64_t device) {
+          int64_t h = device % s.heads(), row = device / s.heads();
+          lse[host] = deviceLse[h * rows + row];
+        },
+        queryOffsets);
+    // The rows no sequence owns must keep their poison: a store there
+    // would have hit a neighbour's rows.
+    int64_t rowElems = s.heads() * s.headDim();
+    for (int64_t row = 0; row < rows; ++row) {
+      if (row >= queryOffsets->front() && row < queryOffsets->back())
+        continue;
+      for (int64_t e = 0; e < rowElems; ++e)
+        if (oBits[row * rowElems + e] != 0xFFFF) {
+          error = "the kernel wrote row " + std::to_string(row) +
+                  " of the packed o, which no sequence owns";
+          return std::nullopt;
+        }
+    }
+  }
 
   // The interpreter splits the keys as the launch did.
   interp::AttentionInputs inputs = problem.inputs;
@@ -413,8 +511,10 @@ interp::ProblemShape harness::checkShapeFor(const interp::ProblemShape &shape,
   int64_t work = shape.batch() * shape.heads() * tileRows * shape.keyLen() * shape.headDim();
   if (work <= (int64_t(1) << 31) && drawsInputsOnHost(shape))
     return check;
-  // A paged cache keeps five sequences: lengths M, 1, 0 and random.
-  check[flash::DimRole::Batch] = kernel.getPagedKvAttr() ? std::min<int64_t>(shape.batch(), 5) : 1;
+  // A paged cache or a varlen batch keeps five sequences: lengths full, 1,
+  // 0 and random.
+  bool ragged = kernel.getPagedKvAttr() || kernel.getVarlenAttr();
+  check[flash::DimRole::Batch] = ragged ? std::min<int64_t>(shape.batch(), 5) : 1;
   int64_t group = shape.heads() / shape.kvHeads();
   check[flash::DimRole::Heads] = group * std::min<int64_t>(shape.kvHeads(), 2);
   check[flash::DimRole::KVHeads] = std::min<int64_t>(shape.kvHeads(), 2);

@@ -376,7 +376,7 @@ flash::KernelOp KernelEmitter::createKernel(Location at, int64_t br, int64_t bc,
                                  sig.elementType, sig.params, sig.tensors, sig.staticSizes,
                                  sig.dimClasses, /*block_summary=*/nullptr,
                                  /*split_keys=*/nullptr, /*packed_heads=*/nullptr,
-                                 /*paged_kv=*/nullptr);
+                                 /*paged_kv=*/nullptr, /*varlen=*/nullptr);
 }
 
 KernelEmitter::Scores KernelEmitter::emitScores(Value q, Value k, Value b, Value h, Value qt,
@@ -817,6 +817,16 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
         continue;
       }
     }
+    bool varlen = variant.varlenQueries || variant.varlenKeys;
+    if (varlen && options.backward) {
+      sourceMgr.PrintMessage((variant.varlenQueries ? variant.varlenQueries : variant.varlenKeys)->loc,
+                             llvm::SourceMgr::DK_Error,
+                             "variant '" + variant.name +
+                                 "' packs ragged sequences (varlen), which only the forward pass "
+                                 "reads (the backward needs dense tensors)");
+      failed = true;
+      continue;
+    }
     builder.setInsertionPointToEnd(result->getBody());
     if (options.backward) {
       std::optional<ScoreDerivatives> derivatives = differentiateScore(variant, sourceMgr);
@@ -830,20 +840,30 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
     }
     // Only a variant whose KV heads may be fewer than its query heads has
     // groups to pack (MHA would pay the row mapping for nothing).
-    bool packHeads = options.packHeads && variant.mayGroupHeads() &&
+    // Packed queries keep one row per (query head, position) and the plain
+    // store: split states and packed rows are laid out by the launch's N.
+    bool packHeads = options.packHeads && variant.mayGroupHeads() && !variant.varlenQueries &&
                      (options.packSummarizedMasks || !options.blockSummary ||
                       !variant.maskReadsTensors());
+    bool splitKeys = options.splitKeys && !variant.varlenQueries;
     KernelEmitter(builder, variant, sourceMgr, fileName)
-        .emit(br, bc, *headDim, options.splitKeys, packHeads);
+        .emit(br, bc, *headDim, splitKeys, packHeads);
     auto kernel = cast<flash::KernelOp>(result->getBody()->back());
     if (page)
       kernel.setPagedKvAttr(flash::PagedKVAttr::get(&context, *page,
                                                     builder.getStringAttr(variant.paged->table),
                                                     builder.getStringAttr(variant.paged->lengths)));
+    if (varlen) {
+      auto offsetsOf = [&](const std::optional<VarlenDecl> &decl) {
+        return builder.getStringAttr(decl ? decl->offsets : "");
+      };
+      kernel.setVarlenAttr(flash::VarlenAttr::get(&context, offsetsOf(variant.varlenQueries),
+                                                  offsetsOf(variant.varlenKeys)));
+    }
     // A packed kernel's tiles mix query heads, which a summary per (head,
     // tile) cannot describe; a paged one's sequences have lengths of their
     // own: their aux masks are evaluated per element.
-    if (options.blockSummary && !packHeads && !page)
+    if (options.blockSummary && !packHeads && !page && !varlen)
       requestBlockSummary(kernel);
   }
   if (failed)

@@ -129,7 +129,7 @@ LogicalResult KernelExecutor::execBackwardOp(Operation &op) {
                                                ? backwardInputs->out
                                                : backwardInputs->outputGrad;
         loadRows(load.getResult(), source, index(load.getBatch()), index(load.getHead()),
-                 shape.heads(), shape.queryLen(), index(load.getQueryTile()));
+                 shape.heads(), shape.queryLen(), shape.queryLen(), index(load.getQueryTile()));
         return success();
       })
       .Case([&](flash::LoadRowStatOp load) {

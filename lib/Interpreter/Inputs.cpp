@@ -92,6 +92,47 @@ std::vector<int32_t> pagePool(int64_t pages, bool shuffle, std::mt19937_64 &rng)
   return pool;
 }
 
+/// Sequence b's length in a ragged batch whose longest is `full`: the full
+/// length, one, none, then random in [0, full] (all full where asked).
+int64_t raggedLength(int64_t b, int64_t full, PagedInputs options, std::mt19937_64 &rng) {
+  if (options.fullLengths || b == 0)
+    return full;
+  if (b == 1 || b == 2)
+    return b == 1 ? 1 : 0;
+  return std::uniform_int_distribution<int64_t>(0, full)(rng);
+}
+
+/// Varlen offsets of `shape.batch()` ragged sequences at most `full` long,
+/// from row 5 (row 0 with full lengths), so a kernel that ignores
+/// offsets[0] shows.
+std::vector<int32_t> randomOffsets(const ProblemShape &shape, int64_t full, PagedInputs options,
+                                   std::mt19937_64 &rng) {
+  std::vector<int32_t> offsets = {options.fullLengths ? 0 : 5};
+  for (int64_t b = 0; b < shape.batch(); ++b)
+    offsets.push_back(offsets.back() + static_cast<int32_t>(raggedLength(b, full, options, rng)));
+  return offsets;
+}
+
+/// The varlen offsets makeRandomInputs and makeRandomAuxInputs draw for
+/// `kernel` (none without a #flash.varlen), from a stream of their own;
+/// queries and keys packed by one offsets tensor get one.
+VarlenBatch seededVarlenBatch(flash::KernelSignature kernel, const ProblemShape &shape,
+                              uint64_t seed, PagedInputs options) {
+  auto kernelOp = dyn_cast<flash::KernelOp>(kernel.getOperation());
+  VarlenBatch batch;
+  if (!kernelOp || !kernelOp.getVarlenAttr())
+    return batch;
+  flash::VarlenAttr varlen = kernelOp.getVarlenAttr();
+  std::mt19937_64 rng(seed ^ 0x9b05688c2b3e6c1full);
+  if (!varlen.getQueries().getValue().empty())
+    batch.queryOffsets = randomOffsets(shape, shape.queryLen(), options, rng);
+  if (varlen.getKeys() == varlen.getQueries())
+    batch.keyOffsets = batch.queryOffsets;
+  else if (!varlen.getKeys().getValue().empty())
+    batch.keyOffsets = randomOffsets(shape, shape.keyLen(), options, rng);
+  return batch;
+}
+
 /// A paged cache for `kernel` (which has a paged_kv) at `shape`: every
 /// sequence's pages drawn from a shuffled pool with two spare pages, and
 /// the table entries past a sequence's length set to pages outside the
@@ -99,15 +140,8 @@ std::vector<int32_t> pagePool(int64_t pages, bool shuffle, std::mt19937_64 &rng)
 PagedCache randomPagedCache(flash::KernelOp kernel, const ProblemShape &shape,
                             PagedInputs options, std::mt19937_64 &rng) {
   PagedCache paged = pagedGeometry(kernel.getPagedKvAttr().getPage(), shape);
-  std::uniform_int_distribution<int64_t> anyLength(0, shape.keyLen());
-  for (int64_t b = 0; b < shape.batch(); ++b) {
-    // Ragged: the full length, one key, no key, then random lengths.
-    int64_t length = options.fullLengths || b == 0 ? shape.keyLen()
-                     : b == 1                 ? 1
-                     : b == 2                 ? 0
-                                              : anyLength(rng);
-    paged.lengths.push_back(static_cast<int32_t>(length));
-  }
+  for (int64_t b = 0; b < shape.batch(); ++b)
+    paged.lengths.push_back(static_cast<int32_t>(raggedLength(b, shape.keyLen(), options, rng)));
   std::vector<int32_t> pool = pagePool(paged.numPages, !options.inOrder, rng);
   size_t next = 0;
   for (int64_t b = 0; b < shape.batch(); ++b)
@@ -146,6 +180,7 @@ AttentionInputs interp::makeRandomInputs(flash::KernelSignature kernel, const Pr
     inputs.paged = std::move(*cache);
     kvCount = inputs.paged.numPages * inputs.paged.pageSize * shape.kvHeads() * shape.headDim();
   }
+  inputs.varlen = seededVarlenBatch(kernel, shape, seed, paged);
   inputs.q = randomNormal(qCount, element, rng);
   inputs.k = randomNormal(kvCount, element, rng);
   inputs.v = randomNormal(kvCount, element, rng);
@@ -190,6 +225,7 @@ AttentionInputs interp::makeRandomAuxInputs(flash::KernelSignature kernel,
   inputs.shape = shape;
   if (std::optional<PagedCache> cache = seededPagedCache(kernel, shape, seed, paged))
     inputs.paged = std::move(*cache);
+  inputs.varlen = seededVarlenBatch(kernel, shape, seed, paged);
   for (Attribute attr : kernel.getTensors()) {
     auto decl = cast<flash::AuxTensorAttr>(attr);
     inputs.tensors[decl.getName().getValue()] = randomAuxTensor(decl, shape, documents, rng);

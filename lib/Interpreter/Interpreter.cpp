@@ -100,9 +100,12 @@ void KernelExecutor::initialize() {
     groupSize = std::max<int64_t>(inputs.shape.heads() / std::max<int64_t>(inputs.shape.kvHeads(), 1), 1);
   }
   env.inputs = &inputs;
-  if (auto kernel = dyn_cast<flash::KernelOp>(kernelOp))
-    env.sequenceKeyLengths = bool(kernel.getPagedKvAttr());
+  if (auto kernel = dyn_cast<flash::KernelOp>(kernelOp)) {
+    env.sequenceKeyLengths = kernel.getPagedKvAttr() || inputs.varlen.packsKeys();
+    env.sequenceQueryLengths = inputs.varlen.packsQueries();
+  }
   env.sequenceKeyLength = static_cast<double>(inputs.shape.keyLen());
+  env.sequenceQueryLength = static_cast<double>(inputs.shape.queryLen());
   // One entry per SSA value the walk can define, so `values` never rehashes
   // while the kernel runs.
   unsigned numValues = 0;
@@ -216,14 +219,14 @@ LogicalResult KernelExecutor::execScalar(Operation &op) {
 //===----------------------------------------------------------------------===//
 
 void KernelExecutor::loadRows(Value result, const std::vector<float> &source, int64_t b,
-                              int64_t head, int64_t heads, int64_t length,
+                              int64_t head, int64_t heads, int64_t length, int64_t bound,
                               int64_t tileIndex) {
   auto type = cast<RankedTensorType>(result.getType());
   int64_t rows = type.getDimSize(0), dim = type.getDimSize(1);
-  Tile tile(rows, dim); // rows past `length` stay zero
+  Tile tile(rows, dim); // rows past `bound` stay zero
   for (int64_t r = 0; r < rows; ++r) {
     int64_t position = tileIndex * rows + r;
-    if (position >= length)
+    if (position >= std::min(length, bound))
       break;
     const float *src = &source[((b * heads + head) * length + position) * dim];
     std::copy(src, src + dim, &tile(r, 0));
@@ -245,7 +248,7 @@ void KernelExecutor::loadPagedRows(Value result, const std::vector<float> &sourc
 void KernelExecutor::loadQueryRows(Value result, int64_t b, int64_t head, int64_t tileIndex) {
   if (!packedHeads)
     return loadRows(result, inputs.q, b, head, inputs.shape.heads(), inputs.shape.queryLen(),
-                    tileIndex);
+                    currentQueryLength(), tileIndex);
   auto type = cast<RankedTensorType>(result.getType());
   int64_t rows = type.getDimSize(0), dim = type.getDimSize(1);
   Tile tile(rows, dim); // padding rows stay zero
@@ -633,7 +636,7 @@ LogicalResult KernelExecutor::execOp(Operation &op) {
                         index(load.getKvHead()), index(load.getKeyTile()));
         else
           loadRows(load.getResult(), source, index(load.getBatch()), index(load.getKvHead()),
-                   shape.kvHeads(), shape.keyLen(), index(load.getKeyTile()));
+                   shape.kvHeads(), shape.keyLen(), currentKeyLength(), index(load.getKeyTile()));
         return success();
       })
       .Case([&](flash::QKDotOp dot) {
@@ -751,6 +754,11 @@ LogicalResult KernelExecutor::runForward() {
       for (int64_t qt = 0; qt < queryTiles; ++qt)
         for (int64_t split = 0; split < splits; ++split) {
           env.sequenceKeyLength = static_cast<double>(sequenceKeyLength(inputs, b));
+          env.sequenceQueryLength = static_cast<double>(sequenceQueryLength(inputs, b));
+          // A varlen sequence's tiles past its queries exit at once, as the
+          // GPU's CTAs do.
+          if (qt * br >= sequenceQueryLength(inputs, b) * groupSize)
+            continue;
           get(kernel.getBatch()).scalar = static_cast<double>(b);
           get(kernel.getHead()).scalar = static_cast<double>(h);
           get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
@@ -761,6 +769,16 @@ LogicalResult KernelExecutor::runForward() {
         }
   if (splits > 1)
     combineSplits();
+  // A varlen batch's rows past a sequence hold O = 0, LSE = -inf, which is
+  // what the GPU harness reads there (they are no rows of the packed o).
+  if (inputs.varlen.packsQueries())
+    for (int64_t b = 0; b < shape.batch(); ++b)
+      for (int64_t h = 0; h < shape.heads(); ++h)
+        for (int64_t i = sequenceQueryLength(inputs, b); i < shape.queryLen(); ++i) {
+          int64_t row = (b * shape.heads() + h) * shape.queryLen() + i;
+          std::fill_n(outputs.out.begin() + row * shape.headDim(), shape.headDim(), 0.0f);
+          outputs.lse[row] = kNegInf;
+        }
   return success();
 }
 
@@ -768,10 +786,47 @@ LogicalResult KernelExecutor::runForward() {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+/// Sequence b's length from varlen `offsets`, clamped to [0, launchLength].
+static int64_t offsetsLength(const std::vector<int32_t> &offsets, int64_t b,
+                             int64_t launchLength) {
+  return std::clamp<int64_t>(int64_t(offsets[b + 1]) - offsets[b], 0, launchLength);
+}
+
 int64_t interp::sequenceKeyLength(const AttentionInputs &inputs, int64_t b) {
+  if (inputs.varlen.packsKeys())
+    return offsetsLength(inputs.varlen.keyOffsets, b, inputs.shape.keyLen());
   if (!inputs.paged.enabled())
     return inputs.shape.keyLen();
   return std::clamp<int64_t>(inputs.paged.lengths[b], 0, inputs.shape.keyLen());
+}
+
+int64_t interp::sequenceQueryLength(const AttentionInputs &inputs, int64_t b) {
+  if (inputs.varlen.packsQueries())
+    return offsetsLength(inputs.varlen.queryOffsets, b, inputs.shape.queryLen());
+  return inputs.shape.queryLen();
+}
+
+/// Varlen offsets against the launch: B + 1 entries, non-negative, never
+/// decreasing, no sequence longer than the launch's `length` (N or M).
+static std::string checkVarlenOffsets(const std::vector<int32_t> &offsets, const char *what,
+                                      int64_t batch, int64_t length, const char *lengthName) {
+  if (static_cast<int64_t>(offsets.size()) != batch + 1)
+    return std::string("the ") + what + " offsets hold " + std::to_string(offsets.size()) +
+           " entries, expected B + 1 = " + std::to_string(batch + 1);
+  if (offsets[0] < 0)
+    return std::string("the ") + what + " offsets start at " + std::to_string(offsets[0]) +
+           ", a negative row";
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t count = int64_t(offsets[b + 1]) - offsets[b];
+    if (count < 0)
+      return std::string("the ") + what + " offsets decrease at sequence " + std::to_string(b) +
+             " (" + std::to_string(offsets[b]) + " then " + std::to_string(offsets[b + 1]) + ")";
+    if (count > length)
+      return std::string("sequence ") + std::to_string(b) + " has " + std::to_string(count) +
+             (std::string(what) == "query" ? " queries" : " keys") + ", more than the launch's " + lengthName + " = " +
+             std::to_string(length);
+  }
+  return "";
 }
 
 const float *interp::keyValueRow(const AttentionInputs &inputs, const std::vector<float> &source,
@@ -870,6 +925,26 @@ std::string interp::checkInputs(flash::KernelSignature kernel, const AttentionIn
       return message;
     kvElems = inputs.paged.numPages * inputs.paged.pageSize * shape.kvHeads() * shape.headDim();
   }
+  flash::VarlenAttr varlen = kernelOp ? kernelOp.getVarlenAttr() : flash::VarlenAttr();
+  bool kernelPacksQueries = varlen && !varlen.getQueries().getValue().empty();
+  bool kernelPacksKeys = varlen && !varlen.getKeys().getValue().empty();
+  if (kernelPacksQueries != inputs.varlen.packsQueries())
+    return kernelPacksQueries ? "the kernel packs ragged queries, but the inputs have no query "
+                                "offsets"
+                              : "the inputs have query offsets, but the kernel reads dense queries";
+  if (kernelPacksKeys != inputs.varlen.packsKeys())
+    return kernelPacksKeys ? "the kernel packs ragged keys, but the inputs have no key offsets"
+                           : "the inputs have key offsets, but the kernel reads no packed keys";
+  if (kernelPacksQueries)
+    if (std::string message = checkVarlenOffsets(inputs.varlen.queryOffsets, "query",
+                                                 shape.batch(), shape.queryLen(), "N");
+        !message.empty())
+      return message;
+  if (kernelPacksKeys)
+    if (std::string message = checkVarlenOffsets(inputs.varlen.keyOffsets, "key", shape.batch(),
+                                                 shape.keyLen(), "M");
+        !message.empty())
+      return message;
   if (withQKV)
     for (auto message : {expectSize("q", inputs.q.size(), qElems),
                          expectSize("k", inputs.k.size(), kvElems),

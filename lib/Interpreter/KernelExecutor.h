@@ -115,7 +115,7 @@ private:
   QueryRow queryRow(int64_t head, int64_t queryTile, int64_t rows, int64_t r) const {
     int64_t row = queryTile * rows + r;
     if (!packedHeads)
-      return {head, row, row < inputs.shape.queryLen()};
+      return {head, row, row < currentQueryLength()};
     return {head * groupSize + row % groupSize, row / groupSize,
             row < groupSize * inputs.shape.queryLen()};
   }
@@ -123,13 +123,17 @@ private:
   // Forward tile ops (Interpreter.cpp).
   /// The Q tile of (b, head, tile), row by row through queryRow.
   void loadQueryRows(mlir::Value result, int64_t b, int64_t head, int64_t tileIndex);
+  /// Rows of (b, head) of a [B, heads, length, D] tensor; rows at or past
+  /// `bound` (the sequence's length) stay zero.
   void loadRows(mlir::Value result, const std::vector<float> &source, int64_t b,
-                int64_t head, int64_t heads, int64_t length, int64_t tileIndex);
+                int64_t head, int64_t heads, int64_t length, int64_t bound, int64_t tileIndex);
   /// A K or V block of a paged cache, row by row through the block table.
   void loadPagedRows(mlir::Value result, const std::vector<float> &source, int64_t b,
                      int64_t kvHead, int64_t tileIndex);
   /// The key length of the kernel instance running (M, or its sequence's).
   int64_t currentKeyLength() const { return static_cast<int64_t>(env.sequenceKeyLength); }
+  /// The query length of the kernel instance running (N, or its sequence's).
+  int64_t currentQueryLength() const { return static_cast<int64_t>(env.sequenceQueryLength); }
   void onlineSoftmax(flash::OnlineSoftmaxOp op);
   Tile accumulate(const Tile *acc, const Tile *alpha, const Tile &probs, const Tile &value);
   void finalize(flash::FinalizeOp op);

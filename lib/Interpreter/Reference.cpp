@@ -60,7 +60,8 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       int64_t kvHead = h / group;
-      for (int64_t i = 0; i < N; ++i) {
+      // A varlen sequence's rows past its queries are none: O = 0, LSE = -inf.
+      for (int64_t i = 0; i < sequenceQueryLength(inputs, b); ++i) {
         double rowMax = rowLogits(inputs, spec, b, h, i, scaled, logits, visible);
         int64_t row = (b * H + h) * N + i;
         if (rowMax == -std::numeric_limits<double>::infinity())
@@ -89,10 +90,12 @@ ReferenceOutputs interp::naiveAttention(const AttentionInputs &inputs,
 ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
                                                   const ReferenceSpec &spec,
                                                   llvm::ArrayRef<float> outputGrad) {
-  // A paged cache has no backward (IRGen refuses it); k and v below are
-  // dense. Empty gradients fail any comparison.
-  assert(!inputs.paged.enabled() && "the backward reference reads dense K and V");
-  if (inputs.paged.enabled())
+  // A paged cache and a varlen batch have no backward (IRGen refuses
+  // them); k and v below are dense. Empty gradients fail any comparison.
+  bool dense = !inputs.paged.enabled() && !inputs.varlen.packsQueries() &&
+               !inputs.varlen.packsKeys();
+  assert(dense && "the backward reference reads dense tensors");
+  if (!dense)
     return {};
   const ProblemShape &shape = inputs.shape;
   int64_t B = shape.batch(), H = shape.heads(), HKV = shape.kvHeads(), N = shape.queryLen(),

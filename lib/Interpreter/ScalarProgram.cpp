@@ -339,6 +339,10 @@ interp::compileScalarOp(Operation *op, const LaunchEnv &env,
               instr.dynamic = &env.sequenceKeyLength;
               return Opcode::SequenceDim;
             }
+            if (env.sequenceQueryLengths && dim.getRole() == flash::DimRole::QueryLen) {
+              instr.dynamic = &env.sequenceQueryLength;
+              return Opcode::SequenceDim;
+            }
             instr.constant = static_cast<double>(env.inputs->shape[dim.getRole()]);
             return Opcode::Dim;
           })

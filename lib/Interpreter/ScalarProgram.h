@@ -30,6 +30,9 @@ struct LaunchEnv {
   /// runs (flash.dim key_len reads it when it runs, not when it compiles).
   bool sequenceKeyLengths = false;
   double sequenceKeyLength = 0;
+  /// A varlen kernel with packed queries: the same for flash.dim query_len.
+  bool sequenceQueryLengths = false;
+  double sequenceQueryLength = 0;
 };
 
 enum class Opcode {

@@ -15,7 +15,8 @@ namespace {
 /// What the callbacks share: parameter values and sizes by declaration index.
 struct EvalState {
   std::vector<double> params;
-  /// Per batch entry: a paged cache's sequences each have their own M.
+  /// Per batch entry: a paged cache's and a varlen batch's sequences each
+  /// have their own M (and N).
   std::vector<std::vector<int64_t>> dimSizes;
   std::vector<const HostTensor *> tensors;
 };
@@ -38,6 +39,7 @@ contextMaker(const frontend::Variant &variant, const AttentionInputs &inputs) {
   for (int64_t b = 0; b < inputs.shape.batch(); ++b) {
     std::vector<int64_t> sizes(std::begin(inputs.shape.sizes), std::end(inputs.shape.sizes));
     sizes[static_cast<int>(flash::DimRole::KeyLen)] = sequenceKeyLength(inputs, b);
+    sizes[static_cast<int>(flash::DimRole::QueryLen)] = sequenceQueryLength(inputs, b);
     state->dimSizes.push_back(std::move(sizes));
   }
   for (const frontend::TensorDecl &tensor : variant.tensors) {

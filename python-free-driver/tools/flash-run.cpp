@@ -106,8 +106,9 @@ cl::opt<int64_t> keySplits(
     cl::init(0), cl::cat(category));
 cl::opt<bool> fullKeyLengths(
     "full-lengths",
-    cl::desc("Paged K/V caches: time with every sequence M keys long (validation keeps ragged "
-             "lengths M, 1, 0, random), so the run compares with the dense kernel"),
+    cl::desc("Paged K/V caches and varlen batches: time with every sequence N queries and M "
+             "keys long (validation keeps ragged lengths: full, 1, 0, random), so the run "
+             "compares with the dense kernel"),
     cl::cat(category));
 cl::opt<bool> pagesInOrder(
     "pages-in-order",
@@ -215,10 +216,15 @@ int main(int argc, char **argv) {
       return 1;
     llvm::StringRef selected = variantName.empty() ? llvm::StringRef(ast->variants[0].name)
                                                    : llvm::StringRef(variantName);
-    if (const frontend::Variant *variant = ast->lookup(selected);
-        variant && !variant->paged && (configFlags.paged.getNumOccurrences() || fullKeyLengths || pagesInOrder))
-      die(2, "--paged, --full-lengths and --pages-in-order apply to a variant with a 'paged' item; '" + selected +
-                 "' reads dense K and V");
+    if (const frontend::Variant *variant = ast->lookup(selected)) {
+      bool varlen = variant->varlenQueries || variant->varlenKeys;
+      if (!variant->paged && (configFlags.paged.getNumOccurrences() || pagesInOrder))
+        die(2, "--paged and --pages-in-order apply to a variant with a 'paged' item; '" +
+                   selected + "' reads dense K and V");
+      if (!variant->paged && !varlen && fullKeyLengths)
+        die(2, "--full-lengths applies to a variant with a 'paged' or 'varlen' item; '" +
+                   selected + "' has neither");
+    }
 
     config::ResolveOptions resolve;
     resolve.chip = !archOption.empty() ? archOption.getValue() : nvptx::chipFor(cc.major, cc.minor);
@@ -347,6 +353,16 @@ int main(int argc, char **argv) {
     }
 
     interp::ProblemShape shape = parseShape(shapeSpec, "shape", flashKernel, nullptr);
+    // A varlen batch's FLOPs: its sequences' N·M over the launch's B·N·M.
+    auto raggedWork = [&](const interp::AttentionInputs &inputs) {
+      if (!inputs.varlen.packsQueries() && !inputs.varlen.packsKeys())
+        return 1.0;
+      double work = 0;
+      for (int64_t b = 0; b < shape.batch(); ++b)
+        work += static_cast<double>(interp::sequenceQueryLength(inputs, b)) *
+                static_cast<double>(interp::sequenceKeyLength(inputs, b));
+      return work / (static_cast<double>(shape.batch()) * shape.queryLen() * shape.keyLen());
+    };
     // The timed run's inputs (harness::upload draws the same ones again).
     // (q, k and v too, unless the shape is too large for the host: then
     // harness::upload draws them on the GPU, and the aux tensors alone here.)
@@ -407,7 +423,7 @@ int main(int argc, char **argv) {
       harness::DeviceProblem problem = harness::upload(context, flashKernel, shape, params, seed,
                                                        dataLayout, documents, timedPages);
       ms = harness::timeKernel(kernel, stream, problem, warmup, iterations);
-      tflops = harness::tflops(shape, ms, causalFlops);
+      tflops = harness::tflops(shape, ms, causalFlops) * raggedWork(runInputs);
       summaryTimes = harness::timeBlockSummary(kernel, stream, problem, warmup, iterations);
       if (backwardKernel) {
         // From the forward's own O and LSE (the last timed launch wrote them).
@@ -450,8 +466,8 @@ int main(int argc, char **argv) {
                              shape.keyLen()};
     double kvBytes = 2.0 * 2.0 * static_cast<double>(shape.batch() * shape.kvHeads()) *
                      static_cast<double>(shape.keyLen() * shape.headDim());
-    // A paged cache's sequences read only their own keys.
-    if (runInputs.paged.enabled()) {
+    // A paged cache's and a varlen batch's sequences read only their own keys.
+    if (runInputs.paged.enabled() || runInputs.varlen.packsKeys()) {
       double keys = 0;
       for (int64_t b = 0; b < shape.batch(); ++b)
         keys += static_cast<double>(interp::sequenceKeyLength(runInputs, b));

@@ -101,7 +101,8 @@ flashrt::KernelArgs forwardArguments(const flashrt::KernelPackage &pkg, const Te
                                      uint64_t lse, const Sizes &sizes,
                                      const std::map<std::string, double> &params,
                                      const std::vector<uint64_t> &tensors,
-                                     uint64_t blockSummary, const PagedKV *paged) {
+                                     uint64_t blockSummary, const PagedKV *paged,
+                                     const VarlenBatch *varlen = nullptr) {
   flashrt::KernelArgs args;
   args.add(q.devicePtr).add(k.devicePtr).add(v.devicePtr).add(o.devicePtr).add(lse);
   for (const TensorRef *t : {&q, &k, &v, &o})
@@ -116,7 +117,37 @@ flashrt::KernelArgs forwardArguments(const flashrt::KernelPackage &pkg, const Te
         .add(paged->keyLengths)
         .add(static_cast<int32_t>(paged->tableStride))
         .add(static_cast<int32_t>(paged->numPages));
+  if (varlen && pkg.packsQueries())
+    args.add(varlen->queryOffsets).add(static_cast<int32_t>(varlen->queryRows));
+  if (varlen && pkg.packsKeys())
+    args.add(varlen->keyOffsets).add(static_cast<int32_t>(varlen->keyRows));
   return args;
+}
+
+/// A varlen launch's arguments against the package (what can be checked
+/// without reading device memory).
+void checkVarlen(const flashrt::KernelPackage &pkg, const VarlenBatch *varlen) {
+  bool packs = pkg.packsQueries() || pkg.packsKeys();
+  if (!packs && varlen)
+    invalid("kernel '" + pkg.kernelName + "' reads no packed varlen batch");
+  if (packs && !varlen)
+    invalid("kernel '" + pkg.kernelName + "' reads a packed varlen batch: launch it with "
+            "launchVarlen");
+  if (!varlen)
+    return;
+  auto checkSide = [&](bool packed, const std::string &name, uint64_t offsets, int64_t rows,
+                       const char *tensors) {
+    if (!packed)
+      return;
+    if (!offsets || offsets % 4)
+      invalid("the offsets '" + name + "' must be a non-null, 4-byte aligned i32 [B + 1]");
+    if (rows < 0 || rows > INT32_MAX)
+      invalid(std::string("the packed ") + tensors + " need 0 to 2^31 - 1 rows, got " +
+              std::to_string(rows));
+  };
+  checkSide(pkg.packsQueries(), pkg.varlenQueries, varlen->queryOffsets, varlen->queryRows,
+            "q and o");
+  checkSide(pkg.packsKeys(), pkg.varlenKeys, varlen->keyOffsets, varlen->keyRows, "k and v");
 }
 
 /// A paged launch's arguments against the package (what can be checked
@@ -247,7 +278,44 @@ void AttentionKernel::launch(flashrt::Stream &stream, const TensorRef &q, const 
                              const TensorRef &v, const TensorRef &o, uint64_t lse,
                              const Sizes &sizes, const std::map<std::string, double> &params,
                              const std::vector<uint64_t> &tensors, uint64_t blockSummary) const {
-  launchWith(stream, q, k, v, o, lse, sizes, nullptr, params, tensors, blockSummary);
+  launchWith(stream, q, k, v, o, lse, sizes, nullptr, nullptr, params, tensors, blockSummary);
+}
+
+void AttentionKernel::launchVarlen(flashrt::Stream &stream, const TensorRef &q,
+                                   const TensorRef &k, const TensorRef &v, const TensorRef &o,
+                                   uint64_t lse, const Sizes &sizes, const VarlenBatch &varlen,
+                                   const PagedKV *paged,
+                                   const std::map<std::string, double> &params,
+                                   const std::vector<uint64_t> &tensors) const {
+  launchWith(stream, q, k, v, o, lse, sizes, paged, &varlen, params, tensors, 0);
+}
+
+void AttentionKernel::checkVarlenOffsets(const flashrt::KernelPackage &pkg, const Sizes &sizes,
+                                         const int32_t *queryOffsets, int64_t queryRows,
+                                         const int32_t *keyOffsets, int64_t keyRows) {
+  if (!pkg.packsQueries() && !pkg.packsKeys())
+    invalid("kernel '" + pkg.kernelName + "' reads no packed varlen batch");
+  auto checkSide = [&](const std::string &name, const int32_t *offsets, int64_t rows,
+                       int64_t longest, const char *length) {
+    if (!offsets)
+      invalid("the offsets '" + name + "' are null");
+    for (int64_t b = 0; b <= sizes.batch; ++b) {
+      std::string entry = name + "[" + std::to_string(b) + "] = " + std::to_string(offsets[b]);
+      if (offsets[b] < 0 || offsets[b] > rows)
+        invalid(entry + " is outside the packed tensors' rows [0, " + std::to_string(rows) + "]");
+      if (b > 0 && offsets[b] < offsets[b - 1])
+        invalid(entry + " is below " + name + "[" + std::to_string(b - 1) + "] = " +
+                std::to_string(offsets[b - 1]) + " (offsets never decrease)");
+      if (b > 0 && offsets[b] - offsets[b - 1] > longest)
+        invalid("sequence " + std::to_string(b - 1) + " has " +
+                std::to_string(offsets[b] - offsets[b - 1]) + " rows, more than " + length +
+                " = " + std::to_string(longest) + " (the longest the launch says)");
+    }
+  };
+  if (pkg.packsQueries())
+    checkSide(pkg.varlenQueries, queryOffsets, queryRows, sizes.queryLen, "N");
+  if (pkg.packsKeys())
+    checkSide(pkg.varlenKeys, keyOffsets, keyRows, sizes.keyLen, "M");
 }
 
 void AttentionKernel::launchPaged(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
@@ -255,7 +323,7 @@ void AttentionKernel::launchPaged(flashrt::Stream &stream, const TensorRef &q, c
                                   const Sizes &sizes, const PagedKV &paged,
                                   const std::map<std::string, double> &params,
                                   const std::vector<uint64_t> &tensors) const {
-  launchWith(stream, q, k, v, o, lse, sizes, &paged, params, tensors, 0);
+  launchWith(stream, q, k, v, o, lse, sizes, &paged, nullptr, params, tensors, 0);
 }
 
 void AttentionKernel::checkPagedTable(const flashrt::KernelPackage &pkg, const Sizes &sizes,
@@ -284,11 +352,13 @@ void AttentionKernel::checkPagedTable(const flashrt::KernelPackage &pkg, const S
 void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
                                  const TensorRef &v, const TensorRef &o, uint64_t lse,
                                  const Sizes &sizes, const PagedKV *paged,
+                                 const VarlenBatch *varlen,
                                  const std::map<std::string, double> &params,
                                  const std::vector<uint64_t> &tensors,
                                  uint64_t blockSummary) const {
   validate(sizes, q, k, v, o, params, tensors);
   checkPagedKV(kernelPackage, sizes, paged);
+  checkVarlen(kernelPackage, varlen);
   if (kernelPackage.blockSummary && blockSummary == 0) {
     size_t bytes = blockSummaryBytes(sizes);
     if (ownSummary.size() < bytes)
@@ -298,8 +368,8 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
   } else if (!kernelPackage.blockSummary && blockSummary != 0) {
     invalid("kernel '" + kernelPackage.kernelName + "' reads no block summary");
   }
-  flashrt::KernelArgs args =
-      forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary, paged);
+  flashrt::KernelArgs args = forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params,
+                                              tensors, blockSummary, paged, varlen);
   int64_t splits = keySplits(sizes);
   int64_t tiles = kernelPackage.queryTiles(sizes.heads, sizes.kvHeads, sizes.queryLen);
   uint64_t partialOut = 0, partialLse = 0;
@@ -348,8 +418,8 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
                         static_cast<size_t>(kernelPackage.dynamicSharedBytes), stream, args);
   if (splits > 1) {
     // The combine kernel takes the main kernel's arguments up to S.
-    flashrt::KernelArgs combineArgs =
-        forwardArguments(kernelPackage, q, k, v, o, lse, sizes, params, tensors, blockSummary, paged);
+    flashrt::KernelArgs combineArgs = forwardArguments(kernelPackage, q, k, v, o, lse, sizes,
+                                                       params, tensors, blockSummary, paged, varlen);
     combineArgs.add(partialOut).add(partialLse).add(static_cast<int32_t>(splits));
     const flashrt::PackageEntry &entry = *kernelPackage.entry("combine");
     int64_t rowsPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);

@@ -95,6 +95,9 @@ std::string KernelPackage::serialize() const {
     os << "packed-heads\n";
   if (pageSize)
     os << "paged-kv " << pageSize << ' ' << pageTable << ' ' << pageLengths << '\n';
+  if (packsQueries() || packsKeys())
+    os << "varlen " << (packsQueries() ? varlenQueries : "-") << ' '
+       << (packsKeys() ? varlenKeys : "-") << '\n';
   for (const PackageEntry &e : entries)
     os << "entry " << e.role << ' ' << e.name << ' ' << e.threadsPerBlock << ' '
        << e.dynamicSharedBytes << '\n';
@@ -211,6 +214,12 @@ KernelPackage KernelPackage::parse(std::string_view text) {
         fail(line, "'paged-kv' needs two names for the block table and the key lengths");
       package.pageTable = args[1];
       package.pageLengths = args[2];
+    } else if (key == "varlen") {
+      expect(2);
+      if (args[0] == "-" && args[1] == "-")
+        fail(line, "'varlen' needs the offsets of the packed queries, keys or both");
+      package.varlenQueries = args[0] == "-" ? "" : args[0];
+      package.varlenKeys = args[1] == "-" ? "" : args[1];
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
@@ -262,6 +271,14 @@ KernelPackage KernelPackage::parse(std::string_view text) {
       (package.backward || package.persistent || package.blockSummary || package.kvTensorMaps))
     fail(line, "paged-kv is a forward kernel's with one CTA per tile, no block summary and K "
                "and V gathered by cp.async (no kv-tensor-maps)");
+  if ((package.packsQueries() || package.packsKeys()) &&
+      (package.backward || package.persistent || package.blockSummary || package.kvTensorMaps))
+    fail(line, "varlen is a forward kernel's with one CTA per tile, no block summary and "
+               "copies by cp.async (no kv-tensor-maps)");
+  if (package.packsQueries() && (package.splitKeys || package.packedHeads))
+    fail(line, "packed varlen queries neither split keys nor pack GQA heads");
+  if (package.packsKeys() && package.pageSize)
+    fail(line, "a paged cache's keys are not packed by varlen offsets too");
   if (package.persistent && !package.kvTensorMaps)
     fail(line, "a persistent grid needs kv-tensor-maps (its Q comes by TMA too)");
   return package;

@@ -1076,4 +1076,87 @@ TEST(PagedKV, BadTablesAndLengthsAreNamed) {
             std::string::npos);
 }
 
+TEST(Varlen, MatchesEachSequenceRunAlone) {
+  // Packed ragged queries and keys (lengths full, 1, 0, random; offsets
+  // from row 5), GQA, a mask that reads each sequence's N and M: every
+  // sequence must get what the dense kernel gives it alone.
+  Sizes sizes = {6, 4, 2, 45, 80, 16};
+  const std::string mask = "\nmask = j <= i + (M - N) && i + (M - N) - j < 50";
+  for (bool optimize : {false, true}) {
+    CompiledKernel packed = compile(
+        variant("varlen q: offsets cu_q\nvarlen k, v: offsets cu_k" + mask), 16, 32, sizes.D,
+        optimize);
+    CompiledKernel dense = compile(variant(mask.substr(1)), 16, 32, sizes.D, optimize);
+    ASSERT_TRUE(packed.kernel && dense.kernel);
+    AttentionInputs inputs = interp::makeRandomInputs(packed.kernel, toShape(sizes), 9);
+    ASSERT_EQ(inputs.varlen.queryOffsets.size(), 7u);
+    ASSERT_EQ(inputs.varlen.queryOffsets[0], 5);
+    AttentionOutputs outputs;
+    std::string error;
+    ASSERT_TRUE(mlir::succeeded(interp::runKernel(packed.kernel, inputs, outputs, error))) << error;
+    int64_t H = sizes.H, HKV = sizes.HKV, N = sizes.N, M = sizes.M, D = sizes.D;
+    for (int64_t b = 0; b < sizes.B; ++b) {
+      SCOPED_TRACE("sequence " + std::to_string(b));
+      int64_t n = interp::sequenceQueryLength(inputs, b), m = interp::sequenceKeyLength(inputs, b);
+      // Rows past the sequence: O = 0, LSE = -inf.
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = n; i < N; ++i)
+          ASSERT_EQ(outputs.lse[(b * H + h) * N + i], -INFINITY);
+      if (n == 0 || m == 0)
+        continue;
+      AttentionInputs alone;
+      alone.shape = toShape({1, H, HKV, n, m, D});
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < n; ++i)
+          alone.q.insert(alone.q.end(), &inputs.q[((b * H + h) * N + i) * D],
+                         &inputs.q[((b * H + h) * N + i) * D] + D);
+      for (int64_t h = 0; h < HKV; ++h)
+        for (int64_t j = 0; j < m; ++j)
+          for (auto [to, from] : {std::make_pair(&alone.k, &inputs.k),
+                                  std::make_pair(&alone.v, &inputs.v)})
+            to->insert(to->end(), &(*from)[((b * HKV + h) * M + j) * D],
+                       &(*from)[((b * HKV + h) * M + j) * D] + D);
+      AttentionOutputs expected;
+      ASSERT_TRUE(mlir::succeeded(interp::runKernel(dense.kernel, alone, expected, error)))
+          << error;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_NEAR(outputs.lse[(b * H + h) * N + i], expected.lse[h * n + i], 1e-5);
+          for (int64_t d = 0; d < D; ++d)
+            EXPECT_NEAR(outputs.out[((b * H + h) * N + i) * D + d],
+                        expected.out[(h * n + i) * D + d], 1e-5);
+        }
+    }
+  }
+}
+
+TEST(Varlen, BadOffsetsAreNamed) {
+  Sizes sizes = {3, 2, 2, 20, 40, 16};
+  CompiledKernel compiled = compile(variant("varlen q: offsets cu_q\nvarlen k, v: offsets cu_k"),
+                                    16, 32, sizes.D, /*optimize=*/true);
+  ASSERT_TRUE(compiled.kernel);
+  AttentionInputs good = interp::makeRandomInputs(compiled.kernel, toShape(sizes), 3);
+  auto errorOf = [&](const std::function<void(AttentionInputs &)> &edit) {
+    AttentionInputs inputs = good;
+    edit(inputs);
+    return interp::checkInputs(compiled.kernel, inputs);
+  };
+  EXPECT_EQ(errorOf([](AttentionInputs &) {}), "");
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.varlen.queryOffsets.pop_back(); })
+                .find("the query offsets hold 3 entries, expected B + 1 = 4"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.varlen.keyOffsets[0] = -2; })
+                .find("the key offsets start at -2"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.varlen.queryOffsets[2] = 0; })
+                .find("the query offsets decrease at sequence 1"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.varlen.queryOffsets[1] += 30; })
+                .find("sequence 0 has 50 queries, more than the launch's N = 20"),
+            std::string::npos);
+  EXPECT_NE(errorOf([](AttentionInputs &in) { in.varlen.keyOffsets.clear(); })
+                .find("the kernel packs ragged keys, but the inputs have no key offsets"),
+            std::string::npos);
+}
+
 } // namespace

@@ -229,7 +229,7 @@ int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &a
                  << (kernel.getPagedKvAttr()
                          ? "  paged=" + std::to_string(kernel.getPagedKvAttr().getPage())
                          : "")
-                 << "\n";
+                 << (kernel.getVarlenAttr() ? "  varlen" : "") << "\n";
     // A paged cache: the sequences' key lengths (ragged: M, 1, 0, random).
     if (inputs.paged.enabled()) {
       llvm::outs() << "  key lengths";
@@ -237,6 +237,15 @@ int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &a
         llvm::outs() << " " << length;
       llvm::outs() << " over " << inputs.paged.numPages << " shuffled pages\n";
     }
+    // A varlen batch: the sequences' offsets (ragged: full, 1, 0, random).
+    for (auto [offsets, what] : {std::make_pair(&inputs.varlen.queryOffsets, "query"),
+                                 std::make_pair(&inputs.varlen.keyOffsets, "key")})
+      if (!offsets->empty()) {
+        llvm::outs() << "  " << what << " offsets";
+        for (int32_t offset : *offsets)
+          llvm::outs() << " " << offset;
+        llvm::outs() << "\n";
+      }
     auto start = std::chrono::steady_clock::now();
     interp::AttentionOutputs outputs;
     std::string error;
@@ -252,7 +261,14 @@ int runOnCpu(ModuleOp module, ModuleOp backwardModule, const frontend::Module &a
 
     interp::ErrorStats outStats = interp::compare(outputs.out, reference.out);
     interp::ErrorStats lseStats = interp::compare(outputs.lse, reference.lse);
-    int64_t emptyRows = llvm::count_if(reference.lse, [](double v) { return std::isinf(v); });
+    // Rows past a varlen sequence are no rows of the problem.
+    int64_t paddingRows = 0;
+    if (inputs.varlen.packsQueries())
+      for (int64_t b = 0; b < inputs.shape.batch(); ++b)
+        paddingRows += (inputs.shape.queryLen() - interp::sequenceQueryLength(inputs, b)) *
+                       inputs.shape.heads();
+    int64_t emptyRows =
+        llvm::count_if(reference.lse, [](double v) { return std::isinf(v); }) - paddingRows;
     printStats(llvm::outs(), "O", outStats, outputBound(element));
     printStats(llvm::outs(), "LSE", lseStats, 1e-5, lsePasses(lseStats, 1e-5));
     llvm::outs() << "  interpreter " << llvm::format("%.2f", interpSeconds) << " s";

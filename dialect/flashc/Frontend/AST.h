@@ -60,6 +60,18 @@ struct PagedDecl {
   llvm::SMLoc loc;
 };
 
+/// `varlen q: offsets cu_seqlens_q` / `varlen k, v: offsets cu_seqlens_k`:
+/// a packed batch of ragged sequences, FlashAttention-2's varlen
+/// convention. Sequence b's queries (keys) are rows offsets[b] to
+/// offsets[b + 1] - 1 of a token-major [total, H, D] tensor, and its N (M) is
+/// that count: i and j are positions within the sequence, so masks keep their
+/// meaning. The launch's N (M) is the longest sequence. The offsets (i32
+/// [B + 1]) are inputs of the launch, not aux tensors.
+struct VarlenDecl {
+  std::string offsets;
+  llvm::SMLoc loc;
+};
+
 struct ParamDecl {
   std::string name;
   ScalarType type = ScalarType::Int; // Int or Float
@@ -137,6 +149,7 @@ struct Variant {
   std::vector<ParamDecl> params;
   std::vector<TensorDecl> tensors; // auxiliary tensors
   std::optional<PagedDecl> paged;  // K and V in a paged cache
+  std::optional<VarlenDecl> varlenQueries, varlenKeys; // packed ragged sequences
 
   std::unique_ptr<Expr> scale; // null: 1/sqrt(D)
   std::unique_ptr<Expr> score; // null: identity

@@ -39,6 +39,10 @@ struct DeviceProblem {
   /// A paged K/V cache (inputs.paged): k and v hold its pages as they are
   /// (no layout), these its block table and key lengths.
   std::optional<flashrt::DeviceBuffer> blockTable, keyLengths;
+  /// A varlen batch (inputs.varlen): the offsets of its packed sides, whose
+  /// tensors are token-major whatever `layout` says (LSE [H, rows]), with
+  /// NaN in the rows no sequence owns.
+  std::optional<flashrt::DeviceBuffer> queryOffsets, keyOffsets;
 
   flashrun::Sizes sizes() const;
 };

@@ -23,6 +23,9 @@ namespace flashc::interp {
 /// measure what the shuffle costs), two spare, table entries past a
 /// sequence's keys outside the cache; key lengths M, 1, 0, then random in
 /// [0, M] (`PagedInputs::fullLengths`: all M), so k and v hold the pages.
+/// A varlen kernel gets offsets (AttentionInputs::varlen) of sequences
+/// with the same ragged lengths (full, 1, 0, random; `fullLengths`: all
+/// full), packed from row 5 (row 0 with full lengths).
 /// The same seed gives the same inputs.
 struct PagedInputs {
   bool fullLengths = false, inOrder = false;

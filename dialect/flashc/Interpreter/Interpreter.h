@@ -61,6 +61,18 @@ struct PagedCache {
   bool enabled() const { return pageSize > 0; }
 };
 
+/// A varlen batch (`#flash.varlen`): sequence b has offsets[b + 1] -
+/// offsets[b] queries (keys), at most the launch's N (M). On the host its
+/// tensors stay padded to the launch's sizes ([B, H, N, D] and so on, rows
+/// past a sequence unused); the GPU harness packs them token-major.
+/// Outputs' rows past a sequence are O = 0, LSE = -inf.
+struct VarlenBatch {
+  std::vector<int32_t> queryOffsets, keyOffsets; // [B + 1] each; empty: dense
+
+  bool packsQueries() const { return !queryOffsets.empty(); }
+  bool packsKeys() const { return !keyOffsets.empty(); }
+};
+
 /// Inputs of one launch. q: [B, H, N, D]; k, v: [B, HKV, M, D], or the
 /// pages of `paged`.
 struct AttentionInputs {
@@ -76,11 +88,16 @@ struct AttentionInputs {
   /// blocks (the GPU launch's S; 1 runs the plain store).
   int64_t keySplits = 1;
   PagedCache paged;
+  VarlenBatch varlen;
 };
 
 /// The keys sequence b has: M, or with a paged cache min(max(lengths[b],
-/// 0), M) (what the GPU kernel clamps to as well).
+/// 0), M) (what the GPU kernel clamps to as well), or with packed keys its
+/// offsets' difference clamped so.
 int64_t sequenceKeyLength(const AttentionInputs &inputs, int64_t b);
+/// The queries sequence b has: N, or with packed queries its offsets'
+/// difference clamped to [0, N].
+int64_t sequenceQueryLength(const AttentionInputs &inputs, int64_t b);
 
 /// Row j of KV head `kvHead` of sequence b in `source` (inputs.k or
 /// inputs.v), through the block table where the cache is paged; null where

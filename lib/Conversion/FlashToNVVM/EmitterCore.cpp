@@ -563,6 +563,10 @@ LogicalResult EmitterCore::appendForwardArguments(SmallVectorImpl<Type> &argType
     argTypes.push_back(globalPtr);
   if (kernel.getPagedKvAttr())
     argTypes.append({globalPtr, globalPtr, i32Type, i32Type});
+  if (flash::VarlenAttr varlen = kernel.getVarlenAttr())
+    for (StringAttr offsets : {varlen.getQueries(), varlen.getKeys()})
+      if (!offsets.getValue().empty())
+        argTypes.append({globalPtr, i32Type});
   return success();
 }
 
@@ -591,18 +595,50 @@ unsigned EmitterCore::bindSizesAndInputs(ValueRange arguments, unsigned first) {
     pagedTableStride = arguments[arg++];
     pagedPages = arguments[arg++];
   }
+  if (flash::VarlenAttr varlen = kernel ? kernel.getVarlenAttr() : flash::VarlenAttr()) {
+    if (!varlen.getQueries().getValue().empty()) {
+      queryOffsets = arguments[arg++];
+      queryRows = arguments[arg++];
+    }
+    if (!varlen.getKeys().getValue().empty()) {
+      keyOffsets = arguments[arg++];
+      keyRows = arguments[arg++];
+    }
+  }
   return arg;
 }
 
-void EmitterCore::bindSequenceKeyLength(Value batch) {
+void EmitterCore::bindSequenceLengths(Value batch) {
   Type i32Type = b.getI32Type();
-  Value length = LLVM::LoadOp::create(b, loc, i32Type,
-                                      gepElements(pagedLengths, toI64(batch), i32Type), 4,
-                                      /*isVolatile=*/false, /*isNonTemporal=*/false,
-                                      /*isInvariant=*/true);
-  length = arith::MaxSIOp::create(b, loc, length, i32(0));
-  launchKeyLen = keyLen;
-  keyLen = arith::MinSIOp::create(b, loc, length, keyLen);
+  auto loadEntry = [&](Value array, Value index) -> Value {
+    return LLVM::LoadOp::create(b, loc, i32Type, gepElements(array, toI64(index), i32Type), 4,
+                                /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                /*isInvariant=*/true);
+  };
+  if (pagedLengths) {
+    Value length = arith::MaxSIOp::create(b, loc, loadEntry(pagedLengths, batch), i32(0));
+    launchKeyLen = keyLen;
+    keyLen = arith::MinSIOp::create(b, loc, length, keyLen);
+  }
+  // A packed side: rows offsets[b] .. offsets[b + 1] - 1, both clamped into
+  // [0, rows] so that no offsets reach outside the tensors, and at most the
+  // launch's length.
+  auto bindPacked = [&](Value offsets, Value rows, Value &length, Value &launchLength,
+                        Value &rowStart) {
+    auto clampTo = [&](Value value, Value low) {
+      return arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, value, low), rows)
+          .getResult();
+    };
+    Value first = clampTo(loadEntry(offsets, batch), i32(0));
+    Value next = clampTo(loadEntry(offsets, add(batch, i32(1))), first);
+    launchLength = length;
+    length = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, next, first), length);
+    rowStart = toI64(first);
+  };
+  if (queryOffsets)
+    bindPacked(queryOffsets, queryRows, queryLen, launchQueryLen, queryRowStart);
+  if (keyOffsets)
+    bindPacked(keyOffsets, keyRows, keyLen, launchKeyLen, keyRowStart);
 }
 
 void EmitterCore::issuePagedTileCopy(Value base, const Value *strides, Value batch,

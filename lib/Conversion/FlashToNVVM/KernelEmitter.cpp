@@ -207,10 +207,25 @@ LogicalResult KernelEmitter::emitKernelBody() {
     scalars.map(kernel.getHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
     scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   }
-  // A paged cache: M is the CTA's own sequence's key count from here on
-  // (the key loop, its bounds and the masks read it).
-  if (kernel.getPagedKvAttr())
-    bindSequenceKeyLength(lookupScalar(kernel.getBatch()));
+  // A paged cache or a varlen batch: M (and N) are the CTA's own
+  // sequence's from here on (the key loop, its bounds and the masks read
+  // them).
+  if (kernel.getPagedKvAttr() || kernel.getVarlenAttr())
+    bindSequenceLengths(lookupScalar(kernel.getBatch()));
+  // A varlen sequence shorter than the longest: its CTAs past its queries
+  // have nothing to do (uniform per CTA, before any barrier).
+  if (queryRowStart) {
+    Value outside = cmpI(arith::CmpIPredicate::sge,
+                         mul(lookupScalar(kernel.getQueryTile()), i32(config.br)), queryLen);
+    Region *body = b.getInsertionBlock()->getParent();
+    auto *exit = new Block(), *work = new Block();
+    body->push_back(exit);
+    body->push_back(work);
+    LLVM::CondBrOp::create(b, loc, outside, exit, ValueRange{}, work, ValueRange{});
+    b.setInsertionPointToStart(exit);
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+    b.setInsertionPointToStart(work);
+  }
   // packed_heads: blockIdx.y is the KV head and x runs over the group's
   // ceil(G·N / Br) tiles of packed rows.
   if (kernel.getPackedHeads())

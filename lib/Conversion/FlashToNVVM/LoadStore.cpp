@@ -61,8 +61,8 @@ void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
         queryTile = lookupScalar(op.getQueryTile());
   if (kernel.getPackedHeads())
     return issuePackedQueryCopy(batch, head, queryTile);
-  issueTileCopy(qPtr, headOffset(qStrides, batch, head), qStrides[2], queryTile, config.br,
-                queryLen, smemQ);
+  issueTileCopy(qPtr, sequenceOffset(qStrides, batch, head, queryRowStart), qStrides[2],
+                queryTile, config.br, queryLen, smemQ);
 }
 
 void KernelEmitter::issuePackedQueryCopy(Value batch, Value kvHead, Value queryTile) {
@@ -90,8 +90,8 @@ void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value /*position*/, Value ke
   if (kernel.getPagedKvAttr())
     return issuePagedTileCopy(isKey ? kPtr : vPtr, strides, batch, kvHead, keyTile,
                               isKey ? smemK : smemV);
-  issueTileCopy(isKey ? kPtr : vPtr, headOffset(strides, batch, kvHead), strides[2], keyTile,
-                config.bc, keyLen, isKey ? smemK : smemV);
+  issueTileCopy(isKey ? kPtr : vPtr, sequenceOffset(strides, batch, kvHead, keyRowStart),
+                strides[2], keyTile, config.bc, keyLen, isKey ? smemK : smemV);
 }
 
 LogicalResult KernelEmitter::lowerLoadKV(flash::LoadKVOp op) {
@@ -252,14 +252,17 @@ LogicalResult KernelEmitter::lowerSplitKeyRange(flash::SplitKeyRangeOp op) {
 
 void KernelEmitter::storeOutput(const TileValue &out, const TileValue &lse, Value batch,
                                 Value head, Value queryTile) {
-  // LSE is dense [B, H, N]. A packed tile's rows come from G heads, each
-  // row addressing its own; an unpacked tile's share one, computed once
-  // before the row branches.
+  // LSE is dense [B, H, N], or [H, rows] for packed varlen queries. A
+  // packed tile's rows come from G heads, each row addressing its own; an
+  // unpacked tile's share one, computed once before the row branches.
   auto lseHeadOf = [&](Value queryHead) {
-    return mul(add(mul(toI64(batch), toI64(headCount)), toI64(queryHead)), toI64(queryLen));
+    if (queryRowStart)
+      return add(mul(toI64(queryHead), toI64(queryRows)), queryRowStart);
+    return mul(add(mul(toI64(batch), toI64(headCount)), toI64(queryHead)),
+               toI64(launchSizeOf(flash::DimRole::QueryLen)));
   };
   bool packed = kernel.getPackedHeads();
-  Value outHead = packed ? Value() : headOffset(oStrides, batch, head);
+  Value outHead = packed ? Value() : sequenceOffset(oStrides, batch, head, queryRowStart);
   Value lseHead = packed ? Value() : lseHeadOf(head);
   SmallVector<QueryRow> rows = storedRows(head, queryTile);
   Value writesLse = cmpI(arith::CmpIPredicate::eq, threadInGroup, i32(0));

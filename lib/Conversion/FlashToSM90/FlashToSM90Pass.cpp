@@ -58,8 +58,9 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
   // A paged cache is gathered by cp.async: a TMA box would bring the rows
   // past a sequence's end from its last page (stale, maybe NaN), which the
-  // zero fill of cp.async keeps out of P·V.
-  config.kvTensorMaps = kvCopy == "tma" && !kernel.getPagedKvAttr();
+  // zero fill of cp.async keeps out of P·V; in a varlen batch it would
+  // bring the next sequence's rows (whatever they hold).
+  config.kvTensorMaps = kvCopy == "tma" && !kernel.getPagedKvAttr() && !kernel.getVarlenAttr();
   SmallVector<scf::ForOp> loops;
   kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its

@@ -43,9 +43,14 @@ std::string launchParameters(const flashrt::KernelPackage &package) {
   if (package.pageSize)
     paged = ",\n    uint64_t paged_block_table, int64_t paged_table_stride, "
             "uint64_t paged_key_lengths, int64_t paged_num_pages";
+  std::string varlen;
+  if (package.packsQueries())
+    varlen += ",\n    uint64_t varlen_query_offsets, int64_t varlen_query_rows";
+  if (package.packsKeys())
+    varlen += ",\n    uint64_t varlen_key_offsets, int64_t varlen_key_rows";
   return "void *stream, flashc_tensor q, flashc_tensor k, flashc_tensor v, "
          "flashc_tensor o, uint64_t lse,\n    " +
-         sizeParameters() + argumentParameters(package) + paged;
+         sizeParameters() + argumentParameters(package) + paged + varlen;
 }
 
 /// The block summary function's parameter list: the sizes and run-time
@@ -153,6 +158,23 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       << " * The caller's contract, which the kernel cannot report: lengths in\n"
       << " * [0, key_len] and the table entries they reach in [0, paged_num_pages); the kernel\n"
       << " * clamps a length and reads zeros for an entry outside the cache. */\n\n";
+  if (package.packsQueries() || package.packsKeys()) {
+    h << "/* A packed batch of ragged sequences (FlashAttention-2's varlen layout):\n";
+    if (package.packsQueries())
+      h << " * q and o are token-major [varlen_query_rows, heads, head_dim] (strides {0,\n"
+        << " * head_dim, heads*head_dim}); sequence b's queries are rows\n"
+        << " * varlen_query_offsets[b] .. varlen_query_offsets[b + 1] - 1 (device i32\n"
+        << " * [batch + 1]; the variant's '" << package.varlenQueries
+        << "'), at most query_len of them;\n"
+        << " * lse is f32 [heads, varlen_query_rows].\n";
+    if (package.packsKeys())
+      h << " * k and v are token-major [varlen_key_rows, kv_heads, head_dim]; sequence b's\n"
+        << " * keys are rows varlen_key_offsets[b] .. varlen_key_offsets[b + 1] - 1 (device\n"
+        << " * i32 [batch + 1]; the variant's '" << package.varlenKeys
+        << "'), at most key_len of them.\n";
+    h << " * The caller's contract, which the kernel cannot report: offsets never\n"
+      << " * decreasing and inside [0, rows]; the kernel clamps them into the rows. */\n\n";
+  }
   if (package.blockSummary)
     h << "/* The mask reads aux tensors: flashc_" << name << "_launch first classifies\n"
       << " * every (query tile, key block) into a block summary (empty, partial,\n"
@@ -215,18 +237,32 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     << "  return {t.data, t.batch_stride, t.head_stride, t.row_stride};\n}\n\n"
     << "} // namespace\n\n"
     << "extern \"C\" int flashc_" << name << "_launch(" << launchParameters(package) << ") {\n";
+  std::string pagedArgument = "{paged_block_table, paged_key_lengths, paged_table_stride, "
+                              "paged_num_pages}";
+  std::string varlenLaunch =
+      std::string(package.pageSize ? "    flashrun::PagedKV flashc_paged" + pagedArgument + ";\n" : "") +
+      "    state.kernel.launchVarlen(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+      "                              {batch, heads, kv_heads, query_len, key_len},\n"
+      "                              {" +
+      (package.packsQueries() ? "varlen_query_offsets" : "0") + ", " +
+      (package.packsKeys() ? "varlen_key_offsets" : "0") + ", " +
+      (package.packsQueries() ? "varlen_query_rows" : "0") + ", " +
+      (package.packsKeys() ? "varlen_key_rows" : "0") + "},\n" +
+      "                              " + (package.pageSize ? "&flashc_paged" : "nullptr") +
+      ", params, tensors";
+  std::string launchCall;
+  if (package.packsQueries() || package.packsKeys())
+    launchCall = varlenLaunch;
+  else if (package.pageSize)
+    launchCall = "    state.kernel.launchPaged(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+                 "                             {batch, heads, kv_heads, query_len, key_len},\n"
+                 "                             " + pagedArgument + ", params, tensors";
+  else
+    launchCall = "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
+                 "                        {batch, heads, kv_heads, query_len, key_len}, params, "
+                 "tensors";
   auto emitLaunchBody = [&](llvm::StringRef summary) {
-    c << kEnterCall
-      << collectArguments(package)
-      << (package.pageSize
-              ? "    state.kernel.launchPaged(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
-                "                             {batch, heads, kv_heads, query_len, key_len},\n"
-                "                             {paged_block_table, paged_key_lengths, "
-                "paged_table_stride, paged_num_pages}, params, tensors"
-              : "    state.kernel.launch(launchStream, ref(q), ref(k), ref(v), ref(o), lse,\n"
-                "                        {batch, heads, kv_heads, query_len, key_len}, params, "
-                "tensors")
-      << summary << ");\n"
+    c << kEnterCall << collectArguments(package) << launchCall << summary << ");\n"
       << kReturnSuccess << "\n";
   };
   emitLaunchBody("");

@@ -70,6 +70,10 @@ flashrt::KernelPackage describeKernel(Operation *op) {
       package.pageTable = paged.getTable().str();
       package.pageLengths = paged.getLengths().str();
     }
+    if (flash::VarlenAttr varlen = forward.getVarlenAttr()) {
+      package.varlenQueries = varlen.getQueries().str();
+      package.varlenKeys = varlen.getKeys().str();
+    }
   }
   for (Attribute attr : kernel.getTensors()) {
     auto tensor = cast<flash::AuxTensorAttr>(attr);

@@ -63,6 +63,14 @@
 // [pages, page, HKV, D] with their strides between pages, heads and rows:
 //   paged-kv 16 block_table kv_len
 //
+// A forward package over a packed batch of ragged sequences (`varlen`
+// items) names the offsets of its packed queries and keys ('-' for a side
+// that is not packed); the kernel takes, after the paged cache's place, per
+// packed side the offsets pointer (i32 [B + 1]) and the packed tensors' row
+// count (i32). Packed q, o (k, v) are token-major [rows, heads, D] and LSE is
+// f32 [H, rows]:
+//   varlen cu_seqlens_q cu_seqlens_k
+//
 // The kernel ABI is documented in flashc/Target/NVPTX/EmitPTX.h.
 //
 //===----------------------------------------------------------------------===//
@@ -147,6 +155,11 @@ struct KernelPackage {
   /// and the names of the block table and key lengths inputs.
   int64_t pageSize = 0;
   std::string pageTable, pageLengths;
+  /// A forward package with `varlen`: the names of the offsets of its packed
+  /// queries and keys (empty: that side is not packed).
+  std::string varlenQueries, varlenKeys;
+  bool packsQueries() const { return !varlenQueries.empty(); }
+  bool packsKeys() const { return !varlenKeys.empty(); }
   std::vector<PackageEntry> entries;
   std::string ptx;
 

@@ -47,6 +47,32 @@ struct TensorRef {
   static TensorRef pagedCache(uint64_t ptr, int64_t page, int64_t kvHeads, int64_t headDim) {
     return {ptr, page * kvHeads * headDim, headDim, kvHeads * headDim};
   }
+  /// A packed varlen tensor, token-major [rows, heads, D] (FlashAttention-2's
+  /// layout): sequence b's rows start at its offset, so the batch stride is
+  /// unused.
+  static TensorRef packed(uint64_t ptr, int64_t heads, int64_t headDim) {
+    return {ptr, 0, headDim, heads * headDim};
+  }
+};
+
+/// What a launch of a varlen package (`varlen`) takes beside the packed
+/// tensors (TensorRef::packed): FlashAttention-2's cu_seqlens. Sequence b's
+/// queries are rows queryOffsets[b] .. queryOffsets[b + 1] - 1 of q and o,
+/// its keys rows keyOffsets[b] .. of k and v; LSE is then f32 [H,
+/// queryRows]. Sizes::queryLen (keyLen) is the longest sequence's, which
+/// sizes the grid. The pointers of a side the package does not pack are
+/// ignored.
+///
+/// The caller's contract on the device: offsets never decreasing, inside
+/// [0, rows], no sequence longer than Sizes::queryLen (keyLen). The kernel
+/// clamps every offset into [0, rows] and every length to the launch's, so
+/// broken offsets give wrong rows, not a fault; checkVarlenOffsets checks
+/// them on the host where they are there.
+struct VarlenBatch {
+  uint64_t queryOffsets = 0; // device i32 [B + 1]
+  uint64_t keyOffsets = 0;   // device i32 [B + 1]
+  int64_t queryRows = 0;     // rows of the packed q and o
+  int64_t keyRows = 0;       // rows of the packed k and v
 };
 
 /// What a launch of a package with a paged K/V cache (`paged-kv`) takes
@@ -161,6 +187,25 @@ public:
                    const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
                    const PagedKV &paged, const std::map<std::string, double> &params = {},
                    const std::vector<uint64_t> &tensors = {}) const;
+  /// The launch of a varlen package (packsQueries() or packsKeys()): the
+  /// packed tensors are TensorRef::packed, `varlen` their offsets; with a
+  /// paged cache too (chunked prefill: packed queries over paged keys),
+  /// `paged` its table and lengths. Throws InvalidArgument for a package
+  /// that packs nothing, and the launches above do for one that does.
+  void launchVarlen(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
+                    const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
+                    const VarlenBatch &varlen, const PagedKV *paged = nullptr,
+                    const std::map<std::string, double> &params = {},
+                    const std::vector<uint64_t> &tensors = {}) const;
+  bool packsQueries() const { return kernelPackage.packsQueries(); }
+  bool packsKeys() const { return kernelPackage.packsKeys(); }
+  /// Checks varlen offsets held on the host (B + 1 entries per packed side;
+  /// null for a side the package does not pack) against `sizes` and the
+  /// packed row counts: what the kernel cannot check on the device. Throws
+  /// InvalidArgument naming the first bad entry.
+  static void checkVarlenOffsets(const flashrt::KernelPackage &package, const Sizes &sizes,
+                                 const int32_t *queryOffsets, int64_t queryRows,
+                                 const int32_t *keyOffsets, int64_t keyRows);
   /// The page of the package's paged K/V cache in keys (0: dense K and V).
   int64_t pageSize() const { return kernelPackage.pageSize; }
   /// Checks a block table and key lengths held on the host (B x tableStride
@@ -253,7 +298,8 @@ private:
   std::shared_ptr<StreamCounters> splitStates = std::make_shared<StreamCounters>();
   void launchWith(flashrt::Stream &stream, const TensorRef &q, const TensorRef &k,
                   const TensorRef &v, const TensorRef &o, uint64_t lse, const Sizes &sizes,
-                  const PagedKV *paged, const std::map<std::string, double> &params,
+                  const PagedKV *paged, const VarlenBatch *varlen,
+                  const std::map<std::string, double> &params,
                   const std::vector<uint64_t> &tensors, uint64_t blockSummary) const;
   /// The device address of `stream`'s counters in `counters`, at least
   /// `bytes` long (zeroed when new or grown).

@@ -536,3 +536,45 @@ flash.kernel @paged_same_names attributes {config = #flash.tile<br = 16, bc = 16
     paged_kv = #flash.paged_kv<page = 16, table = "t", lengths = "t">} {
 ^bb0(%b: index, %h: index, %qt: index):
 }
+
+// -----
+
+flash.kernel @varlen_nothing attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>,
+    // expected-error @+1 {{a varlen batch packs the queries, the keys or both: name their offsets}}
+    varlen = #flash.varlen<queries = "", keys = "">} {
+^bb0(%b: index, %h: index, %qt: index):
+}
+
+// -----
+
+// expected-error @+1 {{a varlen kernel with packed queries cannot be split_keys or packed_heads (their rows are laid out by the launch's N)}}
+flash.kernel @varlen_packed_heads attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, packed_heads,
+    varlen = #flash.varlen<queries = "cu_q", keys = "">} {
+^bb0(%b: index, %h: index, %qt: index):
+}
+
+// -----
+
+// expected-error @+1 {{a varlen kernel cannot pack keys that a paged_kv cache holds}}
+flash.kernel @varlen_paged_keys attributes {config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>,
+    paged_kv = #flash.paged_kv<page = 16, table = "block_table", lengths = "kv_len">,
+    varlen = #flash.varlen<queries = "", keys = "cu_k">} {
+^bb0(%b: index, %h: index, %qt: index):
+}
+
+// -----
+
+// expected-error @+1 {{a varlen kernel cannot read a block summary (its tiles assume one length for every sequence)}}
+flash.kernel @varlen_summary attributes {block_summary = #flash.block_summary<per_batch = true, per_head = false>,
+    config = #flash.tile<br = 16, bc = 16, head_dim = 16>,
+    element_type = f32, static_sizes = array<i64: -1, -1, -1, -1, -1, -1>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>,
+    varlen = #flash.varlen<queries = "cu_q", keys = "cu_k">} {
+^bb0(%b: index, %h: index, %qt: index):
+}

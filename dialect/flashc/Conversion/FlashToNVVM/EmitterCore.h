@@ -69,12 +69,28 @@ public:
   /// count (i32); else null. k and v's strides are then between pages,
   /// heads and rows of a page.
   mlir::Value pagedTable, pagedLengths, pagedTableStride, pagedPages;
-  /// A paged kernel: the launch's M (keyLen is the sequence's); else null.
-  mlir::Value launchKeyLen;
-  /// A paged kernel: sets keyLen to sequence `batch`'s key count, its
-  /// lengths entry clamped to [0, M] (a length past the table's capacity or
-  /// negative is the caller's error, which must not read outside the table).
-  void bindSequenceKeyLength(mlir::Value batch);
+  /// A #flash.varlen kernel, per packed side: the offsets (i32 [B + 1]) and
+  /// the rows of the packed tensors (i32: q and o, or k and v); else null.
+  mlir::Value queryOffsets, queryRows, keyOffsets, keyRows;
+  /// After bindSequenceLengths, a packed side's first row of the CTA's
+  /// sequence (i64); else null.
+  mlir::Value queryRowStart, keyRowStart;
+  /// A paged or varlen kernel: the launch's M and N (keyLen and queryLen are
+  /// the sequence's); else null.
+  mlir::Value launchKeyLen, launchQueryLen;
+  /// A paged or varlen kernel: sets keyLen (queryLen) to sequence `batch`'s
+  /// key (query) count: its lengths entry clamped to [0, M], or its offsets
+  /// clamped into the packed rows. A bad length or offset is the caller's
+  /// error, which must not read outside the table or the tensors.
+  void bindSequenceLengths(mlir::Value batch);
+  /// The element offset (i64) of row 0 of (batch, head) in a tensor with
+  /// (batch, head, row) strides `strides`, or in a packed one (`rowStart`
+  /// non-null) of its sequence's first row.
+  mlir::Value sequenceOffset(const mlir::Value *strides, mlir::Value batch, mlir::Value head,
+                             mlir::Value rowStart) {
+    return rowStart ? add(mul(rowStart, strides[2]), mul(toI64(head), strides[1]))
+                    : headOffset(strides, batch, head);
+  }
   /// A paged kernel: copies key block `keyTile` (Bc rows) of KV head
   /// `kvHead` of sequence `batch` from `base` (k or v, `strides` its page,
   /// head and row strides) into shared memory at `dst`, each row from its
@@ -236,8 +252,9 @@ public:
   /// target arguments: q, k, v, o, lse, their 12 strides, the 5 sizes, the
   /// parameters, the aux tensors and, with a #flash.block_summary, the
   /// summary; with a #flash.paged_kv, the block table, the key lengths, the
-  /// table's row length and the page count. The kernel op must be a
-  /// flash.kernel.
+  /// table's row length and the page count; with a #flash.varlen, per packed
+  /// side (queries, then keys) the offsets and the packed row count. The
+  /// kernel op must be a flash.kernel.
   mlir::LogicalResult appendForwardArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
   /// What a split_keys kernel and its combine step take after those: the
   /// partial O and LSE pointers (f32) and the split count S (i32).
@@ -247,12 +264,16 @@ public:
   /// returns the index after them.
   unsigned bindSizesAndInputs(mlir::ValueRange arguments, unsigned first);
   /// The run-time size of `role` (i32): what flash.dim reads (a paged
-  /// kernel's M is its sequence's).
+  /// kernel's M is its sequence's, a varlen kernel's N and M too).
   mlir::Value sizeOf(flash::DimRole role);
   /// The launch's size of `role` (i32): the aux tensors' extents (a paged
-  /// kernel's M stays the launch's there).
+  /// or varlen kernel's M and N stay the launch's there).
   mlir::Value launchSizeOf(flash::DimRole role) {
-    return role == flash::DimRole::KeyLen && launchKeyLen ? launchKeyLen : sizeOf(role);
+    if (role == flash::DimRole::KeyLen && launchKeyLen)
+      return launchKeyLen;
+    if (role == flash::DimRole::QueryLen && launchQueryLen)
+      return launchQueryLen;
+    return sizeOf(role);
   }
 };
 

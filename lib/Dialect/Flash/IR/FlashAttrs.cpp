@@ -54,6 +54,15 @@ LogicalResult PagedKVAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
   return success();
 }
 
+LogicalResult VarlenAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringAttr queries, StringAttr keys) {
+  bool packsQueries = queries && !queries.getValue().empty();
+  bool packsKeys = keys && !keys.getValue().empty();
+  if (!packsQueries && !packsKeys)
+    return emitError() << "a varlen batch packs the queries, the keys or both: name their offsets";
+  return success();
+}
+
 LogicalResult AuxTensorAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                     StringAttr name, Type elementType,
                                     ArrayRef<int64_t> extents) {

@@ -157,6 +157,16 @@ LogicalResult KernelOp::verifyRegions() {
   if (getPagedKvAttr() && getBlockSummaryAttr())
     return emitOpError("a paged_kv kernel cannot read a block summary (its tiles assume one key "
                        "length for every sequence)");
+  if (VarlenAttr varlen = getVarlenAttr()) {
+    if (getBlockSummaryAttr())
+      return emitOpError("a varlen kernel cannot read a block summary (its tiles assume one "
+                         "length for every sequence)");
+    if (!varlen.getQueries().getValue().empty() && (getSplitKeys() || getPackedHeads()))
+      return emitOpError("a varlen kernel with packed queries cannot be split_keys or "
+                         "packed_heads (their rows are laid out by the launch's N)");
+    if (!varlen.getKeys().getValue().empty() && getPagedKvAttr())
+      return emitOpError("a varlen kernel cannot pack keys that a paged_kv cache holds");
+  }
   if (getPackedHeads()) {
     if (getBlockSummaryAttr())
       return emitOpError("a packed_heads kernel cannot read a block summary (its tiles "

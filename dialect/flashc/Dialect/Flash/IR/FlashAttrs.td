@@ -170,6 +170,24 @@ def Flash_PagedKVAttr : Flash_Attr<"PagedKV", "paged_kv"> {
   let genVerifyDecl = 1;
 }
 
+def Flash_VarlenAttr : Flash_Attr<"Varlen", "varlen"> {
+  let summary = "A packed batch of ragged sequences (cu_seqlens)";
+  let description = [{
+    `#flash.varlen<queries = "cu_q", keys = "cu_k">` on a flash.kernel:
+    FlashAttention-2's varlen convention. Where `queries` names offsets
+    (i32 [B + 1]), sequence b's queries are rows queries[b] to
+    queries[b + 1] - 1 of token-major [total, H, D] tensors q and o, its
+    LSE is f32 [H, total], and inside its kernel instances `flash.dim
+    query_len` is that count (at most the launch's N, the longest); `keys`
+    does the same for k, v and `flash.dim key_len`. An empty name leaves
+    that side dense (or, for the keys, in a paged cache). The names are the
+    offsets' names in the kernel's ABI.
+  }];
+  let parameters = (ins "::mlir::StringAttr":$queries, "::mlir::StringAttr":$keys);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
   let summary = "What a launcher needs to know about one lowered kernel";
   let description = [{

@@ -67,6 +67,12 @@ def Flash_KernelOp : Flash_Op<"kernel", [
       (`#flash.paged_kv`); `flash.dim key_len` is the kernel instance's own
       sequence length. Incompatible with a block summary (its tiles assume
       one M for every sequence).
+    - `varlen` (optional): packed ragged sequences (`#flash.varlen`);
+      `flash.dim query_len` (with packed queries) and `flash.dim key_len`
+      (with packed keys) are the kernel instance's own sequence lengths.
+      Incompatible with a block summary, and packed queries with
+      `split_keys` and `packed_heads` (their partial states and packed rows
+      are laid out by the launch's N), and packed keys with `paged_kv`.
 
     GPU backends turn the body into a kernel whose grid covers every
     (b, h, qt) (and split); the interpreter runs the same loop nest on the
@@ -83,7 +89,8 @@ def Flash_KernelOp : Flash_Op<"kernel", [
     OptionalAttr<Flash_BlockSummaryAttr>:$block_summary,
     UnitAttr:$split_keys,
     UnitAttr:$packed_heads,
-    OptionalAttr<Flash_PagedKVAttr>:$paged_kv
+    OptionalAttr<Flash_PagedKVAttr>:$paged_kv,
+    OptionalAttr<Flash_VarlenAttr>:$varlen
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
