@@ -11,8 +11,8 @@ FLASH_RUN=${FLASH_RUN:-flash-run}
 GEMMS=${GEMMS:-auto mma.sync}
 # FLAGS: extra flash-run flags for every case (e.g. --warp-specialize).
 FLAGS=${FLAGS:-}
-# SECTIONS: which parts run, comma-separated (default main,split-keys,packed,paged).
-SECTIONS=${SECTIONS:-main,split-keys,packed,paged}
+# SECTIONS: which parts run, comma-separated (default main,split-keys,packed,paged,varlen).
+SECTIONS=${SECTIONS:-main,split-keys,packed,paged,varlen}
 wants() { case ",$SECTIONS," in *",$1,"*) return 0 ;; esac; return 1; }
 passed=0; failed=0; skipped=0
 run() {
@@ -154,6 +154,27 @@ for gemm in auto mma.sync; do
     run test/Driver/Inputs/paged-masks.flash --variant $v --paged 16 --shape B=4,H=8,HKV=2,N=3,M=1200,D=128
   done
   run test/Driver/Inputs/paged-masks.flash --variant window --paged 128 --shape B=3,H=4,HKV=2,N=500,M=900,D=64
+done
+gemm=auto
+fi
+if wants varlen; then
+# A varlen batch: packed token-major sequences of full, 1, 0 and random
+# lengths from row 5 (NaN in the rows no sequence owns, and a stray store
+# into one fails), GQA and MHA, D = 64-256, f16, masks and score mods that
+# read N, M, h, i and aux tensors; keys alone packed (split, packed GQA at
+# decode); packed chunks over a paged cache (chunked prefill); both GEMMs.
+for gemm in auto mma.sync; do
+  run examples/varlen.flash --shape B=6,H=8,HKV=2,N=1000,D=128
+  run examples/varlen.flash --shape B=5,H=4,HKV=4,N=333,D=64
+  run examples/varlen.flash --shape B=4,H=4,HKV=1,N=517,D=256
+  run test/Driver/Inputs/varlen-masks.flash --variant causal_gqa --shape B=5,H=8,HKV=2,N=700,D=128
+  for v in window_cross softcap_alibi documents queries_only; do
+    run test/Driver/Inputs/varlen-masks.flash --variant $v --shape B=5,H=8,HKV=2,N=700,M=900,D=128
+  done
+  run test/Driver/Inputs/varlen-masks.flash --variant keys_only --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
+  run test/Driver/Inputs/varlen-masks.flash --variant window_cross --shape B=5,H=4,HKV=2,N=1,M=2000,D=96
+  run test/Driver/Inputs/chunked-prefill.flash --shape B=6,H=8,HKV=2,N=300,M=2000,D=128
+  run test/Driver/Inputs/chunked-prefill.flash --shape B=5,H=16,HKV=2,N=64,M=700,D=64
 done
 gemm=auto
 fi

@@ -103,15 +103,13 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
 }
 
 /// Whether flash-to-sm90 copies K and V by cp.async whatever kv-copy says.
-static bool copiesByCpAsync(const frontend::Variant &variant) {
-  return variant.paged || variant.varlenQueries || variant.varlenKeys;
-}
+static bool copiesByCpAsync(const frontend::Variant &variant) { return bool(variant.paged); }
 
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
   if (blockRows && blockCols)
     return {*blockRows, *blockCols, sourceText};
-  // A paged cache and a varlen batch are copied by cp.async (flash-to-sm90
-  // keeps TMA off for them), so their tile is the one-warpgroup kernel's.
+  // A paged cache is gathered by cp.async (flash-to-sm90 keeps TMA off for
+  // it), so its tile is the one-warpgroup kernel's.
   TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
                                 warpSpecializedTiles && !copiesByCpAsync(variant), queryLength);
   if (blockRows)
@@ -180,9 +178,6 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   if (variant.paged && gemmKind == "wgmma")
     lines.push_back("K/V gathered from the paged cache by cp.async (a TMA box would bring in "
                     "the rows past a sequence's end)");
-  else if ((variant.varlenQueries || variant.varlenKeys) && gemmKind == "wgmma")
-    lines.push_back("varlen batch copied by cp.async (a TMA box would bring in the next "
-                    "sequence's rows)");
   if (variant.varlenQueries && (splitKeys || packHeads))
     lines.push_back("varlen queries: keys not split and GQA heads not packed (their rows are "
                     "laid out by the launch's N)");
@@ -197,7 +192,9 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     return lines;
   bool persistent = persistentGridAsked(variant);
   std::string because;
-  if (!gridAskedText.empty())
+  if (variant.varlenQueries || variant.varlenKeys)
+    because = "a varlen batch binds each CTA's sequence once";
+  else if (!gridAskedText.empty())
     because = gridAskedText;
   else if (!queryLength)
     because = "N unknown; --shape N=... gives the persistent grid";
@@ -218,6 +215,9 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
 }
 
 bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
+  // A varlen kernel binds its sequence's lengths and rows once per CTA.
+  if (variant.varlenQueries || variant.varlenKeys)
+    return false;
   return config::persistentGridAsked(targetOptions.persistent,
                                      targetOptions.persistentWithTensors,
                                      !variant.tensors.empty());

@@ -461,6 +461,65 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       return *failure;
   }
 
+  // The same variant as a varlen batch: queries and keys packed where their
+  // lengths are their own symbols (one offsets tensor where N and M are one
+  // symbol), every sequence full length from a seed-dependent row, so the
+  // dense reference holds while N and M come from the offsets.
+  frontend::Variant &packable = parsed.ast->variants.front();
+  auto ownLength = [&](frontend::DimRole role, frontend::DimRole twin) {
+    const frontend::Dim &length = packable.dim(role);
+    bool own = !length.isFixed();
+    for (int other = 0; other < 6; ++other)
+      own &= other == static_cast<int>(role) || other == static_cast<int>(twin) ||
+             packable.dims[other].symbol != length.symbol;
+    return own;
+  };
+  bool tied = packable.dim(frontend::DimRole::QueryLen).symbol ==
+              packable.dim(frontend::DimRole::KeyLen).symbol;
+  bool packQueries = ownLength(frontend::DimRole::QueryLen, frontend::DimRole::KeyLen);
+  bool packKeys = !packable.paged && ownLength(frontend::DimRole::KeyLen, frontend::DimRole::QueryLen);
+  if (tied)
+    packKeys = packQueries = packQueries && packKeys;
+  if (packQueries || packKeys) {
+    std::string where = std::string("interpreter as a varlen batch (") +
+                        (packQueries ? "queries" : "") + (packQueries && packKeys ? ", " : "") +
+                        (packKeys ? "keys" : "") + " packed)";
+    if (packQueries)
+      packable.varlenQueries = frontend::VarlenDecl{tied ? "fuzz_cu" : "fuzz_cu_q", packable.loc};
+    if (packKeys)
+      packable.varlenKeys = frontend::VarlenDecl{tied ? "fuzz_cu" : "fuzz_cu_k", packable.loc};
+    OwningOpRef<ModuleOp> packed =
+        frontend::emitFlashIR(context, *parsed.ast, kernelOptions, parsed.sourceMgr);
+    packable.varlenQueries.reset();
+    packable.varlenKeys.reset();
+    if (!packed)
+      return fail("IRGen (varlen)", parsed.diagnostics + diagnostics);
+    PassManager pm(&context);
+    flash::buildFlashPipeline(pm);
+    if (failed(pm.run(*packed)))
+      return fail("pass pipeline (varlen)", diagnostics);
+    interp::AttentionInputs packedInputs = inputs;
+    auto fullOffsets = [&](int64_t length) {
+      std::vector<int32_t> offsets = {static_cast<int32_t>(c.seed % 7)};
+      for (int64_t b = 0; b < shape.batch(); ++b)
+        offsets.push_back(offsets.back() + static_cast<int32_t>(length));
+      return offsets;
+    };
+    if (packQueries)
+      packedInputs.varlen.queryOffsets = fullOffsets(shape.queryLen());
+    if (packKeys)
+      packedInputs.varlen.keyOffsets = fullOffsets(shape.keyLen());
+    interp::AttentionOutputs outputs;
+    std::string error;
+    interp::RunOptions run;
+    run.checkClassification = true;
+    if (failed(interp::runKernel(*packed->getOps<flash::KernelOp>().begin(), packedInputs,
+                                 outputs, error, run)))
+      return fail(where, error);
+    if (std::optional<CheckResult> failure = againstReference(where, outputs, ""))
+      return *failure;
+  }
+
   if (options.backward) {
     CheckResult result = checkBackwardCase(c, parsed, context, diagnostics, kernel, inputs,
                                            outBound + 4 * scoreError + 4 * maxDerivativeError,

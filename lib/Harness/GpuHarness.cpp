@@ -299,7 +299,10 @@ void harness::launch(const flashrun::AttentionKernel &kernel, flashrt::Stream &s
       batch.queryOffsets = p.queryOffsets->devicePtr(),
       batch.queryRows = packedRows(varlen.queryOffsets);
     if (varlen.packsKeys())
-      batch.keyOffsets = p.keyOffsets->devicePtr(), batch.keyRows = packedRows(varlen.keyOffsets);
+      // Up to the last sequence's end: the NaN rows after it are outside the
+      // tensor (a TMA box past a sequence's end reads its next rows, which
+      // the contract asks to be finite, and zeros past the rows).
+      batch.keyOffsets = p.keyOffsets->devicePtr(), batch.keyRows = varlen.keyOffsets.back();
     flashrun::TensorRef k = ref(*p.k, s.kvHeads(), s.keyLen(), varlen.packsKeys()),
                         v = ref(*p.v, s.kvHeads(), s.keyLen(), varlen.packsKeys());
     if (paged.enabled())

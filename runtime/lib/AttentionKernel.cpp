@@ -388,22 +388,27 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
   }
   if (kernelPackage.kvTensorMaps) {
     // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
-    auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows) {
+    // Packed varlen keys are one [rows, HKV, D] tensor: batch extent 1.
+    auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows,
+                         bool packed) {
       flashrt::TiledTensorMapSpec spec;
       spec.elementType = kernelPackage.elementType;
       spec.address = t.devicePtr;
       spec.dims = {static_cast<uint64_t>(kernelPackage.headDim), static_cast<uint64_t>(length),
-                   static_cast<uint64_t>(heads), static_cast<uint64_t>(sizes.batch)};
+                   static_cast<uint64_t>(heads), packed ? 1 : static_cast<uint64_t>(sizes.batch)};
+      int64_t batchStride = packed ? std::max<int64_t>(length, 1) * t.rowStride : t.batchStride;
       spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
                           static_cast<uint64_t>(t.headStride) * 2,
-                          static_cast<uint64_t>(t.batchStride) * 2};
+                          static_cast<uint64_t>(batchStride) * 2};
       spec.box = {64, static_cast<uint32_t>(rows), 1, 1};
       return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
     };
     if (kernelPackage.persistent)
-      args.add(tensorMap(q, sizes.queryLen, sizes.heads, kernelPackage.blockRows));
-    args.add(tensorMap(k, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols))
-        .add(tensorMap(v, sizes.keyLen, sizes.kvHeads, kernelPackage.blockCols));
+      args.add(tensorMap(q, sizes.queryLen, sizes.heads, kernelPackage.blockRows, false));
+    bool packedKeys = kernelPackage.packsKeys();
+    int64_t keyRows = packedKeys ? varlen->keyRows : sizes.keyLen;
+    args.add(tensorMap(k, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys))
+        .add(tensorMap(v, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys));
   }
   if (kernelPackage.persistent)
     args.add(streamCounters(*tileCounters, stream, 2 * sizeof(uint32_t)));

@@ -58,9 +58,10 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
   // A paged cache is gathered by cp.async: a TMA box would bring the rows
   // past a sequence's end from its last page (stale, maybe NaN), which the
-  // zero fill of cp.async keeps out of P·V; in a varlen batch it would
-  // bring the next sequence's rows (whatever they hold).
-  config.kvTensorMaps = kvCopy == "tma" && !kernel.getPagedKvAttr() && !kernel.getVarlenAttr();
+  // zero fill of cp.async keeps out of P·V. (Packed varlen keys take TMA:
+  // past a sequence's end a box brings the next sequence's rows, finite by
+  // the launch contract, and zeros past the packed rows.)
+  config.kvTensorMaps = kvCopy == "tma" && !kernel.getPagedKvAttr();
   SmallVector<scf::ForOp> loops;
   kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its
@@ -100,8 +101,9 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
     // A split_keys kernel keeps its grid of (query tile, split) CTAs, a
     // packed_heads kernel its rows mapped once per CTA.
+    // A varlen kernel binds its sequence's lengths and rows once per CTA.
     specialized.persistent =
-        !kernel.getSplitKeys() && !kernel.getPackedHeads() &&
+        !kernel.getSplitKeys() && !kernel.getPackedHeads() && !kernel.getVarlenAttr() &&
         config::persistentGridAsked(options.persistent, options.persistentWithTensors,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);

@@ -131,9 +131,15 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
 void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value address,
                                   Value barrier) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
-  issueBoxCopy(isKey ? kTensorMap : vTensorMap, mul(keyTile, i32(config.bc)),
-               lookupScalar(op.getKvHead()), lookupScalar(op.getBatch()), config.bc, address,
-               barrier);
+  Value firstRow = mul(keyTile, i32(config.bc)), batch = lookupScalar(op.getBatch());
+  // Packed varlen keys: one [rows, HKV, D] tensor (batch extent 1), the
+  // sequence's block at its row.
+  if (keyRowStart) {
+    firstRow = add(arith::TruncIOp::create(b, loc, b.getI32Type(), keyRowStart), firstRow);
+    batch = i32(0);
+  }
+  issueBoxCopy(isKey ? kTensorMap : vTensorMap, firstRow, lookupScalar(op.getKvHead()), batch,
+               config.bc, address, barrier);
 }
 
 void SM90Emitter::issueBoxCopy(Value map, Value firstRow, Value head, Value batch, int64_t rows,

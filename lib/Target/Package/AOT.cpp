@@ -171,7 +171,9 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       h << " * k and v are token-major [varlen_key_rows, kv_heads, head_dim]; sequence b's\n"
         << " * keys are rows varlen_key_offsets[b] .. varlen_key_offsets[b + 1] - 1 (device\n"
         << " * i32 [batch + 1]; the variant's '" << package.varlenKeys
-        << "'), at most key_len of them.\n";
+        << "'), at most key_len of them; every k and v row below varlen_key_rows\n"
+        << " * must be finite (a TMA box brings a sequence's next rows into masked\n"
+        << " * positions): pass varlen_key_offsets[batch] when later rows hold garbage.\n";
     h << " * The caller's contract, which the kernel cannot report: offsets never\n"
       << " * decreasing and inside [0, rows]; the kernel clamps them into the rows. */\n\n";
   }

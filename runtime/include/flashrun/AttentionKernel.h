@@ -67,7 +67,11 @@ struct TensorRef {
 /// [0, rows], no sequence longer than Sizes::queryLen (keyLen). The kernel
 /// clamps every offset into [0, rows] and every length to the launch's, so
 /// broken offsets give wrong rows, not a fault; checkVarlenOffsets checks
-/// them on the host where they are there.
+/// them on the host where they are there. A package with kv-tensor-maps
+/// copies a sequence's last key block by TMA box, which brings in the rows
+/// after it (masked out, but P·V multiplies them by 0): every k and v row
+/// in [0, keyRows) must be finite, so give keyRows = keyOffsets[B] where
+/// the rows past the last sequence may hold garbage.
 struct VarlenBatch {
   uint64_t queryOffsets = 0; // device i32 [B + 1]
   uint64_t keyOffsets = 0;   // device i32 [B + 1]

@@ -35,6 +35,12 @@
 //          j % page of page table[b·table_stride + j / page], and sequence
 //          b has min(max(lengths[b], 0), M) keys. A table entry outside
 //          [0, pages) reads zeros (the caller's contract)
+//   then   with a #flash.varlen, per packed side (queries, then keys): the
+//          offsets (global i32 [B + 1]) and the packed tensors' row count
+//          (i32). Packed q and o (k and v) are token-major [rows, heads,
+//          D] (their batch stride unused): sequence b's rows are
+//          offsets[b] .. offsets[b + 1] - 1, both clamped into [0, rows],
+//          at most N (M) of them; LSE is then f32 [H, rows]
 //   then   with split_keys (flash.kernel's: the launch splits each query
 //          tile's key blocks over S CTAs): the partial O (f32 [S, B, H, N,
 //          D], dense) and partial LSE (f32 [S, B, H, N]) pointers, then S
