@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "flashrun/MergeStates.h"
+#include "flashrun/merge_states.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -60,6 +61,20 @@ TEST(MergeStatesPtx, RefusesWhatItCannotMerge) {
   EXPECT_THAT(errorOf([] { StateMerger::ptx(StateMerger::kMaxStates + 1, "f32", "f32"); }),
               HasSubstr("no kernel for 65"));
   EXPECT_THAT(errorOf([] { StateMerger::ptx(2, "i32", "f32"); }), HasSubstr("of i32 into f32"));
+}
+
+TEST(MergeStatesC, RefusesBadArgumentsBeforeTouchingTheGpu) {
+  flashrun_state state{0, 0, 128};
+  EXPECT_EQ(flashrun_merge_states(nullptr, nullptr, "bf16", &state, 1, state, 4, 128), 2);
+  EXPECT_STREQ(flashrun_merge_states_error(),
+               "the state and output element types must not be null");
+  EXPECT_EQ(flashrun_merge_states(nullptr, "f32", "bf16", &state, 0, state, 4, 128), 2);
+  EXPECT_STREQ(flashrun_merge_states_error(), "merge states takes 1 to 64 states, got 0");
+  EXPECT_EQ(flashrun_merge_states(nullptr, "f32", "bf16", nullptr, 2, state, 4, 128), 2);
+  EXPECT_STREQ(flashrun_merge_states_error(),
+               "merge states takes 1 to 64 states, got 2 (null array)");
+  std::vector<flashrun_state> many(65, state);
+  EXPECT_EQ(flashrun_merge_states(nullptr, "f32", "bf16", many.data(), 65, state, 4, 128), 2);
 }
 
 class MergeStatesGpuTest : public ::testing::Test {
@@ -175,6 +190,27 @@ TEST_F(MergeStatesGpuTest, MatchesTheFp64MergeOnEveryKindOfRow) {
       else
         EXPECT_NEAR(got, want, 1e-2 * (std::fabs(want) + 0.05)) << "row " << r << " column " << d;
     }
+  }
+
+  // The C entry point (its own primary context of the same device) gives the
+  // same bits.
+  {
+    flashrt::DeviceBuffer cO(*context, rows * dim * 2), cLse(*context, rows * 4);
+    std::vector<flashrun_state> cStates;
+    for (const StateRef &ref : refs)
+      cStates.push_back({ref.out, ref.lse, ref.rowStride});
+    ASSERT_EQ(flashrun_merge_states(stream.handle(), "f32", "bf16", cStates.data(),
+                                    static_cast<int>(cStates.size()),
+                                    {cO.devicePtr(), cLse.devicePtr(), dim}, rows, dim),
+              0)
+        << flashrun_merge_states_error();
+    stream.synchronize();
+    std::vector<uint16_t> cGotO(rows * dim);
+    std::vector<float> cGotLse(rows);
+    cO.copyToHost(cGotO.data(), cGotO.size() * 2);
+    cLse.copyToHost(cGotLse.data(), cGotLse.size() * 4);
+    EXPECT_EQ(cGotO, gotO);
+    EXPECT_EQ(0, std::memcmp(cGotLse.data(), gotLse.data(), gotLse.size() * 4));
   }
 
   // In place, f32 into state 0 (its own row stride): the same O, unrounded.
