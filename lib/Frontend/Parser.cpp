@@ -190,6 +190,10 @@ private:
   bool parseTensor(VariantState &state);
   bool parsePaged(VariantState &state);
   bool parseVarlen(VariantState &state);
+  /// A broken `paged` or `varlen` item skips the rest of its line (its
+  /// `v:` would otherwise start a bogus v declaration); returns true (the
+  /// item is consumed).
+  bool skipBrokenItemLine(VariantSyntax &syntax);
   bool parseExprItem(VariantState &state);
 
   // Pieces of declarations.
@@ -687,17 +691,16 @@ bool Parser::parseParam(VariantState &state) {
   return checkItemEnd("the declaration of param '" + name.text + "'");
 }
 
+bool Parser::skipBrokenItemLine(VariantSyntax &syntax) {
+  syntax.anyDeclBroken = true;
+  while (!tok().startsLine && !tok().is(TokenKind::Eof) && !tok().is(TokenKind::RBrace))
+    noteSkipped(consume());
+  return true;
+}
+
 bool Parser::parsePaged(VariantState &state) {
   Token keyword = consume(); // paged
-  VariantSyntax &syntax = state.syntax;
-  // A broken paged item skips the rest of its line: its `v:` would
-  // otherwise start a bogus v declaration.
-  auto fail = [&] {
-    syntax.anyDeclBroken = true;
-    while (!tok().startsLine && !tok().is(TokenKind::Eof) && !tok().is(TokenKind::RBrace))
-      noteSkipped(consume());
-    return true;
-  };
+  auto fail = [&] { return skipBrokenItemLine(state.syntax); };
   if (state.variant.paged) {
     if (error(keyword, "redefinition of the paged K/V cache"))
       diags.note(state.variant.paged->loc, "first declared here");
@@ -774,14 +777,7 @@ bool Parser::parsePaged(VariantState &state) {
 
 bool Parser::parseVarlen(VariantState &state) {
   Token keyword = consume(); // varlen
-  VariantSyntax &syntax = state.syntax;
-  // A broken item skips the rest of its line, as a broken paged item does.
-  auto fail = [&] {
-    syntax.anyDeclBroken = true;
-    while (!tok().startsLine && !tok().is(TokenKind::Eof) && !tok().is(TokenKind::RBrace))
-      noteSkipped(consume());
-    return true;
-  };
+  auto fail = [&] { return skipBrokenItemLine(state.syntax); };
   // `q:` packs the queries (and O); `k, v:` the keys and values, together.
   bool queries = tok().isIdentifier("q") && peek(1).is(TokenKind::Colon);
   bool keys = tok().isIdentifier("k") && peek(1).is(TokenKind::Comma) &&

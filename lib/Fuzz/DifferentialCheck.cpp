@@ -25,6 +25,7 @@
 #include "llvm/Support/Program.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -418,46 +419,71 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       return *failure;
   }
 
+  // The variant as the front end has rewritten it (a paged cache, a varlen
+  // batch: `rewrite` sets the AST item, which is reset after IRGen), through
+  // the whole pipeline, run on `rewrittenInputs` with the classification's
+  // claims checked, against the dense reference.
+  auto checkRewritten = [&](const std::string &what, const std::string &where,
+                            const frontend::KernelOptions &rewrittenOptions,
+                            const std::function<void(frontend::Variant *)> &rewrite,
+                            const interp::AttentionInputs &rewrittenInputs,
+                            const std::string &note) -> std::optional<CheckResult> {
+    frontend::Variant &rewritten = parsed.ast->variants.front();
+    rewrite(&rewritten);
+    OwningOpRef<ModuleOp> module =
+        frontend::emitFlashIR(context, *parsed.ast, rewrittenOptions, parsed.sourceMgr);
+    rewritten.paged.reset();
+    rewritten.varlenQueries.reset();
+    rewritten.varlenKeys.reset();
+    if (!module)
+      return fail("IRGen (" + what + ")", parsed.diagnostics + diagnostics);
+    PassManager pm(&context);
+    flash::buildFlashPipeline(pm);
+    if (failed(pm.run(*module)))
+      return fail("pass pipeline (" + what + ")", diagnostics);
+    interp::AttentionOutputs outputs;
+    std::string error;
+    interp::RunOptions run;
+    run.checkClassification = true;
+    if (failed(interp::runKernel(*module->getOps<flash::KernelOp>().begin(), rewrittenInputs,
+                                 outputs, error, run)))
+      return fail(where, error);
+    return againstReference(where, outputs, note);
+  };
+  // Whether `role`'s length is a symbol of its own (`twin` may share it).
+  const frontend::Variant &declared = parsed.ast->variants.front();
+  auto ownLength = [&](frontend::DimRole role, std::optional<frontend::DimRole> twin) {
+    const frontend::Dim &length = declared.dim(role);
+    bool own = !length.isFixed();
+    for (int other = 0; other < 6; ++other)
+      own &= other == static_cast<int>(role) || (twin && other == static_cast<int>(*twin)) ||
+             declared.dims[other].symbol != length.symbol;
+    return own;
+  };
+
   // The same decode kernel over a paged K/V cache: K and V moved into
   // shuffled pages (every sequence M keys, so the dense reference holds;
   // the rows past M in the last page and the spare pages are NaN). Only a
   // variant whose M is its own symbol can be paged (a paged M is each
   // sequence's).
-  frontend::Variant &pageable = parsed.ast->variants.front();
-  const frontend::Dim &keyLen = pageable.dim(frontend::DimRole::KeyLen);
-  bool ownKeyLength = !keyLen.isFixed();
-  for (int role = 0; role < 6; ++role)
-    ownKeyLength &= role == static_cast<int>(frontend::DimRole::KeyLen) ||
-                    pageable.dims[role].symbol != keyLen.symbol;
-  if (ownKeyLength) {
+  if (ownLength(frontend::DimRole::KeyLen, std::nullopt)) {
     static const int64_t kPages[] = {1, 8, 16, 48, 64, 128};
     int64_t page = kPages[c.seed % 6];
-    std::string where = "interpreter with a paged cache of " + std::to_string(page) + "-key pages";
     frontend::KernelOptions pagedOptions = kernelOptions;
     pagedOptions.packHeads = true;
     pagedOptions.packSummarizedMasks = true;
     pagedOptions.splitKeys = true;
-    pageable.paged = frontend::PagedDecl{"fuzz_block_table", "fuzz_kv_len", page, pageable.loc};
-    OwningOpRef<ModuleOp> paged =
-        frontend::emitFlashIR(context, *parsed.ast, pagedOptions, parsed.sourceMgr);
-    pageable.paged.reset();
-    if (!paged)
-      return fail("IRGen (paged cache)", parsed.diagnostics + diagnostics);
-    PassManager pm(&context);
-    flash::buildFlashPipeline(pm);
-    if (failed(pm.run(*paged)))
-      return fail("pass pipeline (paged cache)", diagnostics);
     interp::AttentionInputs pagedInputs = interp::pageKeysAndValues(inputs, page, c.seed);
     pagedInputs.keySplits = 1 + static_cast<int64_t>((c.seed / 4) % 3);
-    interp::AttentionOutputs outputs;
-    std::string error;
-    interp::RunOptions run;
-    run.checkClassification = true;
-    if (failed(interp::runKernel(*paged->getOps<flash::KernelOp>().begin(), pagedInputs, outputs,
-                                 error, run)))
-      return fail(where, error);
-    if (std::optional<CheckResult> failure = againstReference(
-            where, outputs, ", " + std::to_string(pagedInputs.keySplits) + " split(s)"))
+    if (std::optional<CheckResult> failure = checkRewritten(
+            "paged cache",
+            "interpreter with a paged cache of " + std::to_string(page) + "-key pages",
+            pagedOptions,
+            [&](frontend::Variant *variant) {
+              variant->paged =
+                  frontend::PagedDecl{"fuzz_block_table", "fuzz_kv_len", page, variant->loc};
+            },
+            pagedInputs, ", " + std::to_string(pagedInputs.keySplits) + " split(s)"))
       return *failure;
   }
 
@@ -465,39 +491,13 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
   // lengths are their own symbols (one offsets tensor where N and M are one
   // symbol), every sequence full length from a seed-dependent row, so the
   // dense reference holds while N and M come from the offsets.
-  frontend::Variant &packable = parsed.ast->variants.front();
-  auto ownLength = [&](frontend::DimRole role, frontend::DimRole twin) {
-    const frontend::Dim &length = packable.dim(role);
-    bool own = !length.isFixed();
-    for (int other = 0; other < 6; ++other)
-      own &= other == static_cast<int>(role) || other == static_cast<int>(twin) ||
-             packable.dims[other].symbol != length.symbol;
-    return own;
-  };
-  bool tied = packable.dim(frontend::DimRole::QueryLen).symbol ==
-              packable.dim(frontend::DimRole::KeyLen).symbol;
+  bool tied = declared.dim(frontend::DimRole::QueryLen).symbol ==
+              declared.dim(frontend::DimRole::KeyLen).symbol;
   bool packQueries = ownLength(frontend::DimRole::QueryLen, frontend::DimRole::KeyLen);
-  bool packKeys = !packable.paged && ownLength(frontend::DimRole::KeyLen, frontend::DimRole::QueryLen);
+  bool packKeys = ownLength(frontend::DimRole::KeyLen, frontend::DimRole::QueryLen);
   if (tied)
     packKeys = packQueries = packQueries && packKeys;
   if (packQueries || packKeys) {
-    std::string where = std::string("interpreter as a varlen batch (") +
-                        (packQueries ? "queries" : "") + (packQueries && packKeys ? ", " : "") +
-                        (packKeys ? "keys" : "") + " packed)";
-    if (packQueries)
-      packable.varlenQueries = frontend::VarlenDecl{tied ? "fuzz_cu" : "fuzz_cu_q", packable.loc};
-    if (packKeys)
-      packable.varlenKeys = frontend::VarlenDecl{tied ? "fuzz_cu" : "fuzz_cu_k", packable.loc};
-    OwningOpRef<ModuleOp> packed =
-        frontend::emitFlashIR(context, *parsed.ast, kernelOptions, parsed.sourceMgr);
-    packable.varlenQueries.reset();
-    packable.varlenKeys.reset();
-    if (!packed)
-      return fail("IRGen (varlen)", parsed.diagnostics + diagnostics);
-    PassManager pm(&context);
-    flash::buildFlashPipeline(pm);
-    if (failed(pm.run(*packed)))
-      return fail("pass pipeline (varlen)", diagnostics);
     interp::AttentionInputs packedInputs = inputs;
     auto fullOffsets = [&](int64_t length) {
       std::vector<int32_t> offsets = {static_cast<int32_t>(c.seed % 7)};
@@ -509,14 +509,19 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       packedInputs.varlen.queryOffsets = fullOffsets(shape.queryLen());
     if (packKeys)
       packedInputs.varlen.keyOffsets = fullOffsets(shape.keyLen());
-    interp::AttentionOutputs outputs;
-    std::string error;
-    interp::RunOptions run;
-    run.checkClassification = true;
-    if (failed(interp::runKernel(*packed->getOps<flash::KernelOp>().begin(), packedInputs,
-                                 outputs, error, run)))
-      return fail(where, error);
-    if (std::optional<CheckResult> failure = againstReference(where, outputs, ""))
+    std::string packed = std::string(packQueries ? "queries" : "") +
+                         (packQueries && packKeys ? ", " : "") + (packKeys ? "keys" : "");
+    if (std::optional<CheckResult> failure = checkRewritten(
+            "varlen", "interpreter as a varlen batch (" + packed + " packed)", kernelOptions,
+            [&](frontend::Variant *variant) {
+              if (packQueries)
+                variant->varlenQueries =
+                    frontend::VarlenDecl{tied ? "fuzz_cu" : "fuzz_cu_q", variant->loc};
+              if (packKeys)
+                variant->varlenKeys =
+                    frontend::VarlenDecl{tied ? "fuzz_cu" : "fuzz_cu_k", variant->loc};
+            },
+            packedInputs, ""))
       return *failure;
   }
 
