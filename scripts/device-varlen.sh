@@ -22,9 +22,11 @@ if [ -z "${SKIP_SANITIZER:-}" ]; then
   echo "== compute-sanitizer" >&2
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # The one-warpgroup kernel (N <= 512), the warp-specialized one with TMA
-  # K/V (Br = 128), and packed chunks over a paged cache.
+  # (Br = 128) on the persistent grid and with one CTA per tile, and packed
+  # chunks over a paged cache.
   SAN_CASES=${SAN_CASES:-"examples/varlen.flash --shape B=4,H=4,HKV=2,N=300,D=128
 examples/varlen.flash --shape B=4,H=4,HKV=2,N=700,D=128 --tile Br=128,Bc=128
+examples/varlen.flash --shape B=4,H=4,HKV=2,N=700,D=128 --tile Br=128,Bc=128 --persistent=false
 test/Driver/Inputs/chunked-prefill.flash --shape B=4,H=4,HKV=2,N=100,M=600,D=128"}
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     for gemm in ${SAN_GEMMS:-auto mma.sync}; do

@@ -159,12 +159,13 @@ gemm=auto
 fi
 if wants varlen; then
 # A varlen batch: packed token-major sequences of full, 1, 0 and random
-# lengths from row 5 (NaN in the rows no sequence owns, and a stray store
+# lengths from row 5 (the persistent grid, and one CTA per tile) (NaN in the rows no sequence owns, and a stray store
 # into one fails), GQA and MHA, D = 64-256, f16, masks and score mods that
 # read N, M, h, i and aux tensors; keys alone packed (split, packed GQA at
 # decode); packed chunks over a paged cache (chunked prefill); both GEMMs.
 for gemm in auto mma.sync; do
   run examples/varlen.flash --shape B=6,H=8,HKV=2,N=1000,D=128
+  run examples/varlen.flash --shape B=6,H=8,HKV=2,N=1000,D=128 --persistent=false
   run examples/varlen.flash --shape B=5,H=4,HKV=4,N=333,D=64
   run examples/varlen.flash --shape B=4,H=4,HKV=1,N=517,D=256
   run test/Driver/Inputs/varlen-masks.flash --variant causal_gqa --shape B=5,H=8,HKV=2,N=700,D=128

@@ -192,8 +192,8 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     return lines;
   bool persistent = persistentGridAsked(variant);
   std::string because;
-  if (variant.varlenQueries || variant.varlenKeys)
-    because = "a varlen batch binds each CTA's sequence once";
+  if ((variant.varlenQueries || variant.varlenKeys) && !variant.tensors.empty())
+    because = "a varlen variant that reads aux tensors";
   else if (!gridAskedText.empty())
     because = gridAskedText;
   else if (!queryLength)
@@ -215,8 +215,9 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
 }
 
 bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
-  // A varlen kernel binds its sequence's lengths and rows once per CTA.
-  if (variant.varlenQueries || variant.varlenKeys)
+  // A varlen kernel that reads aux tensors keeps one CTA per tile
+  // (flash-to-sm90: bound per tile on the persistent grid it spills).
+  if ((variant.varlenQueries || variant.varlenKeys) && !variant.tensors.empty())
     return false;
   return config::persistentGridAsked(targetOptions.persistent,
                                      targetOptions.persistentWithTensors,

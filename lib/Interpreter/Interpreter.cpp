@@ -821,10 +821,10 @@ static std::string checkVarlenOffsets(const std::vector<int32_t> &offsets, const
     if (count < 0)
       return std::string("the ") + what + " offsets decrease at sequence " + std::to_string(b) +
              " (" + std::to_string(offsets[b]) + " then " + std::to_string(offsets[b + 1]) + ")";
+    const char *rows = std::string(what) == "query" ? " queries" : " keys";
     if (count > length)
       return std::string("sequence ") + std::to_string(b) + " has " + std::to_string(count) +
-             (std::string(what) == "query" ? " queries" : " keys") + ", more than the launch's " + lengthName + " = " +
-             std::to_string(length);
+             rows + ", more than the launch's " + lengthName + " = " + std::to_string(length);
   }
   return "";
 }

@@ -388,13 +388,16 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
   }
   if (kernelPackage.kvTensorMaps) {
     // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
-    // Packed varlen keys are one [rows, HKV, D] tensor: batch extent 1.
+    // Packed varlen tensors are one [rows, heads, D] tensor: batch extent 1.
     auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows,
                          bool packed) {
       flashrt::TiledTensorMapSpec spec;
       spec.elementType = kernelPackage.elementType;
       spec.address = t.devicePtr;
-      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim), static_cast<uint64_t>(length),
+      // A packed batch of no keys at all still needs a valid map (no box is
+      // ever issued from it).
+      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim),
+                   static_cast<uint64_t>(std::max<int64_t>(length, 1)),
                    static_cast<uint64_t>(heads), packed ? 1 : static_cast<uint64_t>(sizes.batch)};
       int64_t batchStride = packed ? std::max<int64_t>(length, 1) * t.rowStride : t.batchStride;
       spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
@@ -403,8 +406,11 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
       spec.box = {64, static_cast<uint32_t>(rows), 1, 1};
       return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
     };
-    if (kernelPackage.persistent)
-      args.add(tensorMap(q, sizes.queryLen, sizes.heads, kernelPackage.blockRows, false));
+    if (kernelPackage.persistent) {
+      bool packedQueries = kernelPackage.packsQueries();
+      args.add(tensorMap(q, packedQueries ? varlen->queryRows : sizes.queryLen, sizes.heads,
+                         kernelPackage.blockRows, packedQueries));
+    }
     bool packedKeys = kernelPackage.packsKeys();
     int64_t keyRows = packedKeys ? varlen->keyRows : sizes.keyLen;
     args.add(tensorMap(k, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys))

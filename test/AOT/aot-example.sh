@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds python-free-driver/examples/aot against this build tree's flashc
-# CMake package: flashc --emit=aot writes the causal kernel (D = 128), CMake
-# finds flashc::flashrun, compiles the generated C++ source, the C header as
-# C, and links. No GPU needed.
+# CMake package: flashc --emit=aot writes the causal kernel (D = 128) and the
+# varlen/dense pair of bench/inputs/varlen_pair.flash, CMake finds
+# flashc::flashrun, compiles the generated C++ sources, the C header as C,
+# and links aot-causal and aot-varlen. No GPU needed.
 #   aot-example.sh FLASHC BUILD_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 flashc=$1 build=$2 src=$3 work=$4
 rm -rf "$work"
 mkdir -p "$work"
 "$flashc" "$src/examples/causal.flash" --emit=aot --shape D=128 -o "$work/gen"
+# The varlen program's kernels (a packed batch checked against the dense
+# kernel per sequence through the C entry points).
+"$flashc" "$src/bench/inputs/varlen_pair.flash" --emit=aot --shape H=8,HKV=2,D=128 --ptxas=none \
+  -o "$work/gen-varlen"
 for file in causal.h causal.cpp causal.ptx; do
   [ -s "$work/gen/$file" ] || { echo "flashc --emit=aot wrote no $file" >&2; exit 1; }
 done
@@ -16,10 +21,11 @@ generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
 cmake -S "$src/python-free-driver/examples/aot" -B "$work/build" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE=Release -Dflashc_DIR="$build/lib/cmake/flashc" \
-  -DFLASHC_AOT_DIR="$work/gen" > "$work/configure.log" ||
-  { cat "$work/configure.log"; exit 1; }
+  -DFLASHC_AOT_DIR="$work/gen" -DFLASHC_VARLEN_AOT_DIR="$work/gen-varlen" \
+  > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build"
-echo "built $work/build/aot-causal"
+[ -x "$work/build/aot-varlen" ] || { echo "aot-varlen was not built" >&2; exit 1; }
+echo "built $work/build/aot-causal and $work/build/aot-varlen"
 
 # A mask that reads aux tensors adds the cached block summary's entry
 # points: the generated source compiles against the runtime's headers, the

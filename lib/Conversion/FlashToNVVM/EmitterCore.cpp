@@ -615,10 +615,13 @@ void EmitterCore::bindSequenceLengths(Value batch) {
                                 /*isVolatile=*/false, /*isNonTemporal=*/false,
                                 /*isInvariant=*/true);
   };
+  // The launch's lengths are kept from the first call: a persistent kernel
+  // binds each tile's sequence.
   if (pagedLengths) {
     Value length = arith::MaxSIOp::create(b, loc, loadEntry(pagedLengths, batch), i32(0));
-    launchKeyLen = keyLen;
-    keyLen = arith::MinSIOp::create(b, loc, length, keyLen);
+    if (!launchKeyLen)
+      launchKeyLen = keyLen;
+    keyLen = arith::MinSIOp::create(b, loc, length, launchKeyLen);
   }
   // A packed side: rows offsets[b] .. offsets[b + 1] - 1, both clamped into
   // [0, rows] so that no offsets reach outside the tensors, and at most the
@@ -631,8 +634,10 @@ void EmitterCore::bindSequenceLengths(Value batch) {
     };
     Value first = clampTo(loadEntry(offsets, batch), i32(0));
     Value next = clampTo(loadEntry(offsets, add(batch, i32(1))), first);
-    launchLength = length;
-    length = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, next, first), length);
+    if (!launchLength)
+      launchLength = length;
+    length = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, next, first),
+                                    launchLength);
     rowStart = toI64(first);
   };
   if (queryOffsets)

@@ -101,9 +101,11 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
     // A split_keys kernel keeps its grid of (query tile, split) CTAs, a
     // packed_heads kernel its rows mapped once per CTA.
-    // A varlen kernel binds its sequence's lengths and rows once per CTA.
+    // A varlen kernel that reads aux tensors keeps one CTA per tile: bound
+    // per tile on the persistent grid it spills (ptxas, D = 128).
+    bool varlenWithTensors = kernel.getVarlenAttr() && !kernel.getTensors().empty();
     specialized.persistent =
-        !kernel.getSplitKeys() && !kernel.getPackedHeads() && !kernel.getVarlenAttr() &&
+        !kernel.getSplitKeys() && !kernel.getPackedHeads() && !varlenWithTensors &&
         config::persistentGridAsked(options.persistent, options.persistentWithTensors,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);

@@ -108,7 +108,8 @@ SM90Emitter::TileSchedule SM90Emitter::emitTileSchedule() {
   // The sizes through opaque moves: computed per tile, so that LLVM does
   // not hoist the schedule out of the tile loop into registers held across
   // it (the consumers at D = 256 have none to spare).
-  Value queryLen = opaqueValue(this->queryLen), keyLen = opaqueValue(this->keyLen);
+  Value queryLen = opaqueValue(launchSizeOf(flash::DimRole::QueryLen)),
+        keyLen = opaqueValue(launchSizeOf(flash::DimRole::KeyLen));
   Value headCount = opaqueValue(this->headCount), batchSize = opaqueValue(this->batchSize);
   Value kvHeadCount = opaqueValue(this->kvHeadCount);
   TileSchedule schedule;
@@ -236,6 +237,19 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
     mapTileInSummaryOrder(after->getArgument(0));
   else
     mapTile(emitTileSchedule(), after->getArgument(0));
+  // A varlen batch: the tile's own sequence (its lengths and rows). A tile
+  // past its sequence's queries sees no key (producer and consumers alike:
+  // an empty key range) and stores no row.
+  if (kernel.getVarlenAttr()) {
+    bindSequenceLengths(lookupScalar(kernel.getBatch()));
+    if (queryRowStart) {
+      Value outside = cmpI(arith::CmpIPredicate::sge,
+                           mul(lookupScalar(kernel.getQueryTile()), i32(config.br)), queryLen);
+      if (!launchKeyLen) // dense keys: the launch's M is restored after the loop
+        launchKeyLen = keyLen;
+      keyLen = select(outside, i32(0), keyLen);
+    }
+  }
   ordinalBase = after->getArgument(1);
   tileIteration = after->getArgument(2);
   FailureOr<Value> blocks = work();
@@ -248,6 +262,13 @@ LogicalResult SM90Emitter::forEachTile(bool isProducer,
   scf::YieldOp::create(b, loc, next);
 
   b.setInsertionPointAfter(loop);
+  // The tile's sequence was bound inside the loop: outside it the sizes are
+  // the launch's again.
+  if (kernel.getVarlenAttr()) {
+    queryLen = launchSizeOf(flash::DimRole::QueryLen);
+    keyLen = launchSizeOf(flash::DimRole::KeyLen);
+    queryRowStart = keyRowStart = Value();
+  }
   if (isProducer)
     finishTileSchedule(loop.getResult(2));
   return success();
@@ -290,8 +311,15 @@ FailureOr<Value> SM90Emitter::emitProducerTile(scf::ForOp keyLoop) {
       waitForPhase(queryEmpty,
                    arith::XOrIOp::create(b, loc, arith::AndIOp::create(b, loc, tileIteration, i32(1)),
                                          i32(1)));
-      issueBoxCopy(qTensorMap, mul(lookupScalar(load.getQueryTile()), i32(config.br)),
-                   lookupScalar(load.getHead()), lookupScalar(load.getBatch()), config.br,
+      // Packed varlen queries: one [rows, H, D] tensor (batch extent 1), the
+      // tile at its sequence's row (rows past the sequence are never stored).
+      Value firstRow = mul(lookupScalar(load.getQueryTile()), i32(config.br));
+      Value batch = lookupScalar(load.getBatch());
+      if (queryRowStart) {
+        firstRow = add(arith::TruncIOp::create(b, loc, b.getI32Type(), queryRowStart), firstRow);
+        batch = i32(0);
+      }
+      issueBoxCopy(qTensorMap, firstRow, lookupScalar(load.getHead()), batch, config.br,
                    queryTileAddress, queryFull);
       continue;
     }

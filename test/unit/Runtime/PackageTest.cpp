@@ -259,6 +259,30 @@ TEST(Package, RecordsThePagedCache) {
                    "paged-kv is a forward kernel's with one CTA per tile");
 }
 
+TEST(Package, RecordsTheVarlenBatch) {
+  flashrt::KernelPackage package = samplePackage();
+  package.varlenQueries = "cu_q";
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\nvarlen cu_q -\n"), std::string::npos) << text;
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_TRUE(back.packsQueries());
+  EXPECT_FALSE(back.packsKeys());
+  EXPECT_EQ(back.varlenQueries, "cu_q");
+  back = flashrt::KernelPackage::parse(replacedOnce(text, "varlen cu_q -", "varlen cu_q cu_k"));
+  EXPECT_EQ(back.varlenKeys, "cu_k");
+  expectParseError(replacedOnce(text, "varlen cu_q -", "varlen - -"),
+                   "'varlen' needs the offsets of the packed queries, keys or both");
+  expectParseError(replacedOnce(text, "varlen cu_q -", "varlen cu_q"), "takes 2 value(s)");
+  // A persistent varlen kernel binds each tile's sequence.
+  back = flashrt::KernelPackage::parse(
+      replacedOnce(text, "varlen", "grid persistent tile-counter\nkv-tensor-maps\nvarlen"));
+  EXPECT_TRUE(back.persistent && back.packsQueries());
+  // Keys in a paged cache are not packed by offsets too.
+  expectParseError(
+      replacedOnce(text, "varlen cu_q -", "paged-kv 16 t l\nvarlen - cu_k"),
+      "a paged cache's keys are not packed by varlen offsets too");
+}
+
 TEST(Package, LoadNamesAMissingFile) {
   try {
     flashrt::KernelPackage::load("/nonexistent/kernel.flashpkg");
