@@ -12,7 +12,8 @@
 #   PAGED="B/H/HKV/M ..." the same decode over a paged K/V cache of PAGES
 #   (default "16 64") keys per page, every sequence M keys long
 #   (bench/inputs/paged_gqa.flash --full-lengths), beside the dense kernel
-#   with TMA and with cp.async copies: what paging costs.
+#   with TMA and with cp.async copies: what paging costs (PAGES_IN_ORDER,
+#   PAGES_GATHERED: the same pages consecutive, or gathered by cp.async).
 # Needs .device-carry/flashc-tools.tar.xz (flash-run) and
 # .device-carry/peers_infer.py (a copy of shared/bench/peers_infer.py).
 set -u
@@ -76,14 +77,18 @@ if [ -n "${PAGED:-}" ]; then
   # PAGES_IN_ORDER: pages whose run is repeated with each sequence's pages
   # consecutive (flash-run --pages-in-order): what the shuffle costs.
   ordered=${PAGES_IN_ORDER:-}
-  echo "shape,dense_tma_GBps,dense_cpasync_GBps$(for p in $pages; do printf ',paged%s_GBps' $p; done)$(for p in $ordered; do printf ',paged%s_in_order_GBps' $p; done),status" > "$OUT/paged.csv"
+  # PAGES_GATHERED: pages whose run is repeated with --kv-copy cp.async (the
+  # gather instead of TMA boxes): what the boxes buy.
+  gathered=${PAGES_GATHERED:-}
+  echo "shape,dense_tma_GBps,dense_cpasync_GBps$(for p in $pages; do printf ',paged%s_GBps' $p; done)$(for p in $ordered; do printf ',paged%s_in_order_GBps' $p; done)$(for p in $gathered; do printf ',paged%s_gathered_GBps' $p; done),status" > "$OUT/paged.csv"
   for s in $PAGED; do
     IFS=/ read -r B H HKV M <<< "$s"
     shape=B=$B,H=$H,HKV=$HKV,N=1,M=$M,D=128
     status=ok; line="$s"
     for args in "examples/gqa.flash" "examples/gqa.flash --kv-copy cp.async" \
                 $(for p in $pages; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths"; done) \
-                $(for p in $ordered; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths#--pages-in-order"; done); do
+                $(for p in $ordered; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths#--pages-in-order"; done) \
+                $(for p in $gathered; do echo "bench/inputs/paged_gqa.flash#--paged#$p#--full-lengths#--kv-copy#cp.async"; done); do
       row=$(timeout 90 "$T/flash-run" ${args//#/ } --shape $shape --csv --warmup 20 --iters 100 \
             2>> "$OUT/paged.log")
       case "$row" in *FAIL*) status=FAIL ;; "") status=ERROR ;; esac

@@ -29,17 +29,20 @@ if [ -z "${SKIP_SANITIZER:-}" ]; then
   echo "== compute-sanitizer" >&2
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # A packed split launch and its combine kernel; the same over a paged
-  # cache (pages below the key block: a gather per row; above: per block).
-  SAN_CASES=${SAN_CASES:-"examples/gqa.flash
-test/Driver/Inputs/paged-no-page.flash --paged 16
-test/Driver/Inputs/paged-no-page.flash --paged 128"}
+  # cache (pages below the key block: TMA boxes per page; above: per
+  # block; either way the last block gathered), and a prefill over pages
+  # (two warpgroups, P·V deferred). One flash-run argument list per line.
+  split="--shape B=4,H=8,HKV=2,N=3,M=600,D=128 --splits 4"
+  SAN_CASES=${SAN_CASES:-"examples/gqa.flash $split
+test/Driver/Inputs/paged-no-page.flash --paged 16 $split
+test/Driver/Inputs/paged-no-page.flash --paged 128 $split
+test/Driver/Inputs/paged-no-page.flash --paged 64 --shape B=3,H=4,HKV=2,N=300,M=700,D=128"}
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck}; do
     for gemm in ${SAN_GEMMS:-auto mma.sync}; do
       while read -r case; do
         echo "-- $tool $gemm $case" >> "$OUT/sanitizer.txt"
         timeout 240 "$SAN" --tool "$tool" --error-exitcode 9 "$T/flash-run" $case \
-          --shape B=4,H=8,HKV=2,N=3,M=600,D=128 --splits 4 --gemm "$gemm" --iters 0 \
-          >> "$OUT/sanitizer.txt" 2>&1
+          --gemm "$gemm" --iters 0 >> "$OUT/sanitizer.txt" 2>&1
         echo "exit $?" >> "$OUT/sanitizer.txt"
       done <<< "$SAN_CASES"
     done

@@ -138,10 +138,12 @@ gemm=auto
 fi
 if wants paged; then
 # A paged K/V cache: shuffled pages, sequences of M, 1, 0 and random keys
-# (B >= 3), table entries past a sequence outside the cache; pages below,
-# equal to, not dividing and above the key block; decode (packed, split)
-# and prefill; masks and score mods that read M, h, i and aux tensors;
-# D = 64-256, f16, BSHD q; both GEMM kinds.
+# (B >= 3), table entries past a sequence outside the cache, NaN in every
+# row no sequence owns; pages below, equal to, not dividing and above the
+# key block (wgmma: TMA boxes per page with the last block gathered, or the
+# gather alone for pages 1 and 48 and with --kv-copy cp.async); decode
+# (packed, split) and prefill; masks and score mods that read M, h, i and
+# aux tensors; D = 64-256, f16, BSHD q; both GEMM kinds.
 for gemm in auto mma.sync; do
   for page in 1 16 48 64 256; do
     run test/Driver/Inputs/paged-no-page.flash --paged $page --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
@@ -154,6 +156,8 @@ for gemm in auto mma.sync; do
     run test/Driver/Inputs/paged-masks.flash --variant $v --paged 16 --shape B=4,H=8,HKV=2,N=3,M=1200,D=128
   done
   run test/Driver/Inputs/paged-masks.flash --variant window --paged 128 --shape B=3,H=4,HKV=2,N=500,M=900,D=64
+  run test/Driver/Inputs/paged-no-page.flash --paged 64 --shape B=4,H=8,HKV=2,N=600,M=1700,D=128
+  run test/Driver/Inputs/paged-no-page.flash --paged 16 --kv-copy cp.async --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
 done
 gemm=auto
 fi

@@ -102,16 +102,19 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
   return traits;
 }
 
-/// Whether flash-to-sm90 copies K and V by cp.async whatever kv-copy says.
-static bool copiesByCpAsync(const frontend::Variant &variant) { return bool(variant.paged); }
+/// Whether flash-to-sm90 never warp-specializes the variant: every thread
+/// of a paged kernel gathers the block its sequence ends in.
+static bool neverWarpSpecialized(const frontend::Variant &variant) {
+  return bool(variant.paged);
+}
 
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
   if (blockRows && blockCols)
     return {*blockRows, *blockCols, sourceText};
-  // A paged cache is gathered by cp.async (flash-to-sm90 keeps TMA off for
-  // it), so its tile is the one-warpgroup kernel's.
+  // A paged kernel has no producer warpgroup, so its tile is the
+  // one-warpgroup kernel's.
   TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
-                                warpSpecializedTiles && !copiesByCpAsync(variant), queryLength);
+                                warpSpecializedTiles && !neverWarpSpecialized(variant), queryLength);
   if (blockRows)
     return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
   if (blockCols)
@@ -172,12 +175,20 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
-  bool specialized = warpSpecializedTiles && !copiesByCpAsync(variant) && tile.blockRows >= 128;
+  bool specialized = warpSpecializedTiles && !neverWarpSpecialized(variant) && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
-  if (variant.paged && gemmKind == "wgmma")
-    lines.push_back("K/V gathered from the paged cache by cp.async (a TMA box would bring in "
-                    "the rows past a sequence's end)");
+  if (variant.paged && gemmKind == "wgmma") {
+    int64_t page = variant.paged->pageSize ? variant.paged->pageSize : pageSize.value_or(0);
+    if (targetOptions.kvCopy == "tma" && pagedBoxesFit(page, tile.blockCols))
+      lines.push_back("K/V from the paged cache by TMA, a box per page; the block a sequence "
+                      "ends in gathered by cp.async (zeros past its end), no producer "
+                      "warpgroup");
+    else
+      lines.push_back("K/V gathered from the paged cache by cp.async (TMA needs --kv-copy=tma "
+                      "and pages of 8 or more keys that nest with Bc = " +
+                      std::to_string(tile.blockCols) + ")");
+  }
   if (variant.varlenQueries && (splitKeys || packHeads))
     lines.push_back("varlen queries: keys not split and GQA heads not packed (their rows are "
                     "laid out by the launch's N)");

@@ -127,6 +127,12 @@ bool config::persistentGridAsked(bool persistent, bool persistentWithTensors, bo
   return persistent && (persistentWithTensors || !readsTensors);
 }
 
+bool config::pagedBoxesFit(int64_t page, int64_t blockCols) {
+  if (page < 8 || blockCols < 8)
+    return false;
+  return page % blockCols == 0 || (blockCols % page == 0 && page % 8 == 0);
+}
+
 bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {
   return headDim <= 128 || blockCols <= 64;
 }

@@ -413,8 +413,29 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
     }
     bool packedKeys = kernelPackage.packsKeys();
     int64_t keyRows = packedKeys ? varlen->keyRows : sizes.keyLen;
-    args.add(tensorMap(k, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys))
-        .add(tensorMap(v, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys));
+    if (paged) {
+      // The caches [pages, page, HKV, D]: a box is a page's rows (or the
+      // block's rows of one page) of one head, the page its batch index.
+      auto cacheMap = [&](const TensorRef &t) {
+        flashrt::TiledTensorMapSpec spec;
+        spec.elementType = kernelPackage.elementType;
+        spec.address = t.devicePtr;
+        spec.dims = {static_cast<uint64_t>(kernelPackage.headDim),
+                     static_cast<uint64_t>(kernelPackage.pageSize),
+                     static_cast<uint64_t>(sizes.kvHeads), static_cast<uint64_t>(paged->numPages)};
+        spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
+                            static_cast<uint64_t>(t.headStride) * 2,
+                            static_cast<uint64_t>(t.batchStride) * 2};
+        spec.box = {64,
+                    static_cast<uint32_t>(std::min(kernelPackage.pageSize, kernelPackage.blockCols)),
+                    1, 1};
+        return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
+      };
+      args.add(cacheMap(k)).add(cacheMap(v));
+    } else {
+      args.add(tensorMap(k, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys))
+          .add(tensorMap(v, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys));
+    }
   }
   if (kernelPackage.persistent)
     args.add(streamCounters(*tileCounters, stream, 2 * sizeof(uint32_t)));

@@ -267,10 +267,8 @@ KernelPackage KernelPackage::parse(std::string_view text) {
   if (package.packedHeads != sawPackedGrid)
     fail(line, "a packed-heads line goes with grid ceil(G*N/block-rows) HKV B, and that grid "
                "with it");
-  if (package.pageSize &&
-      (package.backward || package.persistent || package.blockSummary || package.kvTensorMaps))
-    fail(line, "paged-kv is a forward kernel's with one CTA per tile, no block summary and K "
-               "and V gathered by cp.async (no kv-tensor-maps)");
+  if (package.pageSize && (package.backward || package.persistent || package.blockSummary))
+    fail(line, "paged-kv is a forward kernel's with one CTA per tile and no block summary");
   if ((package.packsQueries() || package.packsKeys()) && (package.backward || package.blockSummary))
     fail(line, "varlen is a forward kernel's without a block summary");
   if (package.packsQueries() && (package.splitKeys || package.packedHeads))

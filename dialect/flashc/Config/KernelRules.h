@@ -110,6 +110,13 @@ bool persistentGridAsked(bool persistent, bool persistentWithTensors, bool reads
 /// registers (240, 128 of them the accumulator) leave room for the tile
 /// loop only up to Bc = 64.
 bool persistentGridFits(int64_t headDim, int64_t blockCols);
+/// Whether the wgmma kernel moves K/V blocks of `blockCols` keys out of a
+/// paged cache of `page`-key pages by TMA: one box per page of the block
+/// (or the block's rows of one page), which needs whole pages per block or
+/// whole blocks per page, and pages of 8 rows or more (a box must start on
+/// the 128-byte swizzle's 8-row period). Otherwise every thread gathers the
+/// block by cp.async.
+bool pagedBoxesFit(int64_t page, int64_t blockCols);
 /// The wgmma kernel's `warp-specialize=auto`: for tiles of two or more
 /// consumer warpgroups (Br >= 128); one warpgroup of 64 rows keeps several
 /// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws).

@@ -110,6 +110,7 @@ LogicalResult SM90Emitter::acquireKV(Operation *user, const TileValue &tile) {
   if (tile.operand == flash::KVOperand::Key && !pipeline->keyAcquired) {
     Slot key = kvSlot(flash::KVOperand::Key, blockOrdinal(pipeline->inductionVar));
     waitForPhase(key.full, key.parity);
+    fenceGatheredBlock();
     pipeline->keyAcquired = true;
   }
   return success();
@@ -134,6 +135,7 @@ SmallVector<Value> SM90Emitter::issuePendingPV(ArrayRef<Value> scores) {
     Slot value = kvSlot(flash::KVOperand::Value,
                         arith::SubIOp::create(b, loc, blockOrdinal(iteration), i32(1)));
     waitForPhase(value.full, value.parity);
+    fenceGatheredBlock();
     SmallVector<Value> probs(pendingProbs);
     SmallVector<Value> accumulating = issuePV(acc.regs, probs, value.address);
     passGemmTurn(iteration);
@@ -236,6 +238,7 @@ LogicalResult SM90Emitter::finishDeferredAccumulate(scf::ForOp loop, ValueRange 
     Value last = arith::SubIOp::create(b, loc, warpgroupEnd, i32(1));
     Slot value = kvSlot(flash::KVOperand::Value, blockOrdinal(last));
     waitForPhase(value.full, value.parity);
+    fenceGatheredBlock();
     SmallVector<Value> probs(pendingProbs);
     SmallVector<Value> tied = issuePV(acc.regs, probs, value.address);
     tied.append(probs);

@@ -56,12 +56,16 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   config.qInRegisters = false; // wgmma reads Q from shared memory
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
-  // A paged cache is gathered by cp.async: a TMA box would bring the rows
-  // past a sequence's end from its last page (stale, maybe NaN), which the
-  // zero fill of cp.async keeps out of P·V. (Packed varlen keys take TMA:
-  // past a sequence's end a box brings the next sequence's rows, finite by
-  // the launch contract, and zeros past the packed rows.)
-  config.kvTensorMaps = kvCopy == "tma" && !kernel.getPagedKvAttr();
+  // A paged cache takes TMA where its pages and the blocks nest (one box
+  // per page of the block); the block a sequence ends in is gathered by
+  // cp.async instead, whose zero fill keeps the stale (maybe NaN) rows past
+  // the end of its last page out of P·V (TensorMemoryAccess.cpp). (Packed
+  // varlen keys take TMA: past a sequence's end a box brings the next
+  // sequence's rows, finite by the launch contract, and zeros past the
+  // packed rows.)
+  flash::PagedKVAttr paged = kernel.getPagedKvAttr();
+  config.kvTensorMaps =
+      kvCopy == "tma" && (!paged || config::pagedBoxesFit(paged.getPage(), config.bc));
   SmallVector<scf::ForOp> loops;
   kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its
@@ -110,7 +114,9 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);
     StringRef why;
-    if (!config.kvTensorMaps)
+    if (paged)
+      why = "every thread gathers a paged cache's last block (no producer warpgroup)";
+    else if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
     else if (config.br > 192)
       why = "Br is above 192 (at most three consumer warpgroups)";

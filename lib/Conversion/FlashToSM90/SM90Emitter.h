@@ -179,6 +179,24 @@ private:
   /// panels at `address` (i64 shared address).
   void issueBoxCopy(mlir::Value map, mlir::Value firstRow, mlir::Value head, mlir::Value batch,
                     int64_t rows, mlir::Value address, mlir::Value barrier);
+  /// One thread, paged cache: arms `barrier` with the block's bytes and
+  /// copies key block `keyTile` of (batch, head) from its pages of the
+  /// cache `map` describes: one box per page, or the block's rows of its
+  /// page.
+  void issuePagedBoxCopies(mlir::Value map, mlir::Value keyTile, mlir::Value head,
+                           mlir::Value batch, mlir::Value address, mlir::Value barrier);
+  /// Every thread, paged cache: the block a sequence ends in, gathered by
+  /// cp.async into `slot` with zeros past the sequence; each thread's
+  /// arrival on the slot's full barrier comes when its copies have landed.
+  void gatherLastPagedBlock(flash::LoadKVOp op, mlir::Value block, const Slot &slot);
+  /// Arrivals a K/V full barrier expects per phase: one (the copy thread's
+  /// arrive.expect_tx), or one per thread in a paged kernel, whose last
+  /// block every thread gathers.
+  int64_t fullBarrierArrivals() const;
+  /// The copy thread, after its own arrival on a full barrier: the other
+  /// threads' arrivals in a paged kernel (one counted arrive), nothing
+  /// otherwise.
+  void arriveForEveryThread(mlir::Value barrier);
   /// Warp-specialized: the producer's loop over the key range (one thread).
   void emitProducerLoop(const lowering::KVPipeline &state);
   /// The loop of emitProducerLoop, in the thread that issues the copies.
@@ -302,6 +320,9 @@ private:
                mlir::Value, mlir::Value, mlir::Value, mlir::Value>
         saved;
   };
+  /// After a wait for a K/V block of a paged cache: orders the cp.async
+  /// writes of a gathered block (gatherLastPagedBlock) before wgmma's reads.
+  void fenceGatheredBlock();
   /// Waits until the phase of `barrier` for the current key block is
   /// complete (parity: key blocks since the loop's first, mod 2).
   void waitForPhase(mlir::Value barrier);

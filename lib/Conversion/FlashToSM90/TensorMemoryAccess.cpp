@@ -7,6 +7,21 @@
 // maps (dims D, M, HKV, B; the strides of k and v) are encoded on the host
 // and passed as grid-constant parameters after the aux tensors.
 //
+// A paged cache (flash.paged_kv, config::pagedBoxesFit): the tensor maps
+// are the caches' (dims D, page, HKV, pages), and a block is one box per
+// page it spans (each page's table entry, rows 0..page-1) or its rows of
+// the one page that holds it. An entry outside the cache becomes the page
+// past the last, which TMA fills with zeros. The block a sequence ends in
+// would bring the stale rows past the end of its last page (maybe NaN, and
+// 0 * NaN poisons P·V), so every thread gathers that block by cp.async with
+// zero fill instead (EmitterCore::issuePagedTileCopy) and arrives on the
+// block's full barrier by `cp.async.mbarrier.arrive.noinc` once its copies
+// have landed. A paged kernel's full barriers therefore expect one arrival
+// per thread: for a box copy (or a skipped block) the copy thread makes
+// them all (arrive.expect_tx, then the rest in one counted arrive). Readers
+// of a paged block fence the generic proxy's writes before wgmma reads them
+// (async proxy).
+//
 // Phases: K's barrier completes once per key block of the loop (the
 // prologue copies K(first); iteration kt copies K(kt+1)); V's completes once
 // per iteration too, by the copy of V(kt) or, in a skipped iteration, by a
@@ -102,7 +117,7 @@ void SM90Emitter::initializeBarriers(Value sharedBase) {
     for (int64_t i = 0; i < count; ++i) {
       AsmCall call;
       call.addInput(add(base, i32(8 * i)));
-      call.addInput(i32(i < fullCount ? 1 : hopper.consumerThreads()));
+      call.addInput(i32(i < fullCount ? fullBarrierArrivals() : hopper.consumerThreads()));
       call.emit(b, loc, "mbarrier.init.shared::cta.b64 [$0], $1;");
     }
     AsmCall().emit(b, loc, "fence.mbarrier_init.release.cluster;");
@@ -120,17 +135,106 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
                          : kvSlot(op.getOperand(), i32(0));
   // No copy past the loop's last block: a CTA must not exit with one in
   // flight (the prologue's K(first) when the range is empty).
-  Value issue = arith::AndIOp::create(
-      b, loc, isCopyThread, cmpI(arith::CmpIPredicate::slt, position, keyLoopEnd));
+  Value inLoop = cmpI(arith::CmpIPredicate::slt, position, keyLoopEnd);
+  Value issue = arith::AndIOp::create(b, loc, isCopyThread, inLoop);
+  if (kernel.getPagedKvAttr()) {
+    // Uniform over the CTA (the block and the sequence's length are).
+    Value blockEnd = mul(add(block, i32(1)), i32(config.bc));
+    Value lastOfSequence = cmpI(arith::CmpIPredicate::sgt, blockEnd, keyLen);
+    Value gather = arith::AndIOp::create(b, loc, inLoop, lastOfSequence);
+    auto gathered = scf::IfOp::create(b, loc, gather, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(gathered.thenBlock()->getTerminator());
+      gatherLastPagedBlock(op, block, slot);
+    }
+    issue = arith::AndIOp::create(b, loc, issue,
+                                  cmpI(arith::CmpIPredicate::sle, blockEnd, keyLen));
+  }
   auto branch = scf::IfOp::create(b, loc, issue, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
   issueTensorCopy(op, block, slot.address, slot.full);
 }
 
+void SM90Emitter::gatherLastPagedBlock(flash::LoadKVOp op, Value block, const Slot &slot) {
+  bool isKey = op.getOperand() == flash::KVOperand::Key;
+  auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  issuePagedTileCopy(isKey ? kPtr : vPtr, isKey ? kStrides : vStrides,
+                     lookupScalar(op.getBatch()), lookupScalar(op.getKvHead()), block,
+                     LLVM::IntToPtrOp::create(b, loc, sharedPtr, slot.address));
+  AsmCall arrive;
+  arrive.addInput(slot.full);
+  arrive.emit(b, loc, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];");
+}
+
+int64_t SM90Emitter::fullBarrierArrivals() const {
+  return flash::KernelOp(kernel).getPagedKvAttr() ? hopper.numThreads : 1;
+}
+
+void SM90Emitter::arriveForEveryThread(Value barrier) {
+  if (fullBarrierArrivals() == 1)
+    return;
+  AsmCall arrive;
+  arrive.addInput(barrier);
+  arrive.addInput(i32(fullBarrierArrivals() - 1));
+  arrive.emit(b, loc, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;");
+}
+
+void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Value batch,
+                                      Value address, Value barrier) {
+  int64_t page = kernel.getPagedKvAttr().getPage();
+  int64_t boxRows = std::min(page, config.bc);
+  Type i32Type = b.getI32Type();
+  Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), map);
+  Value destination = arith::TruncIOp::create(b, loc, i32Type, address);
+  Value tableRow = gepElements(pagedTable, mul(toI64(batch), toI64(pagedTableStride)), i32Type);
+  Value firstKey = mul(keyTile, i32(config.bc));
+  int64_t panelBytes = config.bc * 128;
+  {
+    AsmCall arm;
+    arm.addInput(barrier);
+    arm.emit(b, loc,
+             llvm::formatv("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {0};",
+                           hopper.panels() * panelBytes)
+                 .str());
+  }
+  arriveForEveryThread(barrier);
+  // Every entry first, so that their loads overlap. (The block is inside
+  // the sequence: the block it ends in is gathered.)
+  SmallVector<Value> pages;
+  for (int64_t box = 0; box < config.bc / boxRows; ++box) {
+    Value entry = arith::DivUIOp::create(b, loc, add(firstKey, i32(box * boxRows)), i32(page));
+    Value index =
+        LLVM::LoadOp::create(b, loc, i32Type, gepElements(tableRow, toI64(entry), i32Type), 4,
+                             /*isVolatile=*/false, /*isNonTemporal=*/false,
+                             /*isInvariant=*/true);
+    pages.push_back(select(cmpI(arith::CmpIPredicate::ult, index, pagedPages), index, pagedPages));
+  }
+  Value rowInPage = page > config.bc ? arith::RemUIOp::create(b, loc, firstKey, i32(page))
+                                     : i32(0);
+  for (auto [box, pageIndex] : llvm::enumerate(pages)) {
+    for (int64_t panel = 0; panel < hopper.panels(); ++panel) {
+      AsmCall copy;
+      copy.addInput(add(destination, i32(panel * panelBytes + box * boxRows * 128)));
+      copy.addInput(tensorMap);
+      for (Value coordinate : {i32(panel * 64), rowInPage, head, pageIndex})
+        copy.addInput(coordinate);
+      copy.addInput(barrier);
+      copy.emit(b, loc,
+                "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                "[$0], [$1, {$2, $3, $4, $5}], [$6];");
+    }
+  }
+}
+
 void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value address,
                                   Value barrier) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
+  if (kernel.getPagedKvAttr())
+    return issuePagedBoxCopies(isKey ? kTensorMap : vTensorMap, keyTile,
+                               lookupScalar(op.getKvHead()), lookupScalar(op.getBatch()),
+                               address, barrier);
   Value firstRow = mul(keyTile, i32(config.bc)), batch = lookupScalar(op.getBatch());
   // Packed varlen keys: one [rows, HKV, D] tensor (batch extent 1), the
   // sequence's block at its row.
@@ -219,10 +323,17 @@ void SM90Emitter::waitForPhase(Value barrier, Value parity) {
             "@!done bra wait;\n}");
 }
 
+void SM90Emitter::fenceGatheredBlock() {
+  // A paged block may have come by cp.async (gatherLastPagedBlock).
+  if (kernel.getPagedKvAttr())
+    AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
+}
+
 void SM90Emitter::waitForKVBlock(flash::KVOperand operand) {
   if (!hopper.kvTensorMaps)
     return KernelEmitter::waitForKVBlock(operand);
   waitForPhase(operand == flash::KVOperand::Key ? keyBarrier : valueBarrier);
+  fenceGatheredBlock();
   // Every thread past its wait and done with the other buffer's last reads.
   NVVM::Barrier0Op::create(b, loc);
 }
@@ -237,6 +348,7 @@ void SM90Emitter::skipKVBlock(Value next, Value upper) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(arrive.thenBlock()->getTerminator());
     arriveOn(valueBarrier);
+    arriveForEveryThread(valueBarrier);
   }
   NVVM::Barrier0Op::create(b, loc);
   auto more = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, next, upper),

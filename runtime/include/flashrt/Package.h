@@ -123,7 +123,9 @@ struct KernelPackage {
   std::vector<PackageParam> params;
   std::vector<PackageTensor> tensors;
   /// The kernel takes CUtensorMaps of k and v (TMA) after the aux tensors:
-  /// dims {D, M, HKV, B}, box {64, blockCols, 1, 1}, 128-byte swizzle.
+  /// dims {D, M, HKV, B}, box {64, blockCols, 1, 1}, 128-byte swizzle; of
+  /// a paged cache (pageSize) dims {D, page, HKV, pages}, box {64,
+  /// min(page, blockCols), 1, 1}.
   bool kvTensorMaps = false;
   /// `grid persistent tile-counter`: the grid is (min(tiles, CTAs resident
   /// at once), 1, 1) with tiles = ceil(N/block-rows)·H·B, each CTA drawing

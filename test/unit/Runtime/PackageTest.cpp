@@ -254,8 +254,13 @@ TEST(Package, RecordsThePagedCache) {
                    "takes 3 value(s)");
   expectParseError(replacedOnce(text, "paged-kv 16", "paged-kv 0"), "a page of 1 to 4096 keys");
   expectParseError(replacedOnce(text, "block_table kv_len", "t t"), "two names");
-  // TMA boxes would read the rows past a sequence's end: never paged.
-  expectParseError(replacedOnce(text, "paged-kv", "kv-tensor-maps\npaged-kv"),
+  // Pages by TMA boxes: the caches' tensor maps; never persistent.
+  flashrt::KernelPackage boxes =
+      flashrt::KernelPackage::parse(replacedOnce(text, "paged-kv", "kv-tensor-maps\npaged-kv"));
+  EXPECT_TRUE(boxes.kvTensorMaps);
+  EXPECT_EQ(boxes.pageSize, 16);
+  expectParseError(replacedOnce(text, "paged-kv",
+                                "grid persistent tile-counter\nkv-tensor-maps\npaged-kv"),
                    "paged-kv is a forward kernel's with one CTA per tile");
 }
 
