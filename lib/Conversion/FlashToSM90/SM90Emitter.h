@@ -179,6 +179,14 @@ private:
   /// panels at `address` (i64 shared address).
   void issueBoxCopy(mlir::Value map, mlir::Value firstRow, mlir::Value head, mlir::Value batch,
                     int64_t rows, mlir::Value address, mlir::Value barrier);
+  /// This thread arrives on `barrier` and makes its phase wait for `bytes`
+  /// more (mbarrier.arrive.expect_tx).
+  void armForBytes(mlir::Value barrier, int64_t bytes);
+  /// One TMA box of the 4-d tensor `tensorMap` (i64) describes, at
+  /// `coordinates` (column, row, head, batch or page), into the shared
+  /// address `destination` (i32), completing its bytes on `barrier`.
+  void copyBox(mlir::Value tensorMap, mlir::Value destination,
+               llvm::ArrayRef<mlir::Value> coordinates, mlir::Value barrier);
   /// One thread, paged cache: arms `barrier` with the block's bytes and
   /// copies key block `keyTile` of (batch, head) from its pages of the
   /// cache `map` describes: one box per page, or the block's rows of its

@@ -79,7 +79,8 @@ void SM90Emitter::bindTargetArguments(ValueRange arguments) {
 int64_t SM90Emitter::assignBarriers(Value sharedBase, int64_t *fullCount) {
   Value base = arith::TruncIOp::create(b, loc, b.getI32Type(),
                                        add(sharedBase, i64(hopper.barrierSmemOffset())));
-  // Full barriers (one arrival: the copy's expect_tx), K then V, then
+  // Full barriers (one arrival: the copy's expect_tx; one per thread in a
+  // paged kernel: fullBarrierArrivals), K then V, then
   // (warp-specialized) the empty ones (one arrival per consumer thread).
   int64_t next = 0;
   auto allocate = [&] { return add(base, i32(8 * next++)); };
@@ -191,14 +192,7 @@ void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Valu
   Value tableRow = gepElements(pagedTable, mul(toI64(batch), toI64(pagedTableStride)), i32Type);
   Value firstKey = mul(keyTile, i32(config.bc));
   int64_t panelBytes = config.bc * 128;
-  {
-    AsmCall arm;
-    arm.addInput(barrier);
-    arm.emit(b, loc,
-             llvm::formatv("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {0};",
-                           hopper.panels() * panelBytes)
-                 .str());
-  }
+  armForBytes(barrier, hopper.panels() * panelBytes);
   arriveForEveryThread(barrier);
   // Every entry first, so that their loads overlap. (The block is inside
   // the sequence: the block it ends in is gathered.)
@@ -213,19 +207,30 @@ void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Valu
   }
   Value rowInPage = page > config.bc ? arith::RemUIOp::create(b, loc, firstKey, i32(page))
                                      : i32(0);
-  for (auto [box, pageIndex] : llvm::enumerate(pages)) {
-    for (int64_t panel = 0; panel < hopper.panels(); ++panel) {
-      AsmCall copy;
-      copy.addInput(add(destination, i32(panel * panelBytes + box * boxRows * 128)));
-      copy.addInput(tensorMap);
-      for (Value coordinate : {i32(panel * 64), rowInPage, head, pageIndex})
-        copy.addInput(coordinate);
-      copy.addInput(barrier);
-      copy.emit(b, loc,
-                "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                "[$0], [$1, {$2, $3, $4, $5}], [$6];");
-    }
-  }
+  for (auto [box, pageIndex] : llvm::enumerate(pages))
+    for (int64_t panel = 0; panel < hopper.panels(); ++panel)
+      copyBox(tensorMap, add(destination, i32(panel * panelBytes + box * boxRows * 128)),
+              {i32(panel * 64), rowInPage, head, pageIndex}, barrier);
+}
+
+void SM90Emitter::armForBytes(Value barrier, int64_t bytes) {
+  AsmCall arm;
+  arm.addInput(barrier);
+  arm.emit(b, loc,
+           llvm::formatv("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {0};", bytes).str());
+}
+
+void SM90Emitter::copyBox(Value tensorMap, Value destination, ArrayRef<Value> coordinates,
+                          Value barrier) {
+  AsmCall copy;
+  copy.addInput(destination);
+  copy.addInput(tensorMap);
+  for (Value coordinate : coordinates)
+    copy.addInput(coordinate);
+  copy.addInput(barrier);
+  copy.emit(b, loc,
+            "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[$0], [$1, {$2, $3, $4, $5}], [$6];");
 }
 
 void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value address,
@@ -251,25 +256,10 @@ void SM90Emitter::issueBoxCopy(Value map, Value firstRow, Value head, Value batc
   Value tensorMap = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), map);
   Value destination = arith::TruncIOp::create(b, loc, b.getI32Type(), address);
   int64_t panelBytes = rows * 128;
-  {
-    AsmCall arm;
-    arm.addInput(barrier);
-    arm.emit(b, loc,
-             llvm::formatv("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {0};",
-                           hopper.panels() * panelBytes)
-                 .str());
-  }
-  for (int64_t panel = 0; panel < hopper.panels(); ++panel) {
-    AsmCall copy;
-    copy.addInput(add(destination, i32(panel * panelBytes)));
-    copy.addInput(tensorMap);
-    for (Value coordinate : {i32(panel * 64), firstRow, head, batch})
-      copy.addInput(coordinate);
-    copy.addInput(barrier);
-    copy.emit(b, loc,
-              "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
-              "[$0], [$1, {$2, $3, $4, $5}], [$6];");
-  }
+  armForBytes(barrier, hopper.panels() * panelBytes);
+  for (int64_t panel = 0; panel < hopper.panels(); ++panel)
+    copyBox(tensorMap, add(destination, i32(panel * panelBytes)),
+            {i32(panel * 64), firstRow, head, batch}, barrier);
 }
 
 Value SM90Emitter::blockOrdinal(Value position) {
