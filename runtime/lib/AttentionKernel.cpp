@@ -387,24 +387,29 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
     args.add(partialOut).add(partialLse).add(static_cast<int32_t>(splits));
   }
   if (kernelPackage.kvTensorMaps) {
-    // TMA boxes: one 64-column panel of `rows` rows of one (batch, head).
-    // Packed varlen tensors are one [rows, heads, D] tensor: batch extent 1.
-    auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t rows,
-                         bool packed) {
+    // TMA boxes: one 64-column panel of `boxRows` rows of one (batch, head)
+    // of a [batches, rows, heads, D] tensor.
+    auto boxMap = [&](const TensorRef &t, int64_t rows, int64_t heads, int64_t batches,
+                      int64_t batchStride, int64_t boxRows) {
       flashrt::TiledTensorMapSpec spec;
       spec.elementType = kernelPackage.elementType;
       spec.address = t.devicePtr;
-      // A packed batch of no keys at all still needs a valid map (no box is
-      // ever issued from it).
-      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim),
-                   static_cast<uint64_t>(std::max<int64_t>(length, 1)),
-                   static_cast<uint64_t>(heads), packed ? 1 : static_cast<uint64_t>(sizes.batch)};
-      int64_t batchStride = packed ? std::max<int64_t>(length, 1) * t.rowStride : t.batchStride;
+      spec.dims = {static_cast<uint64_t>(kernelPackage.headDim), static_cast<uint64_t>(rows),
+                   static_cast<uint64_t>(heads), static_cast<uint64_t>(batches)};
       spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
                           static_cast<uint64_t>(t.headStride) * 2,
                           static_cast<uint64_t>(batchStride) * 2};
-      spec.box = {64, static_cast<uint32_t>(rows), 1, 1};
+      spec.box = {64, static_cast<uint32_t>(boxRows), 1, 1};
       return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
+    };
+    // Packed varlen tensors are one [rows, heads, D] tensor: batch extent 1.
+    // A packed batch of no keys at all still needs a valid map (no box is
+    // ever issued from it).
+    auto tensorMap = [&](const TensorRef &t, int64_t length, int64_t heads, int64_t boxRows,
+                         bool packed) {
+      int64_t rows = std::max<int64_t>(length, 1);
+      return packed ? boxMap(t, rows, heads, 1, rows * t.rowStride, boxRows)
+                    : boxMap(t, rows, heads, sizes.batch, t.batchStride, boxRows);
     };
     if (kernelPackage.persistent) {
       bool packedQueries = kernelPackage.packsQueries();
@@ -416,22 +421,10 @@ void AttentionKernel::launchWith(flashrt::Stream &stream, const TensorRef &q, co
     if (paged) {
       // The caches [pages, page, HKV, D]: a box is a page's rows (or the
       // block's rows of one page) of one head, the page its batch index.
-      auto cacheMap = [&](const TensorRef &t) {
-        flashrt::TiledTensorMapSpec spec;
-        spec.elementType = kernelPackage.elementType;
-        spec.address = t.devicePtr;
-        spec.dims = {static_cast<uint64_t>(kernelPackage.headDim),
-                     static_cast<uint64_t>(kernelPackage.pageSize),
-                     static_cast<uint64_t>(sizes.kvHeads), static_cast<uint64_t>(paged->numPages)};
-        spec.byteStrides = {static_cast<uint64_t>(t.rowStride) * 2,
-                            static_cast<uint64_t>(t.headStride) * 2,
-                            static_cast<uint64_t>(t.batchStride) * 2};
-        spec.box = {64,
-                    static_cast<uint32_t>(std::min(kernelPackage.pageSize, kernelPackage.blockCols)),
-                    1, 1};
-        return flashrt::encodeTiledTensorMap(flashrt::Driver::get(), spec);
-      };
-      args.add(cacheMap(k)).add(cacheMap(v));
+      int64_t boxRows = std::min(kernelPackage.pageSize, kernelPackage.blockCols);
+      for (const TensorRef *cache : {&k, &v})
+        args.add(boxMap(*cache, kernelPackage.pageSize, sizes.kvHeads, paged->numPages,
+                        cache->batchStride, boxRows));
     } else {
       args.add(tensorMap(k, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys))
           .add(tensorMap(v, keyRows, sizes.kvHeads, kernelPackage.blockCols, packedKeys));

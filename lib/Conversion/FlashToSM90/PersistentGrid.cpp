@@ -311,14 +311,11 @@ FailureOr<Value> SM90Emitter::emitProducerTile(scf::ForOp keyLoop) {
       waitForPhase(queryEmpty,
                    arith::XOrIOp::create(b, loc, arith::AndIOp::create(b, loc, tileIteration, i32(1)),
                                          i32(1)));
-      // Packed varlen queries: one [rows, H, D] tensor (batch extent 1), the
-      // tile at its sequence's row (rows past the sequence are never stored).
-      Value firstRow = mul(lookupScalar(load.getQueryTile()), i32(config.br));
-      Value batch = lookupScalar(load.getBatch());
-      if (queryRowStart) {
-        firstRow = add(arith::TruncIOp::create(b, loc, b.getI32Type(), queryRowStart), firstRow);
-        batch = i32(0);
-      }
+      // Packed varlen queries: the tile at its sequence's row (rows past the
+      // sequence are never stored).
+      auto [firstRow, batch] =
+          boxRowAndBatch(mul(lookupScalar(load.getQueryTile()), i32(config.br)),
+                         lookupScalar(load.getBatch()), queryRowStart);
       issueBoxCopy(qTensorMap, firstRow, lookupScalar(load.getHead()), batch, config.br,
                    queryTileAddress, queryFull);
       continue;

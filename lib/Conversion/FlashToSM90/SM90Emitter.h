@@ -179,6 +179,10 @@ private:
   /// panels at `address` (i64 shared address).
   void issueBoxCopy(mlir::Value map, mlir::Value firstRow, mlir::Value head, mlir::Value batch,
                     int64_t rows, mlir::Value address, mlir::Value barrier);
+  /// A box's first row and batch coordinate: `firstRow` and `batch`, or for
+  /// packed varlen rows (`rowStart`, i64, set) rowStart + firstRow in batch 0.
+  std::pair<mlir::Value, mlir::Value> boxRowAndBatch(mlir::Value firstRow, mlir::Value batch,
+                                                     mlir::Value rowStart);
   /// This thread arrives on `barrier` and makes its phase wait for `bytes`
   /// more (mbarrier.arrive.expect_tx).
   void armForBytes(mlir::Value barrier, int64_t bytes);

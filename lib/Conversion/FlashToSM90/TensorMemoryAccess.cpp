@@ -240,15 +240,19 @@ void SM90Emitter::issueTensorCopy(flash::LoadKVOp op, Value keyTile, Value addre
     return issuePagedBoxCopies(isKey ? kTensorMap : vTensorMap, keyTile,
                                lookupScalar(op.getKvHead()), lookupScalar(op.getBatch()),
                                address, barrier);
-  Value firstRow = mul(keyTile, i32(config.bc)), batch = lookupScalar(op.getBatch());
-  // Packed varlen keys: one [rows, HKV, D] tensor (batch extent 1), the
-  // sequence's block at its row.
-  if (keyRowStart) {
-    firstRow = add(arith::TruncIOp::create(b, loc, b.getI32Type(), keyRowStart), firstRow);
-    batch = i32(0);
-  }
+  auto [firstRow, batch] =
+      boxRowAndBatch(mul(keyTile, i32(config.bc)), lookupScalar(op.getBatch()), keyRowStart);
   issueBoxCopy(isKey ? kTensorMap : vTensorMap, firstRow, lookupScalar(op.getKvHead()), batch,
                config.bc, address, barrier);
+}
+
+std::pair<Value, Value> SM90Emitter::boxRowAndBatch(Value firstRow, Value batch,
+                                                    Value rowStart) {
+  // Packed varlen rows: one [rows, heads, D] tensor (batch extent 1), the
+  // sequence's rows from rowStart.
+  if (!rowStart)
+    return {firstRow, batch};
+  return {add(arith::TruncIOp::create(b, loc, b.getI32Type(), rowStart), firstRow), i32(0)};
 }
 
 void SM90Emitter::issueBoxCopy(Value map, Value firstRow, Value head, Value batch, int64_t rows,

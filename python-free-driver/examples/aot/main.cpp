@@ -1,6 +1,7 @@
 // Calls the AOT causal kernel (D = 128, bf16) on random inputs through its C
 // API and checks the output is finite and not all zero. Exit codes: 0 ok,
 // 1 bad output, 3 no GPU or driver (nothing ran), else the launch's code.
+#include "bf16.h"
 #include "causal.h"
 
 #include "flashrt/Runtime.h"
@@ -11,23 +12,6 @@
 #include <cstring>
 #include <random>
 #include <vector>
-
-namespace {
-
-uint16_t toBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-}
-
-float fromBf16(uint16_t value) {
-  uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
-}
-
-} // namespace
 
 int main() {
   const int64_t B = 2, H = 4, N = 1000, D = 128;

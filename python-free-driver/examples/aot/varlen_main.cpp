@@ -7,6 +7,7 @@
 //   flashc bench/inputs/varlen_pair.flash --emit=aot --shape H=8,HKV=2,D=128 -o <dir>
 // Exit codes: 0 ok, 1 a mismatch or non-finite value, 3 no GPU or driver,
 // else the launch's code.
+#include "bf16.h"
 #include "dense_causal.h"
 #include "varlen_causal.h"
 
@@ -19,23 +20,6 @@
 #include <cstring>
 #include <random>
 #include <vector>
-
-namespace {
-
-uint16_t toBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-}
-
-float fromBf16(uint16_t value) {
-  uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
-}
-
-} // namespace
 
 int main() {
   const int64_t H = 8, HKV = 2, D = 128;
@@ -71,14 +55,16 @@ int main() {
   auto packed = [&](const flashrt::DeviceBuffer &buffer, int64_t heads) {
     return flashc_tensor{buffer.devicePtr(), 0, D, heads * D};
   };
+  auto launchFailed = [](const char *which, int status, const char *error) {
+    if (status != 0)
+      std::fprintf(stderr, "aot-varlen: %s launch failed (%d): %s\n", which, status, error);
+    return status != 0;
+  };
   int status = flashc_varlen_causal_launch(nullptr, packed(q, H), packed(k, HKV), packed(v, HKV),
                                            packed(o, H), lse.devicePtr(), B, H, HKV, N, N,
                                            cu.devicePtr(), rows, cu.devicePtr(), rows);
-  if (status != 0) {
-    std::fprintf(stderr, "aot-varlen: launch failed (%d): %s\n", status,
-                 flashc_varlen_causal_error());
+  if (launchFailed("varlen", status, flashc_varlen_causal_error()))
     return status;
-  }
   std::vector<float> varlenLse(H * rows);
   context.synchronize();
   lse.copyToHost(varlenLse.data(), varlenLse.size() * 4);
@@ -94,11 +80,8 @@ int main() {
     };
     status = flashc_dense_causal_launch(nullptr, view(q, H), view(k, HKV), view(v, HKV),
                                         view(dense, H), denseLse.devicePtr(), 1, H, HKV, n, n);
-    if (status != 0) {
-      std::fprintf(stderr, "aot-varlen: dense launch failed (%d): %s\n", status,
-                   flashc_dense_causal_error());
+    if (launchFailed("dense", status, flashc_dense_causal_error()))
       return status;
-    }
     std::vector<float> alone(H * n);
     context.synchronize();
     denseLse.copyToHost(alone.data(), alone.size() * 4);
