@@ -180,8 +180,14 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
     : kernelPackage(std::move(package)),
       module(flashrt::Module::fromPtx(context, kernelPackage.ptx)),
       kernelFunction(module.function(kernelPackage.kernelName)), context(&context) {
-  if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary"))
+  if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary")) {
     summaryFunction.emplace(module.function(summary->name));
+    int perSM = summaryFunction->maxActiveBlocksPerMultiprocessor(
+        static_cast<int>(summary->threadsPerBlock),
+        static_cast<size_t>(summary->dynamicSharedBytes));
+    summaryResidentCtas =
+        std::max<int64_t>(perSM, 1) * context.device().multiprocessorCount();
+  }
   if (const flashrt::PackageEntry *combine = kernelPackage.entry("combine"))
     combineFunction.emplace(module.function(combine->name));
   if (kernelPackage.backward)
@@ -514,13 +520,16 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
   int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
   int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
-  // The CTAs of a query tile take its groups of key blocks in turn: about
-  // kSummaryCtas CTAs in all (each is short, so at long N one CTA per group
-  // left the kernel bound by their dispatch), at most one per group.
-  constexpr int64_t kSummaryCtas = 4096;
+  // The CTAs of a query tile take its groups of key blocks in turn: one
+  // wave of resident CTAs in all, at most one per group. Each CTA is short
+  // and bound by latency, so the launch's dispatch and a partial second
+  // wave cost more than the groups a CTA loops over (H200, documents at
+  // 16k: one wave 5-7% faster than 4096 CTAs, at 32k within 3%; 8192 and
+  // 16384 CTAs slower everywhere: bench/results/2026-12-04e-h200-summary).
+  const int64_t summaryCtas = std::max<int64_t>(summaryResidentCtas, 1);
   int64_t keyGroups = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
   int64_t entries = static_cast<int64_t>(rows) * queryTiles;
-  int64_t ctasPerTile = std::clamp<int64_t>((kSummaryCtas + entries - 1) / entries, 1, keyGroups);
+  int64_t ctasPerTile = std::clamp<int64_t>(summaryCtas / entries, 1, keyGroups);
   flashrt::Dim3 grid(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles), rows);
   // The tile order's counters: per (summary row, query tile) a u64 (CTAs
   // done, cost so far), then per tile its cost (u32), then the tiles done.

@@ -234,9 +234,22 @@ BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, Arr
     scf::YieldOp::create(b, loc, ValueRange{least, most});
   }
   Value least = elements.getResult(0), most = elements.getResult(1);
-  for (int64_t laneMask = 16; laneMask >= 1; laneMask /= 2) {
-    least = minOf(least, shuffleXor(least, laneMask));
-    most = maxOf(most, shuffleXor(most, laneMask));
+  if (isFloat) {
+    for (int64_t laneMask = 16; laneMask >= 1; laneMask /= 2) {
+      least = minOf(least, shuffleXor(least, laneMask));
+      most = maxOf(most, shuffleXor(most, laneMask));
+    }
+  } else {
+    // One redux.sync each instead of five dependent shuffle-and-min steps:
+    // the warp's range is on the summary's critical path (sm_80 and up;
+    // f32 redux needs sm_100).
+    auto warpReduce = [&](Value value, NVVM::ReduxKind kind) {
+      return NVVM::ReduxOp::create(b, loc, value.getType(), value,
+                                   NVVM::ReduxKindAttr::get(b.getContext(), kind), i32(-1))
+          .getResult();
+    };
+    least = warpReduce(least, NVVM::ReduxKind::MIN);
+    most = warpReduce(most, NVVM::ReduxKind::MAX);
   }
   if (isFloat) {
     // minimum/maximum propagate NaN: one NaN element makes the range unknown.
@@ -498,9 +511,11 @@ LogicalResult BlockSummaryEmitter::emit() {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(kSummaryThreads), 1, 1}));
-  // Left alone, ptxas holds this kernel to 32 registers and spills a few
-  // bytes of the warp's range loads (ptxas -v, D >= 128).
-  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(64));
+  // 36 registers (40 allocated): 12 CTAs per SM instead of 8 at 64. The
+  // kernel is bound by the latency of its loads, votes and atomics, so
+  // resident warps are what hides it; a cap of 32 (16 CTAs) measured the
+  // same and spills in some variants (ptxas-examples.test checks none).
+  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(36));
   // Only the aux tensors are read and only the summary is written.
   unsigned summaryArgument = argTypes.size() - 2;
   for (unsigned i = 5 + 12 + 5 + kernel.getParams().size(); i < summaryArgument; ++i) {

@@ -285,6 +285,9 @@ private:
   std::shared_ptr<BackwardKernel> backwardPass;
   /// Persistent packages: the CTAs the GPU holds at once (the grid's cap).
   int64_t residentCtas = 0;
+  /// Block-summary packages: the summary kernel's CTAs the GPU holds at
+  /// once (its grid is one wave of them).
+  int64_t summaryResidentCtas = 0;
   /// Counters a kernel leaves zero when it finishes, one set per stream
   /// launched on, so launches on two streams at once never share one.
   /// Launches on one stream are ordered.
