@@ -102,10 +102,9 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
   return traits;
 }
 
-/// Whether flash-to-sm90 never warp-specializes the variant: every thread
-/// of a paged kernel gathers the block its sequence ends in.
-static bool neverWarpSpecialized(const frontend::Variant &variant) {
-  return bool(variant.paged);
+/// A variant over packed ragged sequences (cu_seqlens for queries or keys).
+static bool varlen(const frontend::Variant &variant) {
+  return variant.varlenQueries || variant.varlenKeys;
 }
 
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
@@ -113,8 +112,8 @@ TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headD
     return {*blockRows, *blockCols, sourceText};
   // A paged kernel has no producer warpgroup, so its tile is the
   // one-warpgroup kernel's.
-  TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
-                                warpSpecializedTiles && !neverWarpSpecialized(variant), queryLength);
+  bool specialized = warpSpecializedTiles && warpSpecializationApplies(bool(variant.paged));
+  TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind, specialized, queryLength);
   if (blockRows)
     return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
   if (blockCols)
@@ -175,7 +174,8 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
-  bool specialized = warpSpecializedTiles && !neverWarpSpecialized(variant) && tile.blockRows >= 128;
+  bool specialized = warpSpecializedTiles && warpSpecializationApplies(bool(variant.paged)) &&
+                     tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {
@@ -203,7 +203,7 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     return lines;
   bool persistent = persistentGridAsked(variant);
   std::string because;
-  if ((variant.varlenQueries || variant.varlenKeys) && !variant.tensors.empty())
+  if (!persistentGridApplies(varlen(variant), !variant.tensors.empty()))
     because = "a varlen variant that reads aux tensors";
   else if (!gridAskedText.empty())
     because = gridAskedText;
@@ -226,9 +226,7 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
 }
 
 bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
-  // A varlen kernel that reads aux tensors keeps one CTA per tile
-  // (flash-to-sm90: bound per tile on the persistent grid it spills).
-  if ((variant.varlenQueries || variant.varlenKeys) && !variant.tensors.empty())
+  if (!config::persistentGridApplies(varlen(variant), !variant.tensors.empty()))
     return false;
   return config::persistentGridAsked(targetOptions.persistent,
                                      targetOptions.persistentWithTensors,

@@ -137,6 +137,12 @@ bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {
   return headDim <= 128 || blockCols <= 64;
 }
 
+bool config::warpSpecializationApplies(bool pagedKV) { return !pagedKV; }
+
+bool config::persistentGridApplies(bool varlen, bool readsTensors) {
+  return !(varlen && readsTensors);
+}
+
 bool config::warpSpecializesByDefault(int64_t blockRows) { return blockRows >= 128; }
 
 bool config::pingPongApplies(int64_t blockRows) { return blockRows >= 128; }

@@ -117,6 +117,14 @@ bool persistentGridFits(int64_t headDim, int64_t blockCols);
 /// the 128-byte swizzle's 8-row period). Otherwise every thread gathers the
 /// block by cp.async.
 bool pagedBoxesFit(int64_t page, int64_t blockCols);
+/// Whether flash-to-sm90 may warp-specialize a kernel at all: not one over
+/// a paged cache, where every thread gathers the block a sequence ends in
+/// (no producer warpgroup to leave the copies to).
+bool warpSpecializationApplies(bool pagedKV);
+/// Whether a warp-specialized kernel may run on the persistent grid at all:
+/// not a varlen one that reads aux tensors (bound per tile there, it
+/// spills: ptxas, D = 128). The resolver's why() and flash-to-sm90 alike.
+bool persistentGridApplies(bool varlen, bool readsTensors);
 /// The wgmma kernel's `warp-specialize=auto`: for tiles of two or more
 /// consumer warpgroups (Br >= 128); one warpgroup of 64 rows keeps several
 /// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws).

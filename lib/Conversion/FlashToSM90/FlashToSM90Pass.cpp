@@ -105,16 +105,15 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     specialized.pingPong = options.pingPong && config::pingPongApplies(config.br);
     // A split_keys kernel keeps its grid of (query tile, split) CTAs, a
     // packed_heads kernel its rows mapped once per CTA.
-    // A varlen kernel that reads aux tensors keeps one CTA per tile: bound
-    // per tile on the persistent grid it spills (ptxas, D = 128).
-    bool varlenWithTensors = kernel.getVarlenAttr() && !kernel.getTensors().empty();
     specialized.persistent =
-        !kernel.getSplitKeys() && !kernel.getPackedHeads() && !varlenWithTensors &&
+        !kernel.getSplitKeys() && !kernel.getPackedHeads() &&
+        config::persistentGridApplies(bool(kernel.getVarlenAttr()),
+                                      !kernel.getTensors().empty()) &&
         config::persistentGridAsked(options.persistent, options.persistentWithTensors,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);
     StringRef why;
-    if (paged)
+    if (!config::warpSpecializationApplies(bool(paged)))
       why = "every thread gathers a paged cache's last block (no producer warpgroup)";
     else if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
