@@ -91,7 +91,7 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
     if (headDim <= 64)
       return {64, 128, why + " up to D = 64"};
     if (!warpSpecializedTiles)
-      why += " (warp specialization off or K/V not by TMA)";
+      why += " (warp specialization off, K/V not by TMA, or a paged cache)";
     else
       why += " (masked, N <= 512)";
     return {64, 64, why};
