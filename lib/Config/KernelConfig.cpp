@@ -107,13 +107,18 @@ static bool varlen(const frontend::Variant &variant) {
   return variant.varlenQueries || variant.varlenKeys;
 }
 
+/// Whether the variant's default tile is the warp-specialized kernel's (a
+/// paged kernel has no producer warpgroup: the one-warpgroup tile).
+static bool warpSpecializedTilesFor(const frontend::Variant &variant, bool warpSpecializedTiles) {
+  return warpSpecializedTiles && warpSpecializationApplies(bool(variant.paged));
+}
+
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
   if (blockRows && blockCols)
     return {*blockRows, *blockCols, sourceText};
-  // A paged kernel has no producer warpgroup, so its tile is the
-  // one-warpgroup kernel's.
-  bool specialized = warpSpecializedTiles && warpSpecializationApplies(bool(variant.paged));
-  TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind, specialized, queryLength);
+  TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
+                                warpSpecializedTilesFor(variant, warpSpecializedTiles),
+                                queryLength);
   if (blockRows)
     return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
   if (blockCols)
@@ -174,13 +179,13 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
-  bool specialized = warpSpecializedTiles && warpSpecializationApplies(bool(variant.paged)) &&
-                     tile.blockRows >= 128;
+  bool specialized =
+      warpSpecializedTilesFor(variant, warpSpecializedTiles) && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {
     int64_t page = variant.paged->pageSize ? variant.paged->pageSize : pageSize.value_or(0);
-    if (targetOptions.kvCopy == "tma" && pagedBoxesFit(page, tile.blockCols))
+    if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols))
       lines.push_back("K/V from the paged cache by TMA, a box per page; the block a sequence "
                       "ends in gathered by cp.async (zeros past its end), no producer "
                       "warpgroup");

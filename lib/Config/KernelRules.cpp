@@ -133,6 +133,10 @@ bool config::pagedBoxesFit(int64_t page, int64_t blockCols) {
   return page % blockCols == 0 || (blockCols % page == 0 && page % 8 == 0);
 }
 
+bool config::kvCopiesByTma(llvm::StringRef kvCopy, int64_t page, int64_t blockCols) {
+  return kvCopy == "tma" && (page == 0 || pagedBoxesFit(page, blockCols));
+}
+
 bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {
   return headDim <= 128 || blockCols <= 64;
 }

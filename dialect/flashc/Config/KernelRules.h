@@ -117,6 +117,10 @@ bool persistentGridFits(int64_t headDim, int64_t blockCols);
 /// the 128-byte swizzle's 8-row period). Otherwise every thread gathers the
 /// block by cp.async.
 bool pagedBoxesFit(int64_t page, int64_t blockCols);
+/// Whether the wgmma kernel's K/V copies (`kvCopy`: "tma" or "cp.async")
+/// are TMA boxes: always for a dense or varlen kernel with kv-copy=tma, for
+/// a paged one (`page` > 0) only where pagedBoxesFit.
+bool kvCopiesByTma(llvm::StringRef kvCopy, int64_t page, int64_t blockCols);
 /// Whether flash-to-sm90 may warp-specialize a kernel at all: not one over
 /// a paged cache, where every thread gathers the block a sequence ends in
 /// (no producer warpgroup to leave the copies to).

@@ -64,8 +64,7 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   // sequence's rows, finite by the launch contract, and zeros past the
   // packed rows.)
   flash::PagedKVAttr paged = kernel.getPagedKvAttr();
-  config.kvTensorMaps =
-      kvCopy == "tma" && (!paged || config::pagedBoxesFit(paged.getPage(), config.bc));
+  config.kvTensorMaps = config::kvCopiesByTma(kvCopy, paged ? paged.getPage() : 0, config.bc);
   SmallVector<scf::ForOp> loops;
   kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its
