@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host: validate the backward pass of every example on the GPU
 # against the CPU interpreter (flash-run --bwd: dQ, dK, dV and aux gradients
-# from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, GQA/MQA,
+# from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, 256, GQA/MQA,
 # BSHD, f16), no timing. FLASH_RUN=/path/to/flash-run (default: on PATH).
 # Prints one line per case and a closing "N passed, N failed" line.
 set -uo pipefail
@@ -61,5 +61,22 @@ run test/GPU/aux-grads.flash --variant dense_bias --shape B=1,H=2,N=300,D=64 --s
 run test/GPU/aux-grads.flash --variant dense_bias --shape B=2,H=2,N=8,D=64 --stage-aux-grads
 run test/GPU/aux-grads.flash --variant two_tables --shape B=2,H=4,N=500,D=128 --stage-aux-grads
 run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=64 --gemm=mma.sync --stage-aux-grads
+# D = 256: the main kernel splits D into two column slices (one CTA each);
+# every example, ragged and GQA shapes, BSHD, the mma.sync kernel, the
+# deterministic mode (3 runs bitwise the same), aux gradients added by
+# slice 0 only (direct, uniform, staged).
+for f in examples/*.flash; do
+  extra=""
+  [[ $f == *gqa.flash ]] && extra=",H=8,HKV=2,M=1100"
+  run "$f" --shape "B=2,H=4,N=1000,D=256$extra"
+done
+run examples/causal.flash --shape B=1,H=2,N=333,M=333,D=256 --layout bshd
+run examples/full.flash --shape B=1,H=4,HKV=1,N=515,M=700,D=256        # MQA, M > N
+run examples/causal.flash --shape B=1,H=2,N=700,D=256 --gemm=mma.sync
+run examples/alibi.flash --shape B=1,H=2,N=700,D=256 --gemm=mma.sync
+run examples/causal.flash --shape B=1,H=2,N=1000,D=256 --deterministic
+run examples/relative_bias.flash --shape B=1,H=2,N=300,D=256 --deterministic
+run examples/relative_bias.flash --shape B=1,H=2,N=300,D=256 --stage-aux-grads
+run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=256
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

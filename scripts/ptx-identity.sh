@@ -2,8 +2,10 @@
 # Proves that a change left the emitted kernels alone: every example (and
 # test/GPU/dtypes.flash) at D = 64, 96, 128, 256 on sm_90a and sm_80, at the
 # query lengths where the default kernel changes (none given, 512, 1024,
-# 4096, 16384) and under the flags that pick other kernels, compiled to PTX
-# and to a kernel package (PTX plus launch metadata). Each case's output,
+# 4096, 16384) and under the flags that pick other kernels, and their
+# backward kernels (plain, deterministic, mma.sync, staged aux gradients,
+# another tile), compiled to PTX and to a kernel package (PTX plus launch
+# metadata). Each case's output,
 # stderr and exit code land in one file per case.
 #
 #   scripts/ptx-identity.sh snapshot DIR     write every case into DIR
@@ -43,6 +45,17 @@ cases() {
         echo "$base.sm_80.D$D.rpw$rpw.ptx|$f --emit=ptx --arch=sm_80 --shape D=$D --rows-per-warp=$rpw"
       done
       echo "$base.sm_80.D$D.Br64.ptx|$f --emit=ptx --arch=sm_80 --shape D=$D --tile Br=64,Bc=64"
+      # The backward (not of paged caches or varlen batches, which have none).
+      grep -qE '^ *(paged|varlen) ' "$f" && continue
+      for arch in sm_90a sm_80; do
+        echo "$base.bwd.$arch.D$D.ptx|$f --bwd --emit=ptx --arch=$arch --shape D=$D"
+        echo "$base.bwd.$arch.D$D.det.ptx|$f --bwd --deterministic --emit=ptx --arch=$arch --shape D=$D"
+        echo "$base.bwd.$arch.D$D.pkg|$f --bwd --emit=package --arch=$arch --shape D=$D --variant=FIRST"
+      done
+      for flags in "--gemm=mma.sync" "--stage-aux-grads" "--bwd-tile Br=64,Bc=128"; do
+        local tag; tag=$(echo "$flags" | tr -c 'a-zA-Z0-9\n' '_')
+        echo "$base.bwd.sm_90a.D$D$tag.ptx|$f --bwd --emit=ptx --shape D=$D $flags"
+      done
     done
   done
 }

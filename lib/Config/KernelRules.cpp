@@ -167,6 +167,10 @@ bool config::keepsQueryInRegisters(int64_t rowBlocks, int64_t headDim) {
   return rowBlocks * headDim <= 128;
 }
 
+int64_t config::backwardColumnSlices(int64_t headDim) {
+  return headDim > 128 ? (headDim + 127) / 128 : 1;
+}
+
 TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
                                        const VariantTraits &variant) {
   // wgmma (a warpgroup per 64 keys): dK and dV take D/2 f32 registers each,
@@ -178,6 +182,22 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // with the pipelined query loop, -pipelined/tune.txt).
   // A mask whose keys come in pieces (sink + window) has more index math:
   // Br = 64 spills 4 bytes there (ptxas -v, D = 128).
+  // Above D = 128 each CTA keeps 128 columns of dK and dV
+  // (backwardColumnSlices), so its registers are D = 128's; shared memory
+  // still holds K, V, Q and dO at full D: on wgmma 2 x 128 keys and two
+  // stages of 32 queries are 218 KB with the staged dQ tile, on mma.sync 64
+  // keys keep two stages within sm_80's 163 KB. On mma.sync, Br = 32
+  // spills with tensor reads (documents 20 bytes, relative_bias 72; ptxas
+  // -v, sm_80): Br = 16 fits every example.
+  if (headDim > 128 && gemmKind == "wgmma")
+    return {32, 128, "the wgmma backward's tile above D = 128 (2 warpgroups of 64 keys, 32 "
+                     "queries per step, 128 columns of dK and dV per CTA)"};
+  if (headDim > 128 && variant.readsTensors)
+    return {16, 64, "the backward's tile above D = 128 with tensor reads (4 warps of 16 keys, 16 "
+                    "queries per step, 128 columns of dK and dV per CTA)"};
+  if (headDim > 128)
+    return {32, 64, "the backward's tile above D = 128 (4 warps of 16 keys, 32 queries per step, "
+                    "128 columns of dK and dV per CTA)"};
   if (gemmKind == "wgmma" && headDim >= 96 &&
       (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles))
     return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod, tensor reads or "

@@ -78,17 +78,18 @@ struct ParsedCase {
   }
 };
 
-/// PTX for `chip` at the default tile (of the backward kernels with
-/// `backward`; `exactAuxGrads`: deterministic, aux gradients staged),
-/// assembled by `ptxas` when given.
+/// PTX for `chip` at the default tile and head dim `headDim` (of the
+/// backward kernels with `backward`; `exactAuxGrads`: deterministic, aux
+/// gradients staged), assembled by `ptxas` when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
-                     bool exactAuxGrads = false) {
+                     bool exactAuxGrads = false, int64_t headDim = 64) {
   std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
+                      (headDim != 64 ? " D = " + std::to_string(headDim) : std::string()) +
                       (exactAuxGrads ? " --deterministic --stage-aux-grads" : "");
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
-  resolve.sizes.headDim = 64;
+  resolve.sizes.headDim = headDim;
   resolve.sizes.queryLength = c.queryLen;
   llvm::Expected<config::KernelConfig> resolved = config::resolveKernelConfig(resolve, *parsed.ast);
   if (!resolved)
@@ -101,16 +102,18 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   });
   OwningOpRef<ModuleOp> module = frontend::emitFlashIR(
       context, *parsed.ast,
-      backward ? resolved->backwardKernelOptions(64) : resolved->kernelOptions(64),
+      backward ? resolved->backwardKernelOptions(headDim) : resolved->kernelOptions(headDim),
       parsed.sourceMgr);
   // The backward check has judged the backward's IRGen (a derivative too
   // large to form is a located error, not a lowering bug).
   if (!module && backward)
-    return skip("no backward kernel at D = 64", parsed.diagnostics);
+    return skip("no backward kernel at D = " + std::to_string(headDim), parsed.diagnostics);
   if (!module) {
-    // At D = 64 a constant over D may be NaN where the case's D was not.
+    // At this D a constant over D may be NaN where the case's D was not.
     if (rejectsNonFiniteConstant(parsed.diagnostics))
-      return skip("a constant score or scale that is not finite at D = 64", parsed.diagnostics);
+      return skip("a constant score or scale that is not finite at D = " +
+                      std::to_string(headDim),
+                  parsed.diagnostics);
     return fail(stage, "IRGen: " + parsed.diagnostics);
   }
   PassManager pm(&context);
@@ -543,6 +546,11 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/true);
       if (result.outcome == Outcome::Fail)
         return result;
+      // D = 256: the main kernel splits D into column slices.
+      CheckResult sliced = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/true,
+                                    /*exactAuxGrads=*/false, /*headDim=*/256);
+      if (sliced.outcome == Outcome::Fail)
+        return sliced;
       // The deterministic and staged aux-gradient paths, where the case
       // has aux tensors to take them.
       if (result.outcome == Outcome::Pass && !c.tensors.empty()) {

@@ -552,7 +552,10 @@ int main(int argc, char **argv) {
         const harness::BackwardValidation &bv = *backwardValidation;
         llvm::outs() << "  backward Br=" << bwd.blockRows << " Bc=" << bwd.blockCols
                      << " threads=" << bwd.threadsPerBlock
-                     << " smem=" << bwd.dynamicSharedBytes << "\n";
+                     << " smem=" << bwd.dynamicSharedBytes;
+        if (bwd.columnSlices > 1)
+          llvm::outs() << " column-slices=" << bwd.columnSlices;
+        llvm::outs() << "\n";
         llvm::outs() << "  check " << checkShape.str() << " (backward): ";
         auto stat = [&](const char *name, const interp::ErrorStats &e) {
           llvm::outs() << name << " rel " << llvm::format("%.2e", e.relative) << " max "

@@ -587,7 +587,7 @@ size_t tensorElements(const flashrt::KernelPackage &pkg, const flashrt::PackageT
 }
 
 /// The workspace: Δ, then the dQ accumulator, then one semaphore per query
-/// tile, then (deterministic packages) per float aux tensor an i64
+/// tile and column slice, then (deterministic packages) per float aux tensor an i64
 /// fixed-point accumulator of 1 + elements; each 256-byte aligned.
 struct WorkspaceLayout {
   size_t delta, accum, locks, total;
@@ -599,7 +599,7 @@ struct WorkspaceLayout {
     delta = 0;
     accum = roundUp(rows * 4);
     locks = accum + roundUp(rows * static_cast<size_t>(pkg.headDim) * 4);
-    total = locks + roundUp(tiles * 4);
+    total = locks + roundUp(tiles * static_cast<size_t>(pkg.columnSlices) * 4);
     for (const flashrt::PackageTensor &tensor : pkg.tensors) {
       if (!pkg.deterministic || tensor.elementType == "i32") {
         fixedPoint.push_back(0);
@@ -685,7 +685,8 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
                                                       : uint64_t{0});
 
   auto rows = static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows);
-  auto keys = static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols);
+  auto keys = static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols *
+                                    pkg.columnSlices);
   flashrt::Dim3 rowGrid(rows, static_cast<unsigned>(sizes.heads),
                         static_cast<unsigned>(sizes.batch));
   flashrt::Dim3 keyGrid(keys, static_cast<unsigned>(sizes.kvHeads),

@@ -85,6 +85,8 @@ std::string KernelPackage::serialize() const {
     os << "kv-tensor-maps\n";
   if (backward)
     os << "kind backward\n";
+  if (columnSlices != 1)
+    os << "column-slices " << columnSlices << '\n';
   if (deterministic)
     os << "deterministic\n";
   if (blockSummary)
@@ -220,6 +222,11 @@ KernelPackage KernelPackage::parse(std::string_view text) {
         fail(line, "'varlen' needs the offsets of the packed queries, keys or both");
       package.varlenQueries = args[0] == "-" ? "" : args[0];
       package.varlenKeys = args[1] == "-" ? "" : args[1];
+    } else if (key == "column-slices") {
+      expect(1);
+      package.columnSlices = toInt(args[0], line);
+      if (package.columnSlices < 2)
+        fail(line, "'column-slices' takes 2 or more, got '" + args[0] + "'");
     } else if (key == "deterministic") {
       expect(0);
       package.deterministic = true;
@@ -249,6 +256,10 @@ KernelPackage KernelPackage::parse(std::string_view text) {
        package.blockCols <= 0))
     fail(line, "a backward package needs grid ceil(M/block-cols) HKV B, block-cols and its "
                "preprocess and convert entries");
+  if (package.columnSlices != 1 &&
+      (!package.backward || package.headDim % package.columnSlices))
+    fail(line, "only a backward package splits D into column slices, and they must divide "
+               "head-dim");
   if (!package.backward &&
       (sawKeyGrid || package.deterministic ||
        package.entries.size() != size_t(package.blockSummary) + size_t(package.splitKeys) ||

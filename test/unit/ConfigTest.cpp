@@ -146,6 +146,17 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   config::KernelConfig ampere = resolve(parsed, "sm_80", 128, std::nullopt);
   EXPECT_EQ(backwardTile(ampere, "causal", 64), Tile(64, 128));
   EXPECT_EQ(backwardTile(ampere, "causal", 128), Tile(32, 128));
+  // Above D = 128 each CTA keeps 128 columns of dK and dV (two column
+  // slices at D = 256): two warpgroups and Br = 32 on wgmma (218 KB of
+  // shared memory), 4 warps on mma.sync with Br = 16 where tensor reads
+  // would spill at 32.
+  EXPECT_EQ(backwardTile(hopper, "causal", 256), Tile(32, 128));
+  EXPECT_EQ(backwardTile(hopper, "document", 256), Tile(32, 128));
+  EXPECT_EQ(backwardTile(ampere, "causal", 256), Tile(32, 64));
+  EXPECT_EQ(backwardTile(ampere, "document", 256), Tile(16, 64));
+  EXPECT_EQ(config::backwardColumnSlices(64), 1);
+  EXPECT_EQ(config::backwardColumnSlices(128), 1);
+  EXPECT_EQ(config::backwardColumnSlices(256), 2);
 }
 
 TEST(KernelConfig, ARequestWinsKnobByKnob) {

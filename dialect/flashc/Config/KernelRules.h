@@ -71,6 +71,13 @@ bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
 TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
                                const VariantTraits &variant);
 
+/// The column ranges of D the backward's main kernel splits dK, dV and dQ
+/// into, one CTA each: 1 up to D = 128; above, dK and dV of a warp's keys
+/// (2 · D/2 f32 registers on wgmma, 2 · D/4 on mma.sync, per 64 or 16 keys)
+/// do not fit beside Sᵀ and dPᵀ, so each CTA keeps 128 columns of them and
+/// recomputes Sᵀ and dPᵀ over the whole of D.
+int64_t backwardColumnSlices(int64_t headDim);
+
 /// The tile a variant gets at head dim `headDim` when none is asked for.
 /// `queryLength` is N when the tool knows it.
 TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::StringRef gemm,

@@ -470,7 +470,7 @@ flash::LaunchAttr CompanionEmitter::launchFacts(LogicalResult emitted, flash::Ge
       emitError, kernel.getContext(), gemm, grid, threads, dynamicSharedBytes, config.br,
       config.bc, config.headDim, threads / 32, config.rowsPerWarp, config.elementType,
       /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames), b.getArrayAttr(paramTypes),
-      b.getArrayAttr(tensorNames));
+      b.getArrayAttr(tensorNames), /*column_slices=*/int64_t{1});
 }
 
 FailureOr<SmallVector<Operation *>> EmitterCore::factSlice(ArrayRef<Value> facts,

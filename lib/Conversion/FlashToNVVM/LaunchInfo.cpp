@@ -50,7 +50,7 @@ flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {
       emitError, kernel.getContext(), gemm, grid, config.numThreads, dynamicSharedBytes(),
       config.br, config.bc, config.headDim, config.numWarps, config.rowsPerWarp,
       config.elementType, tensorMapArguments(), b.getArrayAttr(paramNames),
-      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames), /*column_slices=*/int64_t{1});
 }
 
 gpu::GPUModuleOp flashc::getOrCreateKernelModule(ModuleOp module) {

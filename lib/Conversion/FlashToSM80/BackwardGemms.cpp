@@ -171,7 +171,10 @@ SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
                                                       Value queryRows) {
   int64_t rowBytes = BackwardLayout(config).rowBytes();
   SmallVector<Value> regs(acc);
-  Value bBase = opaquePointer(gepBytes(queryRows, queryRowsTransB));
+  Value bBase = gepBytes(queryRows, queryRowsTransB);
+  if (Value slice = columnSliceOffset(gradColumns() * 2))
+    bBase = gepBytes(bBase, slice);
+  bBase = opaquePointer(bBase);
   for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
     // The C fragments of n-tiles 2k and 2k+1, rounded and packed, are the A
     // fragment of k-step k.
@@ -179,7 +182,7 @@ SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
     std::array<Value, 4> a = {
         packHalves(lo[0], lo[1]), packHalves(lo[2], lo[3]),
         packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])};
-    for (int64_t pair = 0; pair < config.headDim / 16; ++pair) {
+    for (int64_t pair = 0; pair < gradColumns() / 16; ++pair) {
       std::array<Value, 4> y = ldmatrixX4(
           *this, gepBytes(bBase, i32(kStep * 16 * rowBytes + pair * 32)),
           /*transpose=*/true);
@@ -276,14 +279,13 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   fenceSharedWrites();
   // Deterministic: this CTA's turn at the tile first (the barrier below
   // tells every thread).
-  Value lock = deterministic ? lockAddress(batch, head, queryTile) : Value();
+  Value lock = deterministic ? lockAddress(batch, head, queryTile, columnSlice) : Value();
   if (lock)
     waitForTurn(lock);
   awaitQueryGradReads();
   NVVM::Barrier0Op::create(b, loc);
   sharedReadSinceCopy = true;
-  Value accumHead = mul(toI64(add(mul(batch, headCount), head)),
-                        mul(toI64(queryLen), i64(config.headDim)));
+  Value accumHead = queryGradAccumHead(batch, head, columnSlice);
   addQueryGrads((*key)->smem, queryTile, accumHead,
                 f32(op.getScale().convertToFloat()));
   if (lock) {
@@ -316,8 +318,10 @@ void BackwardEmitter::addQueryGrads(Value keys, Value queryTile,
                                     Value accumHead, Value scale) {
   BackwardLayout layout(config);
   int64_t rowBytes = layout.rowBytes(), scoreRowBytes = layout.scoreRowBytes();
-  // dQ (Br x D) in m16 x n16 units, unit u = slot·warps + w.
-  int64_t pairs = config.headDim / 16, units = config.br / 16 * pairs;
+  // dQ (Br x D/S) in m16 x n16 units, unit u = slot·warps + w.
+  int64_t pairs = gradColumns() / 16, units = config.br / 16 * pairs;
+  if (Value slice = columnSliceOffset(gradColumns() * 2))
+    keys = gepBytes(keys, slice);
   int64_t slots = (units + config.numWarps - 1) / config.numWarps;
   Value zero = f32(0.0);
   Value firstQuery = mul(queryTile, i32(config.br));
@@ -355,7 +359,7 @@ void BackwardEmitter::addQueryGrads(Value keys, Value queryTile,
       Value row = add(firstQuery, e >= 2 ? add(localRow, i32(8)) : localRow);
       Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
       Value rowStart = add(accumHead, mul(toI64(select(valid, row, i32(0))),
-                                          i64(config.headDim)));
+                                          i64(gradColumns())));
       for (int64_t half = 0; half < 2; ++half)
         for (int64_t odd = 0; odd < 2; ++odd) {
           Value index = add(rowStart, toI64(add(column, i32(8 * half + odd))));
@@ -366,10 +370,13 @@ void BackwardEmitter::addQueryGrads(Value keys, Value queryTile,
   }
 }
 
-Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile) {
+Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile, Value slice) {
   Value tiles = arith::CeilDivUIOp::create(b, loc, queryLen, i32(config.br));
   Value index = add(mul(toI64(add(mul(batch, headCount), head)), toI64(tiles)),
                     toI64(queryTile));
+  // A semaphore per column slice: the slices' dQ adds touch other columns.
+  if (slice)
+    index = add(mul(index, i64(columnSlices)), toI64(slice));
   return gepElements(queryGradLockPtr, index, b.getI32Type());
 }
 
@@ -404,6 +411,8 @@ LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {
   Value keyScale = f32(op.getKeyScale().convertToFloat());
   Value firstKey = mul(keyTile, i32(config.bc));
   Value column = mul(threadInGroup, i32(2));
+  if (Value slice = columnSliceOffset(gradColumns()))
+    column = add(column, slice);
   for (int64_t half = 0; half < 2; ++half) {
     OpBuilder::InsertionGuard guard(b);
     Value row = keyOf(firstKey, 2 * half);
@@ -417,7 +426,7 @@ LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {
       Value rowStart = add(add(mul(toI64(batch), strides[set][0]),
                                mul(toI64(kvHead), strides[set][1])),
                            mul(toI64(row), strides[set][2]));
-      for (int64_t nt = 0; nt < config.headDim / 8; ++nt) {
+      for (int64_t nt = 0; nt < gradColumns() / 8; ++nt) {
         const Value *pair = &grads->regs[nt * 4 + 2 * half];
         Value lo = factor ? fmul(pair[0], factor) : pair[0];
         Value hi = factor ? fmul(pair[1], factor) : pair[1];

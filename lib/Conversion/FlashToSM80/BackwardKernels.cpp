@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
+#include "flashc/Config/KernelRules.h"
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 #include "flashc/Conversion/FlashToNVVM/KernelModule.h"
 #include "flashc/Conversion/FlashToSM80/Passes.h"
@@ -35,6 +36,7 @@ BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
                                  gpu::GPUModuleOp gpuModule, StringRef pass,
                                  bool deterministic, bool stageAuxGrads)
     : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
+      columnSlices(config::backwardColumnSlices(config.headDim)),
       deterministic(deterministic), stageAuxGrads(stageAuxGrads) {
   kernel.walk([&](flash::ScoreModGradOp op) { stagesAuxGrads |= !stagedAddsOf(op).empty(); });
   bool addsAuxGrads = false;
@@ -201,7 +203,27 @@ flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
       sharedBytesOf(which), config.br, config.bc, config.headDim, threads / 32,
       /*rows_per_warp=*/int64_t{16}, config.elementType,
       /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames),
-      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames));
+      b.getArrayAttr(paramTypes), b.getArrayAttr(tensorNames),
+      which == BackwardStage::Main ? columnSlices : int64_t{1});
+}
+
+Value BackwardEmitter::columnSliceOffset(int64_t bytes) {
+  return columnSlice ? mul(columnSlice, i32(bytes)) : Value();
+}
+
+Value BackwardEmitter::ownsAuxGrads(Value predicate) {
+  if (!columnSlice)
+    return predicate;
+  return arith::AndIOp::create(b, loc, predicate,
+                               cmpI(arith::CmpIPredicate::eq, columnSlice, i32(0)));
+}
+
+Value BackwardEmitter::queryGradAccumHead(Value batch, Value head, Value slice) {
+  if (!slice)
+    return mul(toI64(add(mul(batch, headCount), head)),
+               mul(toI64(queryLen), i64(gradColumns())));
+  Value sliceHead = add(mul(add(mul(batch, headCount), head), i32(columnSlices)), slice);
+  return mul(toI64(sliceHead), mul(toI64(queryLen), i64(gradColumns())));
 }
 
 //===----------------------------------------------------------------------===//
@@ -302,10 +324,13 @@ LogicalResult BackwardEmitter::emitPreprocess() {
                           gepElements(accumRow, i64(chunk * 4), b.getF32Type()),
                           16);
   b.setInsertionPointAfter(inside);
-  // The query tile's semaphore (deterministic dQ) starts at key block 0.
+  // The query tile's semaphores (deterministic dQ, one per column slice)
+  // start at key block 0.
   onFirstThread([&] {
-    LLVM::StoreOp::create(b, loc, i32(0), lockAddress(batch, head, queryTile),
-                          4);
+    for (int64_t slice = 0; slice < columnSlices; ++slice)
+      LLVM::StoreOp::create(
+          b, loc, i32(0),
+          lockAddress(batch, head, queryTile, columnSlices > 1 ? i32(slice) : Value()), 4);
   });
   zeroTensorGrads();
   return success();
@@ -438,11 +463,19 @@ LogicalResult BackwardEmitter::emitConvert() {
     auto inside = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
     b.setInsertionPoint(inside.thenBlock()->getTerminator());
     Value column = toI64(mul(chunk, i32(8)));
-    Value source = gepElements(
-        queryGradAccumPtr,
-        add(mul(statIndex(*this, batch, head, row), i64(config.headDim)),
-            column),
-        f32Type);
+    Value sourceIndex;
+    if (columnSlices == 1) {
+      sourceIndex = add(mul(statIndex(*this, batch, head, row), i64(config.headDim)), column);
+    } else {
+      // The [B, H, S, N, D/S] layout: the chunk's slice, then its row.
+      int64_t sliceChunks = gradColumns() / 8;
+      Value slice = arith::DivUIOp::create(b, loc, chunk, i32(sliceChunks));
+      Value sliceColumn = mul(arith::RemUIOp::create(b, loc, chunk, i32(sliceChunks)), i32(8));
+      sourceIndex = add(add(queryGradAccumHead(batch, head, slice),
+                            mul(toI64(row), i64(gradColumns()))),
+                        toI64(sliceColumn));
+    }
+    Value source = gepElements(queryGradAccumPtr, sourceIndex, f32Type);
     Value out = LLVM::UndefOp::create(b, loc, chunkType);
     for (int64_t half = 0; half < 2; ++half) {
       Value four = LLVM::LoadOp::create(
@@ -487,7 +520,13 @@ LogicalResult BackwardEmitter::emitMain() {
     LLVM::StoreOp::create(b, loc, i64(0),
                           gepBytes(stagingBase, mul(zero.getInductionVar(), i32(8))), 8);
   }
-  scalars.map(kernel.getKeyTile(), NVVM::BlockIdXOp::create(b, loc, i32Type));
+  Value ctaColumn = NVVM::BlockIdXOp::create(b, loc, i32Type);
+  if (columnSlices > 1) {
+    // Adjacent CTAs share a key block (its K and V are read from L2 once).
+    columnSlice = arith::RemUIOp::create(b, loc, ctaColumn, i32(columnSlices));
+    ctaColumn = arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices));
+  }
+  scalars.map(kernel.getKeyTile(), ctaColumn);
   scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
   scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   if (failed(lowerBlock(kernel.getMainBlock())))
@@ -573,7 +612,7 @@ int64_t BackwardEmitter::registerCount(Type type) const {
     return config.br / 8 * 2;
   if (tensor.getDimSize(0) == config.bc &&
       tensor.getDimSize(1) == config.headDim)
-    return config.headDim / 8 * 4;
+    return gradColumns() / 8 * 4;
   return config.br / 8 * 4;
 }
 
@@ -812,7 +851,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
           return error(
               add, "deterministic mode: (b, h, qt) must be known before the "
                    "tile's body");
-        Value address = lockAddress(batch, head, queryTile);
+        Value address = lockAddress(batch, head, queryTile, columnSlice);
         waitForTurn(address);
         passTurn(address);
       }
@@ -1369,7 +1408,8 @@ LogicalResult BackwardEmitter::lowerRegionEffect(Operation *op) {
     // A null gradient pointer: the caller wants no gradient of this tensor.
     given = isNonNull(pointer);
   }
-  valid = arith::AndIOp::create(b, loc, valid, given);
+  // Every column slice computes the same dS: slice 0 alone adds.
+  valid = ownsAuxGrads(arith::AndIOp::create(b, loc, valid, given));
   auto staged = stagedAdds.find(add);
   if (staged != stagedAdds.end() && auxAddMode == AuxAddMode::Bounds) {
     StagedAdd &range = staged->second;
@@ -1438,10 +1478,10 @@ FailureOr<KernelConfig> sm80::backwardBaseConfig(flash::BackwardKernelOp kernel,
   if (!config.elementType.isBF16() && !config.elementType.isF16())
     return fail("element type must be bf16 or f16");
   int64_t d = config.headDim;
-  if (d != 64 && d != 96 && d != 128)
+  if (d != 64 && d != 96 && d != 128 && d != 256)
     return fail(
         "head dim " + Twine(d) +
-        " is not supported by the backward kernel (supported: 64, 96, 128)");
+        " is not supported by the backward kernel (supported: 64, 96, 128, 256)");
   return config;
 }
 

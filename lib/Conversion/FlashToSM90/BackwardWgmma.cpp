@@ -39,6 +39,7 @@
 #include "InlineAsm.h"
 #include "Wgmma.h"
 
+#include "flashc/Config/KernelRules.h"
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
 #include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
 #include "flashc/Conversion/FlashToSM90/Passes.h"
@@ -54,7 +55,8 @@ namespace {
 /// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
 struct WgmmaBackwardLayout {
   WgmmaBackwardLayout(const KernelConfig &config, int64_t stages, bool stagesQueryGrads)
-      : config(config), stages(stages), stagesQueryGrads(stagesQueryGrads) {}
+      : config(config), stages(stages), stagesQueryGrads(stagesQueryGrads),
+        gradColumns(config.headDim / config::backwardColumnSlices(config.headDim)) {}
   int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
   int64_t keyOffset() const { return 0; }
   int64_t valueOffset() const { return config.bc * tileRowBytes(); }
@@ -63,9 +65,10 @@ struct WgmmaBackwardLayout {
   /// Q and dO of the next stage (panels stay 1024-byte aligned: Br >= 32).
   int64_t stageBytes() const { return 2 * config.br * tileRowBytes(); }
   int64_t scoreGradOffset() const { return queryOffset() + stages * stageBytes(); }
-  /// The f32 dQ tile on its way to the bulk reduce: Br rows of D words,
-  /// unpadded, as its rows lie in dq_accum (one reduce moves the tile).
-  int64_t queryGradRowBytes() const { return config.headDim * 4; }
+  /// The f32 dQ tile on its way to the bulk reduce: Br rows of the CTA's
+  /// D/S columns, unpadded, as its rows lie in dq_accum (one reduce moves
+  /// the tile).
+  int64_t queryGradRowBytes() const { return gradColumns * 4; }
   int64_t queryGradOffset() const { return scoreGradOffset() + config.bc * config.br * 2; }
   int64_t sharedBytes() const {
     return queryGradOffset() + (stagesQueryGrads ? config.br * queryGradRowBytes() : 0) + 1024;
@@ -74,6 +77,7 @@ struct WgmmaBackwardLayout {
   const KernelConfig &config;
   int64_t stages;
   bool stagesQueryGrads;
+  int64_t gradColumns;
 };
 
 class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
@@ -142,8 +146,8 @@ private:
   /// Whether `column` is inside D (D = 96: the second unit's last 32
   /// columns are not); null where every column is.
   Value queryGradColumnInside(Value column) {
-    return config.headDim % 64 ? cmpI(arith::CmpIPredicate::slt, column, i32(config.headDim))
-                               : Value();
+    return gradColumns() % 64 ? cmpI(arith::CmpIPredicate::slt, column, i32(gradColumns()))
+                              : Value();
   }
   /// The shared-window address (i64) of a shared-memory pointer, as
   /// descriptors take it, through an opaque move: LLVM would otherwise hoist
@@ -197,10 +201,13 @@ SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
   operands = wgmma::fence(*this, operands);
   SmallVector<Value> regs(operands.begin(), operands.begin() + acc.size());
   ArrayRef<Value> packed = ArrayRef<Value>(operands).drop_front(acc.size());
+  // This CTA's D/S columns start (D/S)/64 panels of Br rows into the tile.
   Value rows = addressOf(queryRows);
+  if (Value slice = columnSliceOffset(gradColumns() / 64 * config.br * 128))
+    rows = add(rows, toI64(slice));
   for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
     Value y = wgmma::descriptor(*this, rows, kStep * 16 * 128, config.br * 128, 1024);
-    regs = wgmma::mma(*this, config.headDim, regs,
+    regs = wgmma::mma(*this, gradColumns(), regs,
                       {Value(), packed.slice(4 * kStep, 4), y, /*transposeA=*/false,
                        /*transposeB=*/true});
   }
@@ -243,12 +250,14 @@ void WgmmaBackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
 
 void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead,
                                          Value scale) {
-  // dQᵀ in units of 64 columns of D (one panel of K each), unit u computed
-  // by warpgroup u mod warpgroups().
-  int64_t units = (config.headDim + 63) / 64;
+  // dQᵀ in units of 64 columns of the CTA's D/S (one panel of K each),
+  // unit u computed by warpgroup u mod warpgroups().
+  int64_t units = (gradColumns() + 63) / 64;
   int64_t slots = (units + warpgroups() - 1) / warpgroups();
   Value firstQuery = mul(queryTile, i32(config.br));
   Value keyBase = addressOf(keys), scoreGrads = addressOf(smemDS);
+  if (Value slice = columnSliceOffset(gradColumns() / 64 * config.bc * 128))
+    keyBase = add(keyBase, toI64(slice));
   for (int64_t slot = 0; slot < slots; ++slot) {
     OpBuilder::InsertionGuard guard(b);
     Value unit = add(warpgroup(), i32(slot * warpgroups()));
@@ -283,7 +292,7 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
         Value valid = cmpI(arith::CmpIPredicate::slt, query, queryLen);
         if (columnInside)
           valid = arith::AndIOp::create(b, loc, valid, columnInside);
-        Value index = add(accumHead, add(mul(toI64(query), i64(config.headDim)), toI64(column)));
+        Value index = add(accumHead, add(mul(toI64(query), i64(gradColumns())), toI64(column)));
         atomicAdd(gepElements(queryGradAccumPtr, index, b.getF32Type()),
                   fmul(acc[nt * 4 + e], scale), valid);
       }
@@ -333,12 +342,12 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   // before the CTA exits (drainQueryGrads).
   Value rows = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
                                       i32(config.br));
-  Value first = add(accumHead, mul(toI64(firstQuery), i64(config.headDim)));
+  Value first = add(accumHead, mul(toI64(firstQuery), i64(gradColumns())));
   AsmCall reduce;
   reduce.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                            gepElements(queryGradAccumPtr, first, b.getF32Type())));
   reduce.addInput(addressOf(smemQueryGrads));
-  reduce.addInput(mul(rows, i32(config.headDim * 4)));
+  reduce.addInput(mul(rows, i32(gradColumns() * 4)));
   reduce.addInput(arith::ExtUIOp::create(b, loc, b.getI32Type(),
                                          cmpI(arith::CmpIPredicate::eq, tid, i32(0))));
   reduce.emit(b, loc,

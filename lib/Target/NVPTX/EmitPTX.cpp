@@ -161,6 +161,7 @@ FailureOr<std::vector<KernelLaunchInfo>> nvptx::readLaunchInfo(ModuleOp module) 
       info.tensors.push_back(cast<StringAttr>(name).str());
     info.kvTensorMaps = launch.getTensorMaps() > 0;
     info.persistent = launch.getGrid() == flash::GridKind::Persistent;
+    info.columnSlices = launch.getColumnSlices();
     info.grid = flash::stringifyGridKind(launch.getGrid()).str();
     result.push_back(std::move(info));
   }

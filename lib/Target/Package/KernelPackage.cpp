@@ -140,6 +140,7 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.dynamicSharedBytes = info.dynamicSharedBytes;
       package.kvTensorMaps = info.kvTensorMaps;
       package.persistent = info.persistent;
+      package.columnSlices = info.columnSlices;
     }
     if (package.threadsPerBlock == 0 || (package.backward && package.entries.size() != 2) ||
         (!package.backward && package.entries.size() != size_t(package.blockSummary) +

@@ -134,9 +134,14 @@ struct KernelPackage {
   /// maps the counter: two u32 in device memory, zero before the first
   /// launch (each launch leaves them zero), one per stream that launches it.
   bool persistent = false;
-  /// A backward package: the main kernel over (ceil(M / block-cols), HKV,
-  /// B), `entries` holding its preprocess and convert kernels.
+  /// A backward package: the main kernel over (ceil(M / block-cols) ·
+  /// columnSlices, HKV, B), `entries` holding its preprocess and convert
+  /// kernels.
   bool backward = false;
+  /// `column-slices S` (a backward package above D = 128): CTA x of the
+  /// main kernel owns key block x / S and columns of D slice x mod S; the
+  /// workspace holds a dQ semaphore per query tile and slice.
+  int64_t columnSlices = 1;
   /// A backward package built with --deterministic: its workspace also
   /// holds an i64 fixed-point accumulator per aux tensor gradient.
   bool deterministic = false;

@@ -148,6 +148,26 @@ TEST(Package, BackwardPackagesRecordTheDeterministicMode) {
                    "only a backward package has a per-key-block grid, a deterministic mode");
 }
 
+// Above D = 128 the backward's main kernel splits D into column slices:
+// the package says how many (the grid's x and the semaphores depend on it),
+// and only a backward package whose head dim they divide may.
+TEST(Package, BackwardPackagesRecordTheirColumnSlices) {
+  flashrt::KernelPackage package = sampleBackwardPackage();
+  EXPECT_EQ(package.serialize().find("column-slices"), std::string::npos);
+  EXPECT_EQ(flashrt::KernelPackage::parse(package.serialize()).columnSlices, 1);
+  package.headDim = 256;
+  package.columnSlices = 2;
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\ncolumn-slices 2\n"), std::string::npos) << text;
+  EXPECT_EQ(flashrt::KernelPackage::parse(text).columnSlices, 2);
+  expectParseError(replacedOnce(text, "column-slices 2", "column-slices 1"),
+                   "'column-slices' takes 2 or more");
+  expectParseError(replacedOnce(text, "column-slices 2", "column-slices 3"),
+                   "they must divide head-dim");
+  expectParseError(replacedOnce(text, "kind backward\n", ""),
+                   "only a backward package splits D into column slices");
+}
+
 TEST(Package, RejectsInconsistentBackwardPackages) {
   std::string text = sampleBackwardPackage().serialize();
   expectParseError(replacedOnce(text, "entry convert sliding_window_bwd_convert 128 0\n", ""),

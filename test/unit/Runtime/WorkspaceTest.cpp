@@ -35,6 +35,18 @@ TEST(BackwardWorkspace, HoldsDeltaTheDqAccumulatorAndTheSemaphores) {
             roundUp(rows * 4) + roundUp(rows * 64 * 4) + roundUp(tiles * 4));
 }
 
+// Column slices (D = 256) keep dq_accum's size (the same floats, laid out
+// [B, H, S, N, D/S]) and give every query tile a semaphore per slice.
+TEST(BackwardWorkspace, ColumnSlicesTakeASemaphoreEach) {
+  flashrun::Sizes sizes{2, 4, 4, 1000, 1000};
+  size_t rows = 2 * 4 * 1000, tiles = 2 * 4 * 32; // ceil(1000 / 32) = 32
+  flashrt::KernelPackage package = backwardPackage(false);
+  package.headDim = 256;
+  package.columnSlices = 2;
+  EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(package, sizes),
+            roundUp(rows * 4) + roundUp(rows * 256 * 4) + roundUp(tiles * 2 * 4));
+}
+
 TEST(BackwardWorkspace, DeterministicAddsOneAccumulatorPerFloatTensor) {
   for (int64_t heads : {1, 4, 16}) {
     flashrun::Sizes sizes{3, heads, heads, 257, 300};

@@ -29,6 +29,15 @@
 // in shared memory and adds it with one bulk reduce instead). LSE and Δ of
 // a pipelined loop's tile come by cp.async with its Q and dO.
 //
+// Above D = 128 dK and dV of a warp's keys do not fit in registers: the
+// main kernel's grid is ceil(M / Bc) · S CTAs along x (S column slices of
+// D, config::backwardColumnSlices), CTA x owning key block x / S and
+// columns [s · D/S, (s + 1) · D/S) of dK, dV and dQ, s = x mod S. Each
+// computes Sᵀ and dPᵀ over the whole of D (K, V, Q and dO are copied
+// whole); only slice 0 adds aux gradients. The dQ accumulator is then laid
+// out [B, H, S, N, D/S], so a query tile's rows of one slice stay one
+// contiguous range (the wgmma kernel's bulk reduce).
+//
 // That is the mma.sync kernel. flash-to-sm90 derives its wgmma kernel from
 // this class (FlashToSM90/BackwardWgmma.cpp): a warpgroup's m64nN
 // accumulator is, per warp, the same m16n8 layout repeated over N, so the
@@ -172,6 +181,20 @@ protected:
 
   flash::BackwardKernelOp kernel;
   std::string pass;
+  /// Column slices of D (S above) and the columns of dK, dV and dQ one CTA
+  /// owns.
+  int64_t columnSlices = 1;
+  int64_t gradColumns() const { return config.headDim / columnSlices; }
+  /// The main kernel's column slice (i32); null when S = 1.
+  mlir::Value columnSlice;
+  /// `columnSlice` times `bytes` (i32), the offset of this CTA's columns in
+  /// a buffer whose slices are `bytes` apart; null when S = 1.
+  mlir::Value columnSliceOffset(int64_t bytes);
+  /// Where aux gradient adds may happen: `predicate`, and (S > 1) slice 0.
+  mlir::Value ownsAuxGrads(mlir::Value predicate);
+  /// Element (i64) of dq_accum where column slice `slice` (i32; null when
+  /// S = 1) of query head (b, h) starts: N rows of D/S floats.
+  mlir::Value queryGradAccumHead(mlir::Value batch, mlir::Value head, mlir::Value slice);
   /// dQ adds in key-block order: the CTA of key block kt adds into query
   /// tile (b, h, qt) once the tile's semaphore reads kt, then sets it to
   /// kt + 1 (FlashAttention-3's deterministic backward). CTAs of one
@@ -387,11 +410,12 @@ protected:
   lowerAccumulateTransposed(flash::AccumulateTransposedOp op);
   mlir::LogicalResult lowerQueryGradAdd(flash::QueryGradAddOp op);
   mlir::LogicalResult lowerStoreKeyGrads(flash::StoreKeyGradsOp op);
-  /// Deterministic mode: the semaphore of query tile (b, h, qt); thread 0
+  /// Deterministic mode: the semaphore of query tile (b, h, qt) and column
+  /// slice `slice` (null: this CTA's, or 0 when S = 1); thread 0
   /// waits until it reads this CTA's key block; thread 0 sets it to the
   /// next key block (release; the caller has fenced and synchronized).
   mlir::Value lockAddress(mlir::Value batch, mlir::Value head,
-                          mlir::Value queryTile);
+                          mlir::Value queryTile, mlir::Value slice);
   void waitForTurn(mlir::Value address);
   void passTurn(mlir::Value address);
   /// red.global.add.f32 [address], value where `predicate` (i1) holds.

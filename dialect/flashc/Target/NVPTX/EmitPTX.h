@@ -188,6 +188,9 @@ struct KernelLaunchInfo {
   /// A persistent grid (min(tiles, CTAs resident at once), 1, 1); the kernel
   /// then takes q's CUtensorMap before k's.
   bool persistent = false;
+  /// A per-key-tile kernel's column slices of D: its grid's x is
+  /// ceil(M / Bc) times this (the backward above D = 128).
+  int64_t columnSlices = 1;
   /// The #flash.launch grid kind: "per_tile", "persistent", "per_key_tile"
   /// (the backward's main kernel), "per_row_tile" (its preprocess and dQ
   /// conversion), "block_summary", "per_split_tile" (a split_keys kernel)

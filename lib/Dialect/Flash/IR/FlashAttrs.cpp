@@ -139,7 +139,14 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, G
                                  int64_t dynamicSharedBytes, int64_t blockRows,
                                  int64_t blockCols, int64_t headDim, int64_t numWarps,
                                  int64_t rowsPerWarp, Type elementType, int64_t tensorMaps,
-                                 ArrayAttr params, ArrayAttr paramTypes, ArrayAttr tensors) {
+                                 ArrayAttr params, ArrayAttr paramTypes, ArrayAttr tensors,
+                                 int64_t columnSlices) {
+  if (columnSlices < 1 || headDim % columnSlices)
+    return emitError() << "column_slices = " << columnSlices << " must be positive and divide "
+                       << "head_dim = " << headDim;
+  if (columnSlices != 1 && grid != GridKind::PerKeyTile)
+    return emitError() << "only a per-key-tile kernel splits D into column slices, got grid = "
+                       << stringifyGridKind(grid) << " with column_slices = " << columnSlices;
   if (blockRows <= 0 || blockCols <= 0 || headDim <= 0)
     return emitError() << "tile sizes must be positive, got block_rows = " << blockRows
                        << ", block_cols = " << blockCols << ", head_dim = " << headDim;

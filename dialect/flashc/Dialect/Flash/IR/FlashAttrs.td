@@ -207,8 +207,10 @@ def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
 
     The grid is `(ceil(N / block_rows), H, B)` per tile (or per row tile),
     `(min(tiles, CTAs resident at once), 1, 1)` when persistent, and
-    `(ceil(M / block_cols), HKV, B)` per key tile; the block
-    is `(threads_per_block, 1, 1)`. `tensor_maps` CUtensorMaps follow the
+    `(ceil(M / block_cols) · column_slices, HKV, B)` per key tile (a
+    backward main kernel whose dK and dV do not fit in registers at once
+    splits D into `column_slices` ranges, one CTA each; printed only when
+    above 1); the block is `(threads_per_block, 1, 1)`. `tensor_maps` CUtensorMaps follow the
     aux tensor pointers in the ABI (2: k and v; 3: q, k and v, which only a
     persistent grid takes). `params` and `param_types` name the run-time
     scalars in ABI order, `tensors` the aux tensors.
@@ -227,7 +229,8 @@ def Flash_LaunchAttr : Flash_Attr<"Launch", "launch"> {
     "int64_t":$tensor_maps,
     "::mlir::ArrayAttr":$params,
     "::mlir::ArrayAttr":$param_types,
-    "::mlir::ArrayAttr":$tensors
+    "::mlir::ArrayAttr":$tensors,
+    DefaultValuedParameter<"int64_t", "1">:$column_slices
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
