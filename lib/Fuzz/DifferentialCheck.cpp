@@ -196,6 +196,19 @@ CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRCo
       frontend::differentiateScore(variant, parsed.sourceMgr);
   if (derivatives && derivatives->wrtScore)
     interp::addDerivativeRounding(spec, variant, *derivatives->wrtScore, inputs);
+  // Whether an intermediate of ∂score/∂s leaves the f32 range somewhere
+  // (its rounding scale, which counts every intermediate's magnitude, does):
+  // tanh(exp(30 * s)) is then (1 - 1) · inf = NaN in f32, as in any f32
+  // autodiff (PyTorch's too), while the fp64 reference stays finite.
+  bool derivativeOverflows = false;
+  if (auto explained = spec.scoreDerivativeError)
+    spec.scoreDerivativeError = [&derivativeOverflows, explained](double s, int64_t b, int64_t h,
+                                                                 int64_t i, int64_t j) {
+      double error = explained(s, b, h, i, j);
+      if (!(error / (64.0 / (1 << 24)) <= std::numeric_limits<float>::max()))
+        derivativeOverflows = true;
+      return error;
+    };
   interp::AttentionGradients gradients;
   if (failed(interp::runBackwardKernel(backward, inputs, backwardInputs, gradients, error, run)))
     return fail(stage, error);
@@ -204,6 +217,9 @@ CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRCo
   auto check = [&](llvm::StringRef name, const interp::ErrorStats &stats) -> CheckResult {
     if (stats.passes(bound) || (stats.nonFinite == 0 && stats.maxAbs <= bound))
       return {};
+    if (stats.nonFinite && derivativeOverflows)
+      return skip("the score's derivative leaves the f32 range for these inputs",
+                  name.str() + ": " + std::to_string(stats.nonFinite) + " NaN/inf");
     return fail(stage, name.str() + " rel " + format(stats.relative) + ", max " +
                            format(stats.maxAbs) + " (bound " + format(bound) + ", " +
                            std::to_string(stats.nonFinite) + " NaN/inf)");
