@@ -2,14 +2,21 @@
 # On a GPU host: validate the backward pass of every example on the GPU
 # against the CPU interpreter (flash-run --bwd: dQ, dK, dV and aux gradients
 # from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, 256, GQA/MQA,
-# BSHD, f16), no timing. FLASH_RUN=/path/to/flash-run (default: on PATH).
+# BSHD, f16), no timing. FLASH_RUN=/path/to/flash-run (default: on PATH);
+# HEAD_DIMS=256 (a comma list) keeps the cases of those head dims only.
 # Prints one line per case and a closing "N passed, N failed" line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FLASH_RUN=${FLASH_RUN:-flash-run}
 FLAGS=${FLAGS:-}
 passed=0; failed=0; skipped=0
+# HEAD_DIMS (default all): only the cases whose shape has one of these D.
+HEAD_DIMS=${HEAD_DIMS:-}
 run() {
+  if [ -n "$HEAD_DIMS" ]; then
+    local d; d=$(echo "$*" | grep -oE 'D=[0-9]+' | head -1 | cut -d= -f2)
+    [[ " ${HEAD_DIMS//,/ } " == *" $d "* ]] || return 0
+  fi
   local out
   out=$(timeout "${CASE_TIMEOUT:-120}" "$FLASH_RUN" "$@" --bwd $FLAGS --iters 0 2>&1); local rc=$?
   [ $rc -eq 124 ] && out="$out
