@@ -1482,6 +1482,12 @@ FailureOr<KernelConfig> sm80::backwardBaseConfig(flash::BackwardKernelOp kernel,
     return fail(
         "head dim " + Twine(d) +
         " is not supported by the backward kernel (supported: 64, 96, 128, 256)");
+  // Column slices address whole 64-column panels (wgmma) and 16-column
+  // mma.sync units: each slice must be a multiple of 64 columns.
+  int64_t slices = config::backwardColumnSlices(d);
+  if (slices > 1 && (d % slices || (d / slices) % 64))
+    return fail("head dim " + Twine(d) + " does not split into " + Twine(slices) +
+                " column slices of a multiple of 64 columns");
   return config;
 }
 
