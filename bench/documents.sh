@@ -17,6 +17,11 @@
 #   bench/documents.sh padding [D list]
 #     key padding (examples/key_padding.flash, random key lengths per batch
 #     entry) at B x N = 32k tokens, Flex on the same lengths.
+#   bench/documents.sh backward [D list] [N list]
+#     the backward of packed documents (B = 1, H = 16, 20 documents) with
+#     and without --bwd-block-summary (each checked against the
+#     interpreter first, the summary's bytes too), then Flex's backward
+#     with a BlockMask on the same ids (bench/flex_aux_masks.py --bwd).
 #   bench/documents.sh diagnose
 #     the same kernel over 20 documents, over one document (its summary
 #     then says what the causal classification says) and the causal
@@ -71,6 +76,25 @@ for D in $DS; do for N in $NS; do
   done; done
   PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_aux_masks.py --mask document --aux "$ids" \
     --B 1 --N $N --D $D --H 16 2>&1 | grep -E "^flex" | tee -a "$OUT/flex.csv"
+done; done
+fi
+
+if wants backward; then
+echo "== documents backward: flashc without and with --bwd-block-summary, then Flex on the same ids"
+echo "summary,name,dtype,B,H,HKV,N,M,D,layout,dir,ms,tflops,rel_dq,rel_dk,rel_dv" > "$OUT/bwd.csv"
+echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex-bwd.csv"
+for D in $DS; do for N in $NS; do
+  ids="$T/bwd-ids-$D-$N"
+  for flag in none --bwd-block-summary; do
+    flags=; [ $flag != none ] && flags=$flag
+    save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
+    # shellcheck disable=SC2086
+    row=$(timeout 240 "$T/$LAST" examples/document.flash --bwd $flags --shape B=1,H=16,N=$N,D=$D \
+      --docs 20 --check-shape B=1,H=2,N=1024,D=$D $save --iters 20 --csv 2>&1 | tail -1)
+    echo "$flag,$row" | tee -a "$OUT/bwd.csv"
+  done
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/flex_aux_masks.py --mask document --aux "$ids" \
+    --B 1 --N $N --D $D --H 16 --bwd 2>&1 | grep -E "^flex" | tee -a "$OUT/flex-bwd.csv"
 done; done
 fi
 

@@ -3,6 +3,8 @@
 
   flex_aux_masks.py --mask document --aux DIR --B 1 --N 16384 --D 128 [--H 16]
   flex_aux_masks.py --mask key_padding --aux DIR --B 8 --N 4096 --D 128 [--H 16]
+  flex_aux_masks.py ... --bwd      the backward alone (dQ, dK, dV from one
+                                   forward's graph, random dO): peer "flex-bwd"
 
 The tensors come from `flash-run examples/<mask>.flash ... --save-aux DIR`
 (raw int32), so Flex and flashc see the same inputs: the time of a masked
@@ -29,6 +31,7 @@ ap.add_argument("--N", type=int, required=True)
 ap.add_argument("--D", type=int, required=True)
 ap.add_argument("--H", type=int, default=16)
 ap.add_argument("--header", action="store_true")
+ap.add_argument("--bwd", action="store_true", help="time the backward instead")
 args = ap.parse_args()
 dev = "cuda"
 B, N, D, H = args.B, args.N, args.D, args.H
@@ -63,9 +66,9 @@ else:
 
 fl = torch.compile(flex_attention, dynamic=False)
 torch.manual_seed(0)
-q = torch.randn(B, H, N, D, device=dev, dtype=dtype)
-k = torch.randn_like(q)
-v = torch.randn_like(q)
+q = torch.randn(B, H, N, D, device=dev, dtype=dtype, requires_grad=args.bwd)
+k = torch.randn(B, H, N, D, device=dev, dtype=dtype, requires_grad=args.bwd)
+v = torch.randn(B, H, N, D, device=dev, dtype=dtype, requires_grad=args.bwd)
 times = []
 for _ in range(2):
     torch.cuda.synchronize()
@@ -74,9 +77,15 @@ for _ in range(2):
     torch.cuda.synchronize()
     times.append((time.perf_counter() - t0) * 1e3)
 fn = lambda: fl(q, k, v, block_mask=bm)
+peer = "flex"
+if args.bwd:
+    out = fn()
+    do = torch.randn_like(out)
+    fn = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    peer = "flex-bwd"
 fn()
 ms = triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median")
 if args.header:
     print("peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms")
-print(f"flex,{args.mask},{B},{H},{N},{D},{ms:.4f},{times[0]:.1f},{visible:.5f},{times[1]:.2f}",
+print(f"{peer},{args.mask},{B},{H},{N},{D},{ms:.4f},{times[0]:.1f},{visible:.5f},{times[1]:.2f}",
       flush=True)

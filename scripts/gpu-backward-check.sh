@@ -2,7 +2,8 @@
 # On a GPU host: validate the backward pass of every example on the GPU
 # against the CPU interpreter (flash-run --bwd: dQ, dK, dV and aux gradients
 # from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, 256, GQA/MQA,
-# BSHD, f16), no timing. FLASH_RUN=/path/to/flash-run (default: on PATH);
+# BSHD, f16; the experimental --bwd-block-summary), no timing.
+# FLASH_RUN=/path/to/flash-run (default: on PATH);
 # HEAD_DIMS=256 (a comma list) keeps the cases of those head dims only.
 # Prints one line per case and a closing "N passed, N failed" line.
 set -uo pipefail
@@ -85,5 +86,24 @@ run examples/causal.flash --shape B=1,H=2,N=1000,D=256 --deterministic
 run examples/relative_bias.flash --shape B=1,H=2,N=300,D=256 --deterministic
 run examples/relative_bias.flash --shape B=1,H=2,N=300,D=256 --stage-aux-grads
 run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=256
+# --bwd-block-summary (experimental until these pass on a GPU): the
+# backward reads a summary of its own tiling (flash-run also compares the
+# GPU's bytes with the interpreter's) and walks the visible query tiles;
+# N = 4000 gives 125 tiles of 32, four ballot steps per walk. Every
+# kernel: wgmma at D = 64, 128 and 256 (column slices), mma.sync, the
+# deterministic mode (no walk: it skips tile by tile), BSHD, a per-head
+# summary under GQA.
+for D in 64 128 256; do
+  run examples/document.flash --shape "B=2,H=4,N=1000,D=$D" --bwd-block-summary
+  run examples/key_padding.flash --shape "B=2,H=4,N=1000,D=$D" --bwd-block-summary
+done
+run examples/document.flash --shape B=1,H=2,N=4000,D=128 --bwd-block-summary
+run examples/document.flash --shape B=2,H=4,N=1000,D=128 --gemm=mma.sync --bwd-block-summary
+run examples/key_padding.flash --shape B=2,H=2,N=777,D=64 --gemm=mma.sync --bwd-block-summary
+run examples/document.flash --shape B=2,H=4,N=1000,D=128 --deterministic --bwd-block-summary
+run examples/document.flash --shape B=2,H=4,N=1000,D=64 --layout bshd --bwd-block-summary
+run test/GPU/summary-masks.flash --variant doc_gqa_heads --shape B=2,H=8,HKV=2,N=1000,D=128 --bwd-block-summary
+run test/GPU/summary-masks.flash --variant doc_gqa_heads --shape B=1,H=4,HKV=1,N=515,D=64 --bwd-block-summary
+run test/GPU/summary-masks.flash --variant padded_window --shape B=3,H=2,N=1500,D=128 --bwd-block-summary
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

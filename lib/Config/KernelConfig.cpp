@@ -165,6 +165,7 @@ frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_
   frontend::KernelOptions options;
   options.headDim = headDim;
   options.backward = true;
+  options.backwardBlockSummary = backwardBlockSummary;
   options.tileFor = [config = *this](const frontend::Variant &variant, int64_t d) {
     TileChoice tile = config.backwardTileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
@@ -356,12 +357,16 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
     result.blockRows = request.blockRows;
   if (request.blockCols && *request.blockCols > 0)
     result.blockCols = request.blockCols;
-  result.backwardBlockRows = request.backwardBlockRows;
-  result.backwardBlockCols = request.backwardBlockCols;
+  // The backward's knobs are the caller's even where a tuned forward
+  // winner replaced the request (it knows nothing of them).
+  const ConfigRequest &callerRequest = options.request;
+  result.backwardBlockRows = callerRequest.backwardBlockRows;
+  result.backwardBlockCols = callerRequest.backwardBlockCols;
+  result.backwardBlockSummary = callerRequest.backwardBlockSummary;
   result.backwardSourceText = result.sourceText == "command line"
                                   ? std::string("command line")
                                   : std::string("default tile");
-  if (request.backwardBlockRows || request.backwardBlockCols) {
+  if (callerRequest.backwardBlockRows || callerRequest.backwardBlockCols) {
     result.backwardSourceText = "command line";
   } else if (tunedVariant) {
     std::string source;

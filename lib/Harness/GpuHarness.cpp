@@ -655,7 +655,8 @@ void harness::launchBackward(const flashrun::BackwardKernel &kernel, flashrt::St
 }
 
 bool BackwardValidation::passed() const {
-  bool ok = dq.passes(bound) && dk.passes(bound) && dv.passes(bound);
+  bool ok = dq.passes(bound) && dk.passes(bound) && dv.passes(bound) &&
+            (!summary || summary->passed());
   for (const auto &[name, stats] : tensorGrads)
     ok &= stats.passes(bound);
   return ok;
@@ -693,12 +694,28 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
   interp::AttentionGradients expected;
   if (failed(interp::runBackwardKernel(backward, problem.inputs, inputs, expected, error)))
     return std::nullopt;
+  BackwardValidation v;
+  if (kernel.package().blockSummary) {
+    std::vector<uint8_t> want;
+    if (failed(interp::computeBlockSummary(backward, problem.inputs, want, error)))
+      return std::nullopt;
+    std::vector<uint8_t> got(want.size());
+    bwd.workspace->copyToHost(
+        got.data(), got.size(),
+        flashrun::BackwardKernel::blockSummaryOffset(kernel.package(), problem.sizes()));
+    SummaryCheck check;
+    check.tiles = static_cast<int64_t>(want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      if (got[i] != want[i] && check.mismatches++ == 0)
+        check.firstMismatch = "byte " + std::to_string(i) + ": GPU " + std::to_string(got[i]) +
+                              ", interpreter " + std::to_string(want[i]);
+    v.summary = check;
+  }
   auto compareRows = [&](const flashrt::DeviceBuffer &buffer, const std::vector<float> &want,
                          int64_t heads, int64_t length) {
     std::vector<float> got = downloadRows(buffer, problem.layout, s, heads, length, element);
     return interp::compare(got, std::vector<double>(want.begin(), want.end()));
   };
-  BackwardValidation v;
   v.bound = interp::gradientBound(element);
   v.dq = compareRows(*bwd.dq, expected.dq, s.heads(), s.queryLen());
   v.dk = compareRows(*bwd.dk, expected.dk, s.kvHeads(), s.keyLen());

@@ -480,9 +480,11 @@ void KernelEmitter::emit(int64_t br, int64_t bc, int64_t headDim, bool splitKeys
   flash::ReturnOp::create(builder, at);
 }
 
-/// Marks `kernel` as reading a run-time block summary when its mask reads
-/// aux tensors (KernelOptions::blockSummary).
-void requestBlockSummary(flash::KernelOp kernel) {
+/// Marks `kernel` (a flash.kernel or flash.backward_kernel) as reading a
+/// run-time block summary when its mask reads aux tensors
+/// (KernelOptions::blockSummary, KernelOptions::backwardBlockSummary).
+template <typename KernelOpT>
+void requestBlockSummary(KernelOpT kernel) {
   // Only a mask that reads aux tensors needs one: interval analysis alone
   // classifies the others (flash-classify-tiles).
   kernel.walk([&](flash::MaskOp mask) {
@@ -536,7 +538,8 @@ void KernelEmitter::emitBackward(int64_t br, int64_t bc, int64_t headDim,
   Signature sig = signature(br, bc, headDim);
   auto kernel = flash::BackwardKernelOp::create(
       builder, at, builder.getStringAttr(variant.name), sig.config, sig.elementType,
-      sig.params, sig.tensors, sig.staticSizes, sig.dimClasses);
+      sig.params, sig.tensors, sig.staticSizes, sig.dimClasses,
+      /*block_summary=*/nullptr);
   OpBuilder::InsertionGuard guard(builder);
 
   // preprocess(b, h, qt): Δ = rowsum(dO ∘ O).
@@ -836,6 +839,8 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       }
       KernelEmitter(builder, variant, sourceMgr, fileName)
           .emitBackward(br, bc, *headDim, *derivatives);
+      if (options.blockSummary && options.backwardBlockSummary)
+        requestBlockSummary(cast<flash::BackwardKernelOp>(result->getBody()->back()));
       continue;
     }
     // Only a variant whose KV heads may be fewer than its query heads has

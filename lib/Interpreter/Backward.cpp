@@ -226,6 +226,9 @@ LogicalResult KernelExecutor::runBackward() {
       gradients->tensorGrads[add.getTensor()].assign(tensor->second.numElements(), 0.0f);
   });
 
+  if (failed(loadBlockSummary()))
+    return failure();
+
   SmallVector<RuntimeValue> yielded;
   int64_t br = config.getBr(), bc = config.getBc();
   Block &pre = kernel.getPreprocessBlock();

@@ -84,12 +84,6 @@ KernelExecutor::KernelExecutor(flash::KernelOp kernel, const AttentionInputs &in
     : kernelOp(kernel), signature(kernel), inputs(inputs), outputs(&outputs),
       tiles(&outputs.tiles), options(options) {
   initialize();
-  if (flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr()) {
-    const ProblemShape &shape = inputs.shape;
-    summaryShape = flash::BlockSummaryShape::of(summary, config.getBr(), config.getBc(),
-                                                shape.batch(), shape.heads(),
-                                                shape.queryLen(), shape.keyLen());
-  }
 }
 
 void KernelExecutor::initialize() {
@@ -100,6 +94,12 @@ void KernelExecutor::initialize() {
     groupSize = std::max<int64_t>(inputs.shape.heads() / std::max<int64_t>(inputs.shape.kvHeads(), 1), 1);
   }
   env.inputs = &inputs;
+  if (flash::BlockSummaryAttr summary = signature.getBlockSummaryAttr()) {
+    const ProblemShape &shape = inputs.shape;
+    summaryShape = flash::BlockSummaryShape::of(summary, config.getBr(), config.getBc(),
+                                                shape.batch(), shape.heads(),
+                                                shape.queryLen(), shape.keyLen());
+  }
   if (auto kernel = dyn_cast<flash::KernelOp>(kernelOp)) {
     env.sequenceKeyLengths = kernel.getPagedKvAttr() || inputs.varlen.packsKeys();
     env.sequenceQueryLengths = inputs.varlen.packsQueries();
@@ -381,14 +381,9 @@ LogicalResult KernelExecutor::execCaptures(flash::MaskOp mask) {
 }
 
 LogicalResult KernelExecutor::summarize(std::vector<uint8_t> &summary, std::string &error) {
-  auto kernel = cast<flash::KernelOp>(kernelOp);
-  flash::MaskOp mask;
-  kernel.walk([&](flash::MaskOp op) { mask = mask ? mask : op; });
-  auto loop = mask ? dyn_cast<scf::ForOp>(mask->getParentOp()) : scf::ForOp();
-  if (!loop || mask.getKeyTile() != loop.getInductionVar() ||
-      mask.getBatch() != kernel.getBatch() || mask.getHead() != kernel.getHead() ||
-      mask.getQueryTile() != kernel.getQueryTile()) {
-    error = "a block summary needs the kernel's mask at (b, h, qt, kt) of its key loop";
+  flash::MaskOp mask = flash::summarizedMask(signature);
+  if (!mask) {
+    error = "a block summary needs the kernel's mask at (b, h, qt, kt) of its query or key loop";
     return failure();
   }
   summary.assign(static_cast<size_t>(summaryShape.bytes()), flash::kBlockPartial);
@@ -396,10 +391,12 @@ LogicalResult KernelExecutor::summarize(std::vector<uint8_t> &summary, std::stri
     for (int64_t h = 0; h < summaryShape.heads; ++h)
       for (int64_t qt = 0; qt < summaryShape.queryTiles; ++qt)
         for (int64_t kt = 0; kt < summaryShape.keyBlocks; ++kt) {
-          get(kernel.getBatch()).scalar = static_cast<double>(b);
-          get(kernel.getHead()).scalar = static_cast<double>(h);
-          get(kernel.getQueryTile()).scalar = static_cast<double>(qt);
-          get(loop.getInductionVar()).scalar = static_cast<double>(kt);
+          // The mask's own operands: a backward kernel computes its query
+          // head from the KV head, which the summary does not walk.
+          get(mask.getBatch()).scalar = static_cast<double>(b);
+          get(mask.getHead()).scalar = static_cast<double>(h);
+          get(mask.getQueryTile()).scalar = static_cast<double>(qt);
+          get(mask.getKeyTile()).scalar = static_cast<double>(kt);
           FailureOr<int> blockClass =
               succeeded(execCaptures(mask)) ? classifyElements(mask) : FailureOr<int>();
           if (failed(blockClass)) {
@@ -408,6 +405,24 @@ LogicalResult KernelExecutor::summarize(std::vector<uint8_t> &summary, std::stri
           }
           summary[summaryShape.offset(b, h, qt, kt)] = static_cast<uint8_t>(*blockClass);
         }
+  return success();
+}
+
+LogicalResult KernelExecutor::loadBlockSummary() {
+  if (!signature.getBlockSummaryAttr())
+    return success();
+  const std::vector<uint8_t> &given =
+      isa<flash::KernelOp>(kernelOp) ? inputs.blockSummary : inputs.backwardBlockSummary;
+  if (given.empty()) {
+    std::string error;
+    if (failed(summarize(blockSummary, error)))
+      return fail(kernelOp, error);
+    return success();
+  }
+  if (static_cast<int64_t>(given.size()) != summaryShape.bytes())
+    return fail(kernelOp, Twine("the block summary has ") + Twine(given.size()) +
+                              " bytes, the kernel reads " + Twine(summaryShape.bytes()));
+  blockSummary = given;
   return success();
 }
 
@@ -726,18 +741,8 @@ LogicalResult KernelExecutor::runForward() {
   // A packed kernel runs per KV head over the G·N packed rows of its group.
   int64_t gridHeads = packedHeads ? shape.kvHeads() : shape.heads();
   int64_t queryTiles = (shape.queryLen() * groupSize + br - 1) / br;
-  if (kernel.getBlockSummaryAttr()) {
-    if (inputs.blockSummary.empty()) {
-      std::string error;
-      if (failed(summarize(blockSummary, error)))
-        return fail(kernel, error);
-    } else if (static_cast<int64_t>(inputs.blockSummary.size()) != summaryShape.bytes()) {
-      return fail(kernel, Twine("the block summary has ") + Twine(inputs.blockSummary.size()) +
-                              " bytes, the kernel reads " + Twine(summaryShape.bytes()));
-    } else {
-      blockSummary = inputs.blockSummary;
-    }
-  }
+  if (failed(loadBlockSummary()))
+    return failure();
   Block &body = kernel.getEntryBlock();
   int64_t splits = kernel.getSplitKeys() ? inputs.keySplits : 1;
   if (splits < 1)
@@ -988,16 +993,24 @@ LogicalResult interp::runKernel(flash::KernelOp kernel, const AttentionInputs &i
   return executor.run(error);
 }
 
-LogicalResult interp::computeBlockSummary(flash::KernelOp kernel, const AttentionInputs &inputs,
+LogicalResult interp::computeBlockSummary(flash::KernelSignature kernel,
+                                          const AttentionInputs &inputs,
                                           std::vector<uint8_t> &summary, std::string &error) {
   error = checkInputs(kernel, inputs);
   if (!error.empty())
     return failure();
   if (!kernel.getBlockSummaryAttr()) {
-    error = "kernel '" + kernel.getSymName().str() + "' reads no block summary";
+    error = "kernel '" + SymbolTable::getSymbolName(kernel).str() + "' reads no block summary";
     return failure();
   }
-  AttentionOutputs unused;
-  KernelExecutor executor(kernel, inputs, unused, RunOptions());
+  if (auto forward = dyn_cast<flash::KernelOp>(kernel.getOperation())) {
+    AttentionOutputs unused;
+    KernelExecutor executor(forward, inputs, unused, RunOptions());
+    return executor.summarize(summary, error);
+  }
+  BackwardInputs none;
+  AttentionGradients unused;
+  KernelExecutor executor(cast<flash::BackwardKernelOp>(kernel.getOperation()), inputs, none,
+                          unused, RunOptions());
   return executor.summarize(summary, error);
 }

@@ -103,6 +103,10 @@ private:
   /// Executes the scalar ops the values `mask`'s region captures depend on
   /// (kernel-level and loop-body ones), for the current b, h, qt and kt.
   mlir::LogicalResult execCaptures(flash::MaskOp mask);
+  /// A kernel with a block_summary: the caller's summary for this kind of
+  /// kernel (its size checked) or, when it gives none, the one summarize
+  /// computes.
+  mlir::LogicalResult loadBlockSummary();
 
   /// Where row `r` of query tile `queryTile` of a tile `rows` tall lives:
   /// its query head and position, and whether it is inside the problem. A
@@ -159,7 +163,7 @@ private:
   const BackwardInputs *backwardInputs = nullptr;   // backward
   AttentionGradients *gradients = nullptr;          // backward
   std::vector<float> queryGradAccum;                // backward: dQ in f32
-  std::vector<uint8_t> blockSummary;                // forward with a block_summary
+  std::vector<uint8_t> blockSummary;                // a kernel with a block_summary
   /// Forward with keySplits > 1: per split, O (f32, [B, H, N, D]) and LSE.
   std::vector<std::vector<float>> splitOut, splitLse;
   flash::BlockSummaryShape summaryShape;

@@ -70,7 +70,7 @@ void interp::addDerivativeRounding(ReferenceSpec &spec, const frontend::Variant 
                                                         int64_t i, int64_t j) {
     frontend::EvalContext context = makeContext(b, h, i, j);
     context.score = s;
-    return 64.0 / (1 << 24) * frontend::roundingScale(derivative, context);
+    return kDerivativeErrorPerScale * frontend::roundingScale(derivative, context);
   };
 }
 

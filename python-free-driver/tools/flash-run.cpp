@@ -574,6 +574,15 @@ int main(int argc, char **argv) {
         }
         llvm::outs() << " (bound " << llvm::format("%.0e", bv.bound) << ")"
                      << (bv.passed() ? "  ok\n" : "  FAIL\n");
+        if (bv.summary) {
+          llvm::outs() << "  check " << checkShape.str() << " (backward block summary, "
+                       << bv.summary->tiles << " tiles): ";
+          if (bv.summary->mismatches)
+            llvm::outs() << bv.summary->mismatches << " differ from the interpreter's ("
+                         << bv.summary->firstMismatch << ")  FAIL\n";
+          else
+            llvm::outs() << "GPU == interpreter  ok\n";
+        }
         if (backwardFlags.deterministic)
           llvm::outs() << "  deterministic: dQ and aux gradients "
                        << (differingRuns ? "NOT bitwise reproducible" : "bitwise identical")

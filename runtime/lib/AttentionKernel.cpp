@@ -174,6 +174,39 @@ void checkPagedKV(const flashrt::KernelPackage &pkg, const Sizes &sizes, const P
             "-key pages do not cover M = " + std::to_string(sizes.keyLen));
 }
 
+/// CTAs of a package's summary kernel resident at once on the GPU.
+int64_t residentSummaryCtas(flashrt::Context &context, const flashrt::Function &summary,
+                            const flashrt::PackageEntry &entry) {
+  int perSM = summary.maxActiveBlocksPerMultiprocessor(static_cast<int>(entry.threadsPerBlock),
+                                                       static_cast<size_t>(entry.dynamicSharedBytes));
+  return std::max<int64_t>(perSM, 1) * context.device().multiprocessorCount();
+}
+
+/// The summary kernel's grid (CTAs per query tile, query tiles, summary
+/// rows) at `sizes`, `residentCtas` of them fitting at once.
+flashrt::Dim3 summaryGrid(const flashrt::KernelPackage &pkg, const Sizes &sizes,
+                          int64_t residentCtas) {
+  unsigned rows = static_cast<unsigned>((pkg.summaryPerBatch ? sizes.batch : 1) *
+                                        (pkg.summaryPerHead ? sizes.heads : 1));
+  // One key block per warp of the summary kernel's CTA.
+  const flashrt::PackageEntry &entry = *pkg.entry("summary");
+  int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
+  int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
+  int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
+  // The CTAs of a query tile take its groups of key blocks in turn: one
+  // wave of resident CTAs in all, at most one per group. Each CTA is short
+  // and bound by latency, so the launch's dispatch and a partial second
+  // wave cost more than the groups a CTA loops over (H200, documents at
+  // 16k: one wave 5-7% faster than 4096 CTAs, at 32k within 3%; 8192 and
+  // 16384 CTAs slower everywhere: bench/results/2026-12-04e-h200-summary).
+  int64_t keyGroups = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
+  int64_t entries = static_cast<int64_t>(rows) * queryTiles;
+  int64_t ctasPerTile =
+      std::clamp<int64_t>(std::max<int64_t>(residentCtas, 1) / entries, 1, keyGroups);
+  return flashrt::Dim3(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles),
+                       rows);
+}
+
 } // namespace
 
 AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPackage package)
@@ -182,11 +215,7 @@ AttentionKernel::AttentionKernel(flashrt::Context &context, flashrt::KernelPacka
       kernelFunction(module.function(kernelPackage.kernelName)), context(&context) {
   if (const flashrt::PackageEntry *summary = kernelPackage.entry("summary")) {
     summaryFunction.emplace(module.function(summary->name));
-    int perSM = summaryFunction->maxActiveBlocksPerMultiprocessor(
-        static_cast<int>(summary->threadsPerBlock),
-        static_cast<size_t>(summary->dynamicSharedBytes));
-    summaryResidentCtas =
-        std::max<int64_t>(perSM, 1) * context.device().multiprocessorCount();
+    summaryResidentCtas = residentSummaryCtas(context, *summaryFunction, *summary);
   }
   if (const flashrt::PackageEntry *combine = kernelPackage.entry("combine"))
     combineFunction.emplace(module.function(combine->name));
@@ -513,27 +542,12 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
   TensorRef none;
   flashrt::KernelArgs args =
       forwardArguments(pkg, none, none, none, none, 0, sizes, params, tensors, summary, nullptr);
-  unsigned rows = static_cast<unsigned>((pkg.summaryPerBatch ? sizes.batch : 1) *
-                                        (pkg.summaryPerHead ? sizes.heads : 1));
-  // One key block per warp of the summary kernel's CTA.
   const flashrt::PackageEntry &entry = *pkg.entry("summary");
-  int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
-  int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
-  int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
-  // The CTAs of a query tile take its groups of key blocks in turn: one
-  // wave of resident CTAs in all, at most one per group. Each CTA is short
-  // and bound by latency, so the launch's dispatch and a partial second
-  // wave cost more than the groups a CTA loops over (H200, documents at
-  // 16k: one wave 5-7% faster than 4096 CTAs, at 32k within 3%; 8192 and
-  // 16384 CTAs slower everywhere: bench/results/2026-12-04e-h200-summary).
-  const int64_t summaryCtas = std::max<int64_t>(summaryResidentCtas, 1);
-  int64_t keyGroups = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
-  int64_t entries = static_cast<int64_t>(rows) * queryTiles;
-  int64_t ctasPerTile = std::clamp<int64_t>(summaryCtas / entries, 1, keyGroups);
-  flashrt::Dim3 grid(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles), rows);
+  flashrt::Dim3 grid = summaryGrid(pkg, sizes, summaryResidentCtas);
+  size_t entries = static_cast<size_t>(grid.y) * grid.z;
   // The tile order's counters: per (summary row, query tile) a u64 (CTAs
   // done, cost so far), then per tile its cost (u32), then the tiles done.
-  args.add(streamCounters(*orderCounters, stream, static_cast<size_t>(entries) * 12 + 4));
+  args.add(streamCounters(*orderCounters, stream, entries * 12 + 4));
   summaryFunction->launch(grid, flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
                           static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }
@@ -588,9 +602,10 @@ size_t tensorElements(const flashrt::KernelPackage &pkg, const flashrt::PackageT
 
 /// The workspace: Δ, then the dQ accumulator, then one semaphore per query
 /// tile and column slice, then (deterministic packages) per float aux tensor an i64
-/// fixed-point accumulator of 1 + elements; each 256-byte aligned.
+/// fixed-point accumulator of 1 + elements, then (packages with a block
+/// summary) the summary of the backward's tiling; each 256-byte aligned.
 struct WorkspaceLayout {
-  size_t delta, accum, locks, total;
+  size_t delta, accum, locks, summary = 0, total;
   std::vector<size_t> fixedPoint; // per aux tensor; 0: none
   WorkspaceLayout(const Sizes &sizes, const flashrt::KernelPackage &pkg) {
     size_t rows = static_cast<size_t>(sizes.batch * sizes.heads * sizes.queryLen);
@@ -608,6 +623,10 @@ struct WorkspaceLayout {
       fixedPoint.push_back(total);
       total += roundUp((1 + tensorElements(pkg, tensor, sizes)) * 8);
     }
+    if (pkg.blockSummary) {
+      summary = total;
+      total += roundUp(AttentionKernel::blockSummaryBytes(pkg, sizes));
+    }
   }
 };
 
@@ -616,6 +635,13 @@ struct WorkspaceLayout {
 size_t BackwardKernel::workspaceBytes(const flashrt::KernelPackage &package,
                                       const Sizes &sizes) {
   return WorkspaceLayout(sizes, package).total;
+}
+
+size_t BackwardKernel::blockSummaryOffset(const flashrt::KernelPackage &package,
+                                          const Sizes &sizes) {
+  if (!package.blockSummary)
+    invalid("kernel '" + package.kernelName + "' reads no block summary");
+  return WorkspaceLayout(sizes, package).summary;
 }
 
 BackwardKernel::BackwardKernel(flashrt::Context &context, flashrt::KernelPackage package)
@@ -632,6 +658,10 @@ BackwardKernel::BackwardKernel(flashrt::Context &context, flashrt::KernelPackage
     invalid("kernel '" + kernelPackage.kernelName + "' is not a backward package");
   if (kernelPackage.dynamicSharedBytes > 48 * 1024)
     main.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
+  if (const flashrt::PackageEntry *entry = kernelPackage.entry("summary")) {
+    summary.emplace(module.function(entry->name));
+    summaryResidentCtas = residentSummaryCtas(context, *summary, *entry);
+  }
 }
 
 void BackwardKernel::validate(const Sizes &sizes, const BackwardTensors &t,
@@ -683,6 +713,8 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
   for (size_t i = 0; i < t.tensorGrads.size(); ++i)
     args.add(t.tensorGrads[i] && layout.fixedPoint[i] ? t.workspace + layout.fixedPoint[i]
                                                       : uint64_t{0});
+  if (pkg.blockSummary)
+    args.add(t.workspace + layout.summary);
 
   auto rows = static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows);
   auto keys = static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols *
@@ -692,6 +724,14 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
   flashrt::Dim3 keyGrid(keys, static_cast<unsigned>(sizes.kvHeads),
                         static_cast<unsigned>(sizes.batch));
   const flashrt::PackageEntry &pre = *pkg.entry("preprocess"), &post = *pkg.entry("convert");
+  // The summary of the backward's own tiling (it reads only the sizes,
+  // parameters and aux tensors), which the main kernel's query loops walk.
+  if (summary) {
+    const flashrt::PackageEntry &entry = *pkg.entry("summary");
+    summary->launch(summaryGrid(pkg, sizes, summaryResidentCtas),
+                    flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
+                    static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
+  }
   preprocess.launch(rowGrid, flashrt::Dim3(static_cast<unsigned>(pre.threadsPerBlock)),
                     static_cast<size_t>(pre.dynamicSharedBytes), stream, args);
   main.launch(keyGrid, flashrt::Dim3(static_cast<unsigned>(pkg.threadsPerBlock)),

@@ -269,8 +269,11 @@ KernelPackage KernelPackage::parse(std::string_view text) {
                "preprocess/convert entries; a forward package has a summary entry exactly "
                "when it has a block-summary line and a combine entry exactly when it has a "
                "split-keys line");
-  if (package.backward && (package.blockSummary || package.splitKeys))
-    fail(line, "a backward package has no block summary and no key splits");
+  if (package.backward &&
+      (package.splitKeys || package.entries.size() != 2 + size_t(package.blockSummary) ||
+       package.entry("combine") || package.blockSummary != (package.entry("summary") != nullptr)))
+    fail(line, "a backward package has no key splits, and a summary entry exactly when it has "
+               "a block-summary line");
   if (package.persistent && package.splitKeys)
     fail(line, "a persistent grid does not split keys");
   if (package.packedHeads && (package.backward || package.persistent || package.blockSummary))

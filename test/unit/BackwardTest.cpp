@@ -67,9 +67,10 @@ std::unique_ptr<Compiled> parse(const std::string &source) {
 }
 
 /// Compiles both kernels of the one variant in `source` with the flash
-/// pipeline (classify-tiles included).
+/// pipeline (classify-tiles included); `backwardSummary`: the backward reads
+/// a block summary where its mask reads aux tensors.
 std::unique_ptr<Compiled> compile(const std::string &source, int64_t br, int64_t bc,
-                                  int64_t headDim) {
+                                  int64_t headDim, bool backwardSummary = false) {
   std::unique_ptr<Compiled> result = parse(source);
   if (!result->ast)
     return result;
@@ -83,6 +84,7 @@ std::unique_ptr<Compiled> compile(const std::string &source, int64_t br, int64_t
   result->forwardModule =
       frontend::emitFlashIR(*result->context, *result->ast, options, result->sourceMgr);
   options.backward = true;
+  options.backwardBlockSummary = backwardSummary;
   result->backwardModule =
       frontend::emitFlashIR(*result->context, *result->ast, options, result->sourceMgr);
   EXPECT_TRUE(result->forwardModule && result->backwardModule) << result->diagnostics;
@@ -428,6 +430,109 @@ TEST(Backward, EmptyTilesAreClassifiedAndSkipped) {
   EXPECT_EQ(check.tiles.empty, 6);
   EXPECT_EQ(check.tiles.partial, 4);
   EXPECT_EQ(check.tiles.full, 6);
+}
+
+TEST(Backward, ABlockSummarySkipsDocumentTilesAndAWrongOneFails) {
+  // Packed documents under a causal mask, backward tiles 16 x 32 (the
+  // forward's are 32 x 32): the backward's summary is the brute-force class
+  // of every tile of its own tiling; obeying it skips the empty tiles and
+  // unmasks the full ones, which leaves every gradient bitwise the same
+  // (a skipped tile adds exact zeros); a planted summary that empties a
+  // visible tile fails the fp64 reference check.
+  const std::string source =
+      variant("tensor doc: i32[B, N]\nmask = doc[b, i] == doc[b, j] && j <= i");
+  Sizes sizes{2, 4, 2, 150, 150, 16};
+  std::unique_ptr<Compiled> plain = compile(source, 16, 32, sizes.D);
+  std::unique_ptr<Compiled> summarized = compile(source, 16, 32, sizes.D, true);
+  ASSERT_TRUE(plain->backward && summarized->backward);
+  EXPECT_FALSE(plain->backward.getBlockSummaryAttr());
+  flash::BlockSummaryAttr attr = summarized->backward.getBlockSummaryAttr();
+  ASSERT_TRUE(attr);
+  EXPECT_TRUE(attr.getPerBatch());
+  EXPECT_FALSE(attr.getPerHead());
+  int64_t classReads = 0;
+  summarized->backward.walk([&](flash::BlockClassOp) { ++classReads; });
+  EXPECT_EQ(classReads, 1);
+
+  AttentionInputs inputs =
+      interp::makeRandomInputs(summarized->forward, toShape(sizes), 7, /*documents=*/4);
+  const interp::HostTensor &doc = inputs.tensors.find("doc")->second;
+  std::vector<uint8_t> summary;
+  std::string error;
+  ASSERT_TRUE(mlir::succeeded(
+      interp::computeBlockSummary(summarized->backward, inputs, summary, error)))
+      << error;
+  flash::BlockSummaryShape shape =
+      flash::BlockSummaryShape::of(attr, 16, 32, sizes.B, sizes.H, sizes.N, sizes.M);
+  ASSERT_EQ(static_cast<int64_t>(summary.size()), shape.bytes());
+  int64_t visibleTile = -1;
+  for (int64_t b = 0; b < sizes.B; ++b)
+    for (int64_t qt = 0; qt < shape.queryTiles; ++qt)
+      for (int64_t kt = 0; kt < shape.keyBlocks; ++kt) {
+        bool any = false, all = true;
+        for (int64_t i = qt * 16; i < std::min<int64_t>(sizes.N, qt * 16 + 16); ++i)
+          for (int64_t j = kt * 32; j < std::min<int64_t>(sizes.M, kt * 32 + 32); ++j) {
+            bool visible = doc.at({b, i}) == doc.at({b, j}) && j <= i;
+            any |= visible;
+            all &= visible;
+          }
+        int expected = !any ? flash::kBlockEmpty : all ? flash::kBlockFull : flash::kBlockPartial;
+        int64_t at = shape.offset(b, 0, qt, kt);
+        EXPECT_EQ(summary[at], expected) << "b " << b << " qt " << qt << " kt " << kt;
+        if (expected != flash::kBlockEmpty && visibleTile < 0)
+          visibleTile = at;
+      }
+  ASSERT_GE(visibleTile, 0);
+
+  interp::AttentionOutputs outputs;
+  ASSERT_TRUE(mlir::succeeded(interp::runKernel(plain->forward, inputs, outputs, error))) << error;
+  std::vector<float> outputGrad =
+      interp::makeRandomOutputGrad(plain->forward, inputs.shape, 7);
+  interp::BackwardInputs backwardInputs{outputs.out, outputs.lse, outputGrad};
+  interp::AttentionGradients unskipped, skipped;
+  ASSERT_TRUE(mlir::succeeded(interp::runBackwardKernel(plain->backward, inputs, backwardInputs,
+                                                        unskipped, error)))
+      << error;
+  ASSERT_TRUE(mlir::succeeded(interp::runBackwardKernel(summarized->backward, inputs,
+                                                        backwardInputs, skipped, error)))
+      << error;
+  EXPECT_EQ(skipped.dq, unskipped.dq);
+  EXPECT_EQ(skipped.dk, unskipped.dk);
+  EXPECT_EQ(skipped.dv, unskipped.dv);
+  // The intervals alone empty the tiles above the diagonal only.
+  EXPECT_GT(skipped.tiles.empty, unskipped.tiles.empty);
+  EXPECT_GT(skipped.tiles.full, unskipped.tiles.full);
+  EXPECT_LT(skipped.tiles.partial, unskipped.tiles.partial);
+
+  interp::BackwardCheck check;
+  ASSERT_TRUE(mlir::succeeded(interp::checkBackward(outputs, summarized->backward,
+                                                    summarized->ast->variants.front(), inputs,
+                                                    outputGrad, check, error)))
+      << error;
+  EXPECT_TRUE(check.passes());
+  AttentionInputs planted = inputs;
+  planted.backwardBlockSummary = summary;
+  planted.backwardBlockSummary[visibleTile] = flash::kBlockEmpty;
+  interp::BackwardCheck wrong;
+  ASSERT_TRUE(mlir::succeeded(interp::checkBackward(outputs, summarized->backward,
+                                                    summarized->ast->variants.front(), planted,
+                                                    outputGrad, wrong, error)))
+      << error;
+  EXPECT_FALSE(wrong.passes());
+  // The inputs' forward summary is the forward's: the backward reads its own.
+  AttentionInputs withForward = inputs;
+  withForward.blockSummary.assign(3, flash::kBlockEmpty);
+  interp::AttentionGradients unaffected;
+  ASSERT_TRUE(mlir::succeeded(interp::runBackwardKernel(summarized->backward, withForward,
+                                                        backwardInputs, unaffected, error)))
+      << error;
+  EXPECT_EQ(unaffected.dk, skipped.dk);
+  // A summary of another tiling's size is a clear error, not a wild read.
+  planted.backwardBlockSummary.resize(summary.size() / 2);
+  interp::AttentionGradients grads;
+  EXPECT_TRUE(mlir::failed(interp::runBackwardKernel(summarized->backward, planted,
+                                                     backwardInputs, grads, error)));
+  EXPECT_NE(error.find("the block summary has"), std::string::npos) << error;
 }
 
 TEST(Backward, RejectsMismatchedForwardOutputs) {

@@ -48,12 +48,13 @@ struct BackwardFlags {
 
   llvm::cl::opt<bool> deterministic;
   llvm::cl::opt<bool> stageAuxGrads;
+  llvm::cl::opt<bool> blockSummary;
   llvm::cl::opt<std::string> tile;
 
   /// Sets them on `target`; the error names a flag given without --bwd.
   llvm::Error apply(bool backward, nvptx::TargetOptions &target) const;
-  /// Adds --bwd-tile to `request`; the error names a bad item or the flag
-  /// given without --bwd.
+  /// Adds --bwd-tile and --bwd-block-summary to `request`; the error names
+  /// a bad item or the flag given without --bwd.
   llvm::Error request(bool backward, ConfigRequest &request) const;
 };
 

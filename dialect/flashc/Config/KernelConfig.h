@@ -128,6 +128,8 @@ private:
   std::optional<int64_t> blockRows, blockCols;
   /// The backward's own tile from --bwd-tile (either side may be unset).
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;
+  /// --bwd-block-summary (frontend::KernelOptions::backwardBlockSummary).
+  bool backwardBlockSummary = false;
   /// The tuning cache's backward winner (for this GEMM kind) and its source.
   std::optional<TileChoice> tunedBackward;
   std::string backwardSourceText = "default tile";

@@ -164,6 +164,9 @@ struct BackwardValidation {
   interp::ErrorStats dq, dk, dv;
   std::vector<std::pair<std::string, interp::ErrorStats>> tensorGrads;
   double bound = 0;
+  /// A package with a block summary: the GPU's summary of the backward's
+  /// tiling (from the workspace) against the interpreter's (no order).
+  std::optional<SummaryCheck> summary;
   bool passed() const;
 };
 
@@ -171,7 +174,8 @@ struct BackwardValidation {
 /// problem.o and problem.lse); then the GPU backward (gradients poisoned
 /// with NaN first) and the interpreter's backward run from the same O,
 /// LSE and dO, and dQ, dK, dV and the aux gradients are compared (bound:
-/// interp::gradientBound). An interpreter failure goes to `error`.
+/// interp::gradientBound), and the block summary where the package has
+/// one. An interpreter failure goes to `error`.
 std::optional<BackwardValidation>
 validateBackward(flashrt::Context &context, const flashrun::BackwardKernel &kernel,
                  flashrt::Stream &stream, DeviceProblem &problem, flash::KernelOp forward,

@@ -32,6 +32,10 @@ struct KernelOptions {
   /// summary (`#flash.block_summary`): its empty tiles are skipped and its
   /// full ones unmasked, which interval analysis cannot prove.
   bool blockSummary = true;
+  /// The same for a backward kernel: its main kernel skips the query tiles
+  /// the summary of its own tiling empties and unmasks the full ones.
+  /// Off by default until run on a GPU (flashc --bwd-block-summary).
+  bool backwardBlockSummary = false;
   /// Forward kernels whose key range may be split at run time
   /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
   /// a combine step.

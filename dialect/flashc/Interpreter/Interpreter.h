@@ -82,8 +82,10 @@ struct AttentionInputs {
   llvm::StringMap<double> params;      // overrides of parameter defaults
   /// A kernel with a `block_summary`: the summary to obey (a caller's own,
   /// or a test's planted one), flash::BlockSummaryShape bytes; empty: the
-  /// interpreter computes it (computeBlockSummary).
-  std::vector<uint8_t> blockSummary;
+  /// interpreter computes it (computeBlockSummary). A forward kernel reads
+  /// `blockSummary`, a backward kernel `backwardBlockSummary` (of its own
+  /// tiling), so one set of inputs serves both passes.
+  std::vector<uint8_t> blockSummary, backwardBlockSummary;
   /// A `split_keys` kernel: how many splits share each query tile's key
   /// blocks (the GPU launch's S; 1 runs the plain store).
   int64_t keySplits = 1;
@@ -140,11 +142,13 @@ mlir::LogicalResult runKernel(flash::KernelOp kernel, const AttentionInputs &inp
                               AttentionOutputs &outputs, std::string &error,
                               const RunOptions &options = {});
 
-/// The block summary of `kernel` (which has a `block_summary`) for
-/// `inputs`: each (b, h, qt, kt) of its tiling classified by evaluating the
-/// mask on every element inside the problem (i < N, j < M): kBlockEmpty,
-/// kBlockPartial or kBlockFull. What the GPU's summary kernel must produce.
-mlir::LogicalResult computeBlockSummary(flash::KernelOp kernel, const AttentionInputs &inputs,
+/// The block summary of `kernel` (a flash.kernel or flash.backward_kernel
+/// with a `block_summary`) for `inputs`: each (b, h, qt, kt) of its tiling
+/// classified by evaluating the mask on every element inside the problem
+/// (i < N, j < M): kBlockEmpty, kBlockPartial or kBlockFull. What the GPU's
+/// summary kernel must produce.
+mlir::LogicalResult computeBlockSummary(flash::KernelSignature kernel,
+                                        const AttentionInputs &inputs,
                                         std::vector<uint8_t> &summary, std::string &error);
 
 /// What the backward pass reads besides the forward's inputs, all

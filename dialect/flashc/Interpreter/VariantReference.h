@@ -12,9 +12,14 @@ namespace flashc::interp {
 /// `inputs` must outlive the returned callbacks.
 ReferenceSpec referenceFor(const frontend::Variant &variant, const AttentionInputs &inputs);
 
+/// The error addDerivativeRounding forgives per unit of rounding scale: 64
+/// f32 half-ulps (2^-24 each).
+constexpr double kDerivativeErrorPerScale = 64.0 / (1 << 24);
+
 /// Sets spec.scoreDerivativeError for a kernel that evaluates `derivative`
-/// (the variant's symbolic ∂score/∂s, Derivative.h) in f32: 64 · 2^-24 times
-/// its frontend::roundingScale. `derivative` and `inputs` must outlive it.
+/// (the variant's symbolic ∂score/∂s, Derivative.h) in f32:
+/// kDerivativeErrorPerScale times its frontend::roundingScale. `derivative`
+/// and `inputs` must outlive it.
 void addDerivativeRounding(ReferenceSpec &spec, const frontend::Variant &variant,
                            const frontend::Expr &derivative, const AttentionInputs &inputs);
 

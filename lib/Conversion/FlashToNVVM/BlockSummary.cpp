@@ -28,6 +28,12 @@
 // argument list serves both launches; this kernel then takes the order's
 // counters (kept by the runtime, zero between launches).
 //
+// A flash.backward_kernel with a #flash.block_summary gets the same kernel
+// over its own Br x Bc tiling, `<name>_bwd_summary`, with the backward's
+// ABI (the summary is its last argument) and without the tile order: the
+// backward's grid runs over key blocks, each walking the query tiles the
+// summary leaves.
+//
 //===----------------------------------------------------------------------===//
 
 #include "flashc/Conversion/FlashToNVVM/KernelEmitter.h"
@@ -67,10 +73,11 @@ public:
   LogicalResult emit();
 
 private:
-  /// The kernel's mask, at (b, h, qt, kt) of its key loop.
+  /// The kernel's mask, at (b, h, qt, kt) of its query or key loop
+  /// (flash::summarizedMask).
   LogicalResult findMask();
   /// Lowers the scalar ops `values` depend on (outside the mask's region),
-  /// with the kernel's (b, h, qt) and the loop's kt already mapped; fails
+  /// with the mask's (b, h, qt) and kt already mapped; fails
   /// silently when one is not a scalar op (a tile value).
   LogicalResult lowerDefinitions(ArrayRef<Value> values);
   /// The i1 facts (all visible, any visible) the interval analysis proves
@@ -119,8 +126,11 @@ private:
   LogicalResult emitTileOrder(Value counters, Value ctaCost);
 
   flash::MaskOp mask;
-  scf::ForOp loop;
   Value batch, head, queryTile;
+  /// A forward kernel's summary also orders its query tiles by cost (the
+  /// attention kernel's schedule); the backward's grid runs over key
+  /// blocks and has no use for it.
+  bool writesTileOrder() { return isa<flash::KernelOp>(kernel.getOperation()); }
   /// Per aux-range request of the analysis, in the order it makes them:
   /// the bounds hoistKeyInvariantRanges reduced, or none (the request
   /// depends on the key tile).
@@ -128,16 +138,10 @@ private:
 };
 
 LogicalResult BlockSummaryEmitter::findMask() {
-  kernel.walk([&](flash::MaskOp op) {
-    if (!mask)
-      mask = op;
-  });
-  loop = mask ? dyn_cast<scf::ForOp>(mask->getParentOp()) : scf::ForOp();
-  if (!loop || mask.getKeyTile() != loop.getInductionVar() ||
-      mask.getBatch() != kernel.getBatch() || mask.getHead() != kernel.getHead() ||
-      mask.getQueryTile() != kernel.getQueryTile())
+  mask = flash::summarizedMask(kernel);
+  if (!mask)
     return error(kernel, "a block summary needs the kernel's mask at (b, h, qt, kt) of its "
-                         "key loop");
+                         "query or key loop");
   return success();
 }
 
@@ -158,13 +162,20 @@ LogicalResult BlockSummaryEmitter::lowerDefinitions(ArrayRef<Value> values) {
       return failure();
     llvm::append_range(work, def->getOperands());
   }
-  // Kernel-level definitions before loop-body ones, each block in order.
+  // Outer blocks' definitions before the loop bodies' (the kernel's and
+  // the mask's loops nest, one block each), each block in order.
+  auto depth = [](Operation *op) {
+    int64_t count = 0;
+    for (Operation *parent = op->getParentOp(); parent; parent = parent->getParentOp())
+      ++count;
+    return count;
+  };
   SmallVector<Operation *> ordered(defs.begin(), defs.end());
   llvm::sort(ordered, [&](Operation *x, Operation *y) {
-    bool xInLoop = loop->isAncestor(x), yInLoop = loop->isAncestor(y);
-    if (xInLoop != yInLoop)
-      return yInLoop;
-    return x->isBeforeInBlock(y);
+    int64_t xDepth = depth(x), yDepth = depth(y);
+    if (xDepth != yDepth)
+      return xDepth < yDepth;
+    return x->getBlock() == y->getBlock() && x->isBeforeInBlock(y);
   });
   for (Operation *op : ordered) {
     if (isa<flash::BlockClassOp>(op) || failed(lowerScalarOp(op)))
@@ -295,7 +306,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
       Value value = work.pop_back_val();
       if (!value)
         continue;
-      if (value == loop.getInductionVar() || keyDependentBounds.contains(value))
+      if (value == mask.getKeyTile() || keyDependentBounds.contains(value))
         return true;
       Operation *def = value.getDefiningOp();
       if (def && def->getBlock() == &scratch && seen.insert(def).second)
@@ -351,7 +362,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value 
     return flash::Interval{isFloat ? flash::Interval::Kind::Float : flash::Interval::Kind::Int,
                            first, last};
   };
-  scalars.map(loop.getInductionVar(), keyTile);
+  scalars.map(mask.getKeyTile(), keyTile);
   flash::MaskIntervalEmitter::Facts facts =
       flash::MaskIntervalEmitter(scratchBuilder, mask.getLoc(), auxRange).classify(mask, 0);
   bool ok = lowerPending();
@@ -500,13 +511,22 @@ LogicalResult BlockSummaryEmitter::emit() {
     return failure();
   MLIRContext *ctx = kernel.getContext();
   SmallVector<Type> argTypes;
-  if (failed(appendForwardArguments(argTypes)))
-    return failure();
-  // The schedule's counters (after the forward ABI, this kernel's own).
-  argTypes.push_back(LLVM::LLVMPointerType::get(ctx, 1));
+  // The main kernel's ABI up to the summary: the forward's, then the
+  // schedule's counters (this kernel's own); or the backward's.
+  unsigned firstSize = 5 + 12;
+  if (writesTileOrder()) {
+    if (failed(appendForwardArguments(argTypes)))
+      return failure();
+    argTypes.push_back(LLVM::LLVMPointerType::get(ctx, 1));
+  } else {
+    appendBackwardArguments(argTypes);
+    firstSize = kBackwardPointers + kBackwardStrides;
+  }
   b.setInsertionPointToEnd(gpuModule.getBody());
   func = LLVM::LLVMFuncOp::create(
-      b, loc, blockSummaryKernelName(kernel.getSymName()),
+      b, loc,
+      writesTileOrder() ? blockSummaryKernelName(kernelName())
+                        : backwardKernelName(kernelName(), "summary"),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
@@ -516,19 +536,22 @@ LogicalResult BlockSummaryEmitter::emit() {
   // resident warps are what hides it; a cap of 32 (16 CTAs) measured the
   // same and spills in some variants (ptxas-examples.test checks none).
   func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(36));
-  // Only the aux tensors are read and only the summary is written.
-  unsigned summaryArgument = argTypes.size() - 2;
-  for (unsigned i = 5 + 12 + 5 + kernel.getParams().size(); i < summaryArgument; ++i) {
+  // Only the aux tensors are read and only the summary (and the order's
+  // counters) written.
+  unsigned summaryArgument = argTypes.size() - (writesTileOrder() ? 2 : 1);
+  unsigned firstTensor = firstSize + 5 + kernel.getParams().size();
+  for (unsigned i = firstTensor; i < firstTensor + kernel.getTensors().size(); ++i) {
     func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
     func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(), b.getUnitAttr());
   }
-  func.setArgAttr(summaryArgument, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
-  func.setArgAttr(summaryArgument + 1, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
+  for (unsigned i = summaryArgument; i < argTypes.size(); ++i)
+    func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
 
   Block &entry = *func.addEntryBlock(b);
   b.setInsertionPointToStart(&entry);
-  bindSizesAndInputs(entry.getArguments(), 5 + 12);
-  Value counters = entry.getArguments().back();
+  bindSizesAndInputs(entry.getArguments(), firstSize);
+  blockSummaryPtr = entry.getArgument(summaryArgument);
+  Value counters = writesTileOrder() ? entry.getArguments().back() : Value();
   bindThreadCoordinates();
 
   Type i32Type = b.getI32Type();
@@ -538,9 +561,12 @@ LogicalResult BlockSummaryEmitter::emit() {
   Value heads = summary.getPerHead() ? headCount : i32(1);
   batch = summary.getPerBatch() ? arith::DivUIOp::create(b, loc, row, heads) : i32(0);
   head = summary.getPerHead() ? arith::RemUIOp::create(b, loc, row, heads) : i32(0);
-  scalars.map(kernel.getBatch(), batch);
-  scalars.map(kernel.getHead(), head);
-  scalars.map(kernel.getQueryTile(), queryTile);
+  // The mask's own operands: a backward kernel computes its query head
+  // from the KV head and its loop over the group, which this grid does not
+  // have.
+  scalars.map(mask.getBatch(), batch);
+  scalars.map(mask.getHead(), head);
+  scalars.map(mask.getQueryTile(), queryTile);
 
   // The region's captures (CSE may have merged its flash.dim or constants
   // into the kernel's) must exist before it is emitted; none depends on
@@ -567,7 +593,7 @@ LogicalResult BlockSummaryEmitter::emit() {
       return failure();
     scf::YieldOp::create(b, loc, ValueRange{add(groups.getRegionIterArgs()[0], cost)});
   }
-  if (failed(emitTileOrder(counters, groups.getResult(0))))
+  if (writesTileOrder() && failed(emitTileOrder(counters, groups.getResult(0))))
     return failure();
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return success();
@@ -665,7 +691,7 @@ Value BlockSummaryEmitter::emitKeyGroup(Value keyGroup, Value keyBlocks) {
                                           cmpI(P::eq, warpClass, i32(flash::kBlockPartial))));
   scf::YieldOp::create(b, loc, ValueRange{cmpI(P::ult, lane, cost)});
   b.setInsertionPointAfter(ifMayBeVisible);
-  return ctaCount(ifMayBeVisible.getResult(0));
+  return writesTileOrder() ? ctaCount(ifMayBeVisible.getResult(0)) : i32(0);
 }
 
 Value BlockSummaryEmitter::ctaCount(Value predicate) {
@@ -819,12 +845,12 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
 
 } // namespace
 
-flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelOp kernel,
+flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelSignature kernel,
                                                    const KernelConfig &config,
                                                    gpu::GPUModuleOp gpuModule, StringRef passName,
                                                    flash::GemmKind gemm) {
   BlockSummaryEmitter emitter(kernel, config, gpuModule, passName);
   LogicalResult emitted = emitter.emit();
   return emitter.launchFacts(emitted, gemm, flash::GridKind::BlockSummary, kSummaryThreads,
-                                 kOrderSharedBytes);
+                             isa<flash::KernelOp>(kernel.getOperation()) ? kOrderSharedBytes : 0);
 }

@@ -395,8 +395,8 @@ LogicalResult EmitterCore::lowerScalarOp(Operation *op) {
     return success();
   }
   if (auto blockClass = dyn_cast<flash::BlockClassOp>(op)) {
-    auto kernel = blockClass->getParentOfType<flash::KernelOp>();
-    if (!blockSummaryPtr || !kernel)
+    auto kernel = dyn_cast<flash::KernelSignature>(kernelOp);
+    if (!blockSummaryPtr || !kernel || !kernel.getBlockSummaryAttr())
       return error(op, "the kernel takes no block summary");
     Value offset = blockSummaryOffset(
         kernel.getBlockSummaryAttr(), lookupScalar(blockClass.getBatch()),
@@ -471,6 +471,56 @@ flash::LaunchAttr CompanionEmitter::launchFacts(LogicalResult emitted, flash::Ge
       config.bc, config.headDim, threads / 32, config.rowsPerWarp, config.elementType,
       /*tensor_maps=*/int64_t{0}, b.getArrayAttr(paramNames), b.getArrayAttr(paramTypes),
       b.getArrayAttr(tensorNames), /*column_slices=*/int64_t{1});
+}
+
+Value EmitterCore::visibleIndexBits(scf::ForOp loop, ArrayRef<Operation *> slice,
+                                      function_ref<Value()> visible, Value base, Value end,
+                                      bool wholeWarp) {
+  Type i32Type = b.getI32Type();
+  Value candidate = wholeWarp ? add(base, lane) : base;
+  // Indices at or past `end` are never visible, and their facts could read
+  // past the summary: the last index stands in.
+  Value tested =
+      arith::MinSIOp::create(b, loc, candidate, arith::SubIOp::create(b, loc, end, i32(1)));
+  scalars.map(loop.getInductionVar(), tested);
+  Value blockVisible = succeeded(lowerSlice(slice)) ? visible() : Value();
+  if (!blockVisible)
+    return {};
+  blockVisible = arith::AndIOp::create(b, loc, blockVisible,
+                                       cmpI(arith::CmpIPredicate::slt, candidate, end));
+  if (!wholeWarp)
+    return arith::ExtUIOp::create(b, loc, i32Type, blockVisible);
+  return NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), blockVisible,
+                                  NVVM::VoteSyncKind::ballot);
+}
+
+Value EmitterCore::nextIndexWhere(scf::ForOp loop, ArrayRef<Operation *> slice,
+                                  function_ref<Value()> visible, Value from, Value end,
+                                  bool wholeWarp) {
+  Type i32Type = b.getI32Type();
+  // Carries the first index of the indices tested next; yields it and the
+  // answer once the search stops.
+  auto search = scf::WhileOp::create(b, loc, TypeRange{i32Type, i32Type}, ValueRange{from});
+  OpBuilder::InsertionGuard guard(b);
+  Block *before = b.createBlock(&search.getBefore(), {}, {i32Type}, {loc});
+  Value base = before->getArgument(0);
+  Value bits = visibleIndexBits(loop, slice, visible, base, end, wholeWarp);
+  if (!bits) {
+    search.erase();
+    return {};
+  }
+  // The lowest index that is visible wins.
+  Value found = cmpI(arith::CmpIPredicate::ne, bits, i32(0));
+  Value lowest = LLVM::CountTrailingZerosOp::create(b, loc, i32Type, bits, false);
+  Value next = select(found, add(base, lowest), end);
+  Value advanced = add(base, i32(wholeWarp ? 32 : 1));
+  Value more = arith::AndIOp::create(
+      b, loc, arith::XOrIOp::create(b, loc, found, arith::ConstantIntOp::create(b, loc, 1, 1)),
+      cmpI(arith::CmpIPredicate::slt, advanced, end));
+  scf::ConditionOp::create(b, loc, more, ValueRange{advanced, next});
+  Block *after = b.createBlock(&search.getAfter(), {}, {i32Type, i32Type}, {loc, loc});
+  scf::YieldOp::create(b, loc, ValueRange{after->getArgument(0)});
+  return search.getResult(1);
 }
 
 FailureOr<SmallVector<Operation *>> EmitterCore::factSlice(ArrayRef<Value> facts,
@@ -568,6 +618,19 @@ LogicalResult EmitterCore::appendForwardArguments(SmallVectorImpl<Type> &argType
       if (!offsets.getValue().empty())
         argTypes.append({globalPtr, i32Type});
   return success();
+}
+
+void EmitterCore::appendBackwardArguments(SmallVectorImpl<Type> &argTypes) {
+  auto kernel = cast<flash::BackwardKernelOp>(kernelOp);
+  auto globalPtr = LLVM::LLVMPointerType::get(kernel.getContext(), 1);
+  argTypes.append(kBackwardPointers, globalPtr);
+  argTypes.append(kBackwardStrides, b.getI64Type());
+  argTypes.append(5, b.getI32Type());
+  for (Attribute attr : kernel.getParams())
+    argTypes.push_back(cast<flash::ParamAttr>(attr).getType());
+  argTypes.append(3 * kernel.getTensors().size(), globalPtr);
+  if (kernel.getBlockSummaryAttr())
+    argTypes.push_back(globalPtr);
 }
 
 void EmitterCore::appendSplitArguments(SmallVectorImpl<Type> &argTypes) {

@@ -278,56 +278,15 @@ void KernelEmitter::enterKeyRange(scf::ForOp loop, flash::MaskOp skipMask, Value
   keyLoopEnd = count;
 }
 
-Value KernelEmitter::visibleBlockBits(scf::ForOp loop, ArrayRef<Operation *> slice,
-                                      function_ref<Value()> visible, Value base, Value end,
-                                      bool wholeWarp) {
-  Type i32Type = b.getI32Type();
-  Value candidate = wholeWarp ? add(base, lane) : base;
-  // Blocks at or past `end` are never visible, and their facts could read
-  // past the summary: the last block stands in.
-  Value tested =
-      arith::MinSIOp::create(b, loc, candidate, arith::SubIOp::create(b, loc, end, i32(1)));
-  scalars.map(loop.getInductionVar(), tested);
-  Value blockVisible = succeeded(lowerSlice(slice)) ? visible() : Value();
-  if (!blockVisible)
-    return {};
-  blockVisible = arith::AndIOp::create(b, loc, blockVisible,
-                                       cmpI(arith::CmpIPredicate::slt, candidate, end));
-  if (!wholeWarp)
-    return arith::ExtUIOp::create(b, loc, i32Type, blockVisible);
-  return NVVM::VoteSyncOp::create(b, loc, i32Type, i32(-1), blockVisible,
-                                  NVVM::VoteSyncKind::ballot);
-}
-
 Value KernelEmitter::nextVisibleBlock(Value from, bool wholeWarp) {
   FailureOr<SmallVector<Operation *>> slice = factSlice({walk->mask.getAnyVisible()}, walk->loop);
-  Type i32Type = b.getI32Type();
-  // Carries the first block of the blocks tested next; yields it and the
-  // answer once the search stops.
-  auto search = scf::WhileOp::create(b, loc, TypeRange{i32Type, i32Type}, ValueRange{from});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    Block *before = b.createBlock(&search.getBefore(), {}, {i32Type}, {loc});
-    Value base = before->getArgument(0);
-    // The narrowing scan lowered this slice already, so it lowers here too.
-    Value bits = visibleBlockBits(
-        walk->loop, *slice, [&] { return lookupScalar(walk->mask.getAnyVisible()); }, base,
-        walk->end, wholeWarp);
-    assert(bits && "the walk's narrowing scan lowered this slice");
-    // The lowest block that is visible wins.
-    Value found = cmpI(arith::CmpIPredicate::ne, bits, i32(0));
-    Value lowest = LLVM::CountTrailingZerosOp::create(b, loc, i32Type, bits, false);
-    Value next = select(found, add(base, lowest), walk->end);
-    Value advanced = add(base, i32(wholeWarp ? 32 : 1));
-    Value more = arith::AndIOp::create(
-        b, loc, arith::XOrIOp::create(b, loc, found, arith::ConstantIntOp::create(b, loc, 1, 1)),
-        cmpI(arith::CmpIPredicate::slt, advanced, walk->end));
-    scf::ConditionOp::create(b, loc, more, ValueRange{advanced, next});
-    Block *after = b.createBlock(&search.getAfter(), {}, {i32Type, i32Type}, {loc, loc});
-    scf::YieldOp::create(b, loc, ValueRange{after->getArgument(0)});
-  }
+  // The narrowing scan lowered this slice already, so it lowers here too.
+  Value next = nextIndexWhere(
+      walk->loop, *slice, [&] { return lookupScalar(walk->mask.getAnyVisible()); }, from,
+      walk->end, wholeWarp);
+  assert(next && "the walk's narrowing scan lowered this slice");
   scalars.map(walk->loop.getInductionVar(), from);
-  return search.getResult(1);
+  return next;
 }
 
 Value KernelEmitter::hoistAnyVisible(flash::MaskOp mask, scf::ForOp loop) {
@@ -451,7 +410,7 @@ bool KernelEmitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
     Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
     Value visibleBlocks = scan.getRegionIterArgs()[2];
     if (wholeWarp) {
-      Value lanes = visibleBlockBits(loop, *slice, visible, base, upper, /*wholeWarp=*/true);
+      Value lanes = visibleIndexBits(loop, *slice, visible, base, upper, /*wholeWarp=*/true);
       if (!lanes) {
         scan.erase();
         return false;

@@ -169,7 +169,7 @@ LogicalResult SplitCombineEmitter::emit() {
   appendSplitArguments(argTypes);
   b.setInsertionPointToEnd(gpuModule.getBody());
   func = LLVM::LLVMFuncOp::create(
-      b, loc, splitCombineKernelName(kernel.getSymName()),
+      b, loc, splitCombineKernelName(kernelName()),
       LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), argTypes));
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),

@@ -114,18 +114,14 @@ std::optional<int64_t> BackwardEmitter::sharedRowStepBytes(int64_t rowStep) {
 
 void BackwardEmitter::emitFunction(StringRef name) {
   MLIRContext *ctx = kernel.getContext();
-  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   auto globalPtr = LLVM::LLVMPointerType::get(ctx, 1);
   // q k v o dO lse Δ dq_accum dq_lock dq dk dv; strides of q k v o dO dq dk dv;
   // B H HKV N M; params; aux tensors; one f32 gradient per aux tensor; one
-  // i64 fixed-point accumulator per aux tensor (deterministic mode).
-  SmallVector<Type> argTypes(12, globalPtr);
-  argTypes.append(3 * kStrideSets, i64Type);
-  argTypes.append(5, i32Type);
-  for (Attribute attr : kernel.getParams())
-    argTypes.push_back(cast<flash::ParamAttr>(attr).getType());
-  size_t tensorCount = kernel.getTensors().size();
-  argTypes.append(3 * tensorCount, globalPtr);
+  // i64 fixed-point accumulator per aux tensor (deterministic mode); the
+  // block summary (a kernel with one).
+  static_assert(3 * kStrideSets == kBackwardStrides, "a (batch, head, row) stride per set");
+  SmallVector<Type> argTypes;
+  appendBackwardArguments(argTypes);
 
   b.setInsertionPointToEnd(gpuModule.getBody());
   func = LLVM::LLVMFuncOp::create(
@@ -157,6 +153,8 @@ void BackwardEmitter::emitFunction(StringRef name) {
   for (Attribute attr : kernel.getTensors())
     auxGradFixedPointers[cast<flash::AuxTensorAttr>(attr).getName().getValue()] =
         entry.getArgument(arg++);
+  if (kernel.getBlockSummaryAttr())
+    blockSummaryPtr = entry.getArgument(arg++);
   bindThreadCoordinates();
 }
 
@@ -771,6 +769,37 @@ void BackwardEmitter::issueRowCopies(ArrayRef<Operation *> copies, Value tile,
     NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
+LogicalResult BackwardEmitter::lowerQueryTileBody(scf::ForOp loop,
+                                                  SmallVectorImpl<Value> &yielded) {
+  // Earlier iterations' GEMMs may still read the Q/dO/dSᵀ buffers.
+  sharedReadSinceCopy = true;
+  if (failed(lowerBlock(*loop.getBody())))
+    return failure();
+  prefetched.clear();
+  prefetchedStatBuffers.clear();
+  groupsInFlight = 0;
+  flatten(cast<scf::YieldOp>(loop.getBody()->getTerminator()).getOperands(), yielded);
+  return success();
+}
+
+void BackwardEmitter::prefetchIntoOtherStage(
+    ArrayRef<Operation *> prefetch, Value parity,
+    function_ref<std::pair<Value, Value>()> nextTile) {
+  Value stage = arith::AndIOp::create(b, loc, parity, i32(1));
+  Value nextStage = arith::XOrIOp::create(b, loc, stage, i32(1));
+  for (Operation *op : prefetch)
+    prefetched[op] = stageBuffer(rowTensorOf(op).smem, stage);
+  for (auto [slot, stat] : llvm::enumerate(prefetchedStats))
+    prefetchedStatBuffers[stat] = rowStatBuffer(slot, stage);
+  // Every thread is past the previous tile's GEMMs, which read the other
+  // stage (and dSᵀ).
+  NVVM::Barrier0Op::create(b, loc);
+  sharedReadSinceCopy = false;
+  auto [next, copied] = nextTile();
+  issueRowCopies(prefetch, next, nextStage, copied);
+  groupsInFlight = static_cast<int64_t>(prefetch.size());
+}
+
 LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   Value lower = lookupScalar(loop.getLowerBound()),
         upper = lookupScalar(loop.getUpperBound()),
@@ -783,12 +812,25 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   Value anyVisible = skipMask ? skipMask.getAnyVisible() : Value();
   FailureOr<SmallVector<Operation *>> visibleSlice =
       skipMask ? factSlice({anyVisible}, loop) : FailureOr<SmallVector<Operation *>>(failure());
+  // A block summary's class is a global load per query tile, and most of a
+  // packed-documents row is empty: walk the visible tiles only. The
+  // deterministic mode keeps one iteration per tile (a skipped tile still
+  // passes its dQ turn on).
+  bool readsSummary = succeeded(visibleSlice) &&
+                      llvm::any_of(*visibleSlice, llvm::IsaPred<flash::BlockClassOp>);
+  if (readsSummary && !deterministic &&
+      getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1))
+    return lowerVisibleWalk(loop, *visibleSlice, anyVisible, lower, upper);
   // Whether query tile `tile` (>= lower) of the walk is copied: before
   // `upper` and, for a classified mask, not empty.
   auto copiesTile = [&](Value tile) -> Value {
     Value inside = cmpI(arith::CmpIPredicate::slt, tile, upper);
     if (failed(visibleSlice))
       return inside;
+    // The tile after the last would read past its summary row (past the
+    // summary, for the last row): the last tile stands in.
+    if (readsSummary)
+      tile = arith::MinSIOp::create(b, loc, tile, arith::SubIOp::create(b, loc, upper, i32(1)));
     scalars.map(loop.getInductionVar(), tile);
     if (failed(lowerSlice(*visibleSlice)))
       return inside;
@@ -811,22 +853,12 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   b.setInsertionPointToStart(newLoop.getBody());
   Value iv = newLoop.getInductionVar();
   OpaqueLoopValues opaque(*this);
-  if (!prefetch.empty()) {
-    // Tile t is in stage t mod 2.
-    Value stage = arith::AndIOp::create(b, loc, iv, i32(1));
-    Value nextStage = arith::XOrIOp::create(b, loc, stage, i32(1));
-    for (Operation *op : prefetch)
-      prefetched[op] = stageBuffer(rowTensorOf(op).smem, stage);
-    for (auto [slot, stat] : llvm::enumerate(prefetchedStats))
-      prefetchedStatBuffers[stat] = rowStatBuffer(slot, stage);
-    // Every thread is past the previous tile's GEMMs, which read the other
-    // stage (and dSᵀ).
-    NVVM::Barrier0Op::create(b, loc);
-    sharedReadSinceCopy = false;
-    Value next = add(iv, i32(1));
-    issueRowCopies(prefetch, next, nextStage, copiesTile(next));
-    groupsInFlight = static_cast<int64_t>(prefetch.size());
-  }
+  // Tile t is in stage t mod 2.
+  if (!prefetch.empty())
+    prefetchIntoOtherStage(prefetch, iv, [&] {
+      Value next = add(iv, i32(1));
+      return std::make_pair(next, copiesTile(next));
+    });
   scalars.map(loop.getInductionVar(), iv);
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(),
                           newLoop.getRegionIterArgs())))
@@ -858,16 +890,9 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     scf::YieldOp::create(b, loc, newLoop.getRegionIterArgs());
     b.setInsertionPointToStart(visible.thenBlock());
   }
-  // Earlier iterations' GEMMs may still read the Q/dO/dSᵀ buffers.
-  sharedReadSinceCopy = true;
-  if (failed(lowerBlock(*loop.getBody())))
-    return failure();
-  prefetched.clear();
-  prefetchedStatBuffers.clear();
-  groupsInFlight = 0;
-  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
   SmallVector<Value> yielded;
-  flatten(yield.getOperands(), yielded);
+  if (failed(lowerQueryTileBody(loop, yielded)))
+    return failure();
   scf::YieldOp::create(b, loc, yielded);
   if (visible) {
     b.setInsertionPointAfter(visible);
@@ -875,6 +900,76 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   }
   b.setInsertionPointAfter(newLoop);
   return mapFlattened(loop, loop.getResults(), newLoop.getResults());
+}
+
+LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
+                                                ArrayRef<Operation *> visibleSlice,
+                                                Value anyVisible, Value lower, Value upper) {
+  // The first visible tile at or after `from`, or `upper`: each warp tests
+  // 32 tiles per step (one ballot over its lanes' summary bytes); every
+  // warp reads the same bytes, so the answer is the CTA's.
+  auto nextVisible = [&](Value from) {
+    return nextIndexWhere(loop, visibleSlice, [&] { return lookupScalar(anyVisible); }, from,
+                          upper, /*wholeWarp=*/true);
+  };
+  // any_visible is the intervals' fact and the summary's; the intervals
+  // alone, without loads, rule out the tiles before a causal diagonal, so
+  // the search that reads the summary starts past them.
+  Value start = lower;
+  if (auto both = anyVisible.getDefiningOp<arith::AndIOp>()) {
+    Value intervals = both.getLhs();
+    FailureOr<SmallVector<Operation *>> slice = factSlice({intervals}, loop);
+    if (succeeded(slice) && llvm::none_of(*slice, llvm::IsaPred<flash::BlockClassOp>))
+      if (Value past = nextIndexWhere(loop, *slice, [&] { return lookupScalar(intervals); },
+                                      lower, upper, /*wholeWarp=*/true))
+        start = past;
+  }
+  Value first = nextVisible(start);
+  if (!first)
+    return error(loop, "the query tiles' any_visible fact does not lower");
+  // Q and dO of the next visible tile are copied into the other stage while
+  // this one's GEMMs run; the stage alternates with the walk's ordinal.
+  SmallVector<Operation *> prefetch = prefetchableCopies(loop);
+  if (!prefetch.empty()) {
+    // An earlier loop's GEMMs may still read the stage.
+    NVVM::Barrier0Op::create(b, loc);
+    issueRowCopies(prefetch, first, i32(0), cmpI(arith::CmpIPredicate::slt, first, upper));
+  }
+
+  SmallVector<Value> inits{first, i32(0)};
+  flatten(loop.getInitArgs(), inits);
+  SmallVector<Type> types;
+  SmallVector<Location> locs(inits.size(), loc);
+  for (Value value : inits)
+    types.push_back(value.getType());
+  auto walk = scf::WhileOp::create(b, loc, types, inits);
+  OpBuilder::InsertionGuard guard(b);
+  Block *before = b.createBlock(&walk.getBefore(), {}, types, locs);
+  scf::ConditionOp::create(b, loc,
+                           cmpI(arith::CmpIPredicate::slt, before->getArgument(0), upper),
+                           before->getArguments());
+  Block *after = b.createBlock(&walk.getAfter(), {}, types, locs);
+  Value tile = after->getArgument(0), ordinal = after->getArgument(1);
+  OpaqueLoopValues opaque(*this);
+  // The next tile's search reads global memory only: issued before the
+  // barrier, its loads overlap the wait.
+  Value next = nextVisible(add(tile, i32(1)));
+  assert(next && "the first search lowered the same slice");
+  // The walk's k-th tile is in stage k mod 2.
+  if (!prefetch.empty())
+    prefetchIntoOtherStage(prefetch, ordinal, [&] {
+      return std::make_pair(next, cmpI(arith::CmpIPredicate::slt, next, upper));
+    });
+  scalars.map(loop.getInductionVar(), tile);
+  if (failed(mapFlattened(loop, loop.getRegionIterArgs(), after->getArguments().drop_front(2))))
+    return failure();
+  SmallVector<Value> yielded;
+  if (failed(lowerQueryTileBody(loop, yielded)))
+    return failure();
+  yielded.insert(yielded.begin(), {next, add(ordinal, i32(1))});
+  scf::YieldOp::create(b, loc, yielded);
+  b.setInsertionPointAfter(walk);
+  return mapFlattened(loop, loop.getResults(), walk.getResults().drop_front(2));
 }
 
 BackwardEmitter::OpaqueLoopValues::OpaqueLoopValues(BackwardEmitter &emitter)
@@ -1571,6 +1666,18 @@ LogicalResult sm80::lowerBackwardKernels(ModuleOp module,
       launches.push_back(
           b.getNamedAttr(BackwardEmitter::functionName(kernel, stage), launch));
     }
+    if (failedAny || !kernel.getBlockSummaryAttr())
+      continue;
+    // The summary of the backward's own tiling, launched before the main
+    // kernel (BlockSummary.cpp).
+    flash::LaunchAttr summary = lowering::emitBlockSummaryKernel(
+        kernel, *config, gpuModule, main->passName(), main->gemmKind());
+    if (!summary) {
+      failedAny = true;
+      continue;
+    }
+    launches.push_back(
+        b.getNamedAttr(backwardKernelName(kernel.getSymName(), "summary"), summary));
   }
   if (failedAny)
     return failure();

@@ -57,12 +57,12 @@ flashrt::KernelPackage describeKernel(Operation *op) {
                        : cast<FloatAttr>(param.getDefaultValue()).getValueAsDouble();
     package.params.push_back({param.getName().str(), typeName(param.getType()), value});
   }
+  if (flash::BlockSummaryAttr summary = kernel.getBlockSummaryAttr()) {
+    package.blockSummary = true;
+    package.summaryPerBatch = summary.getPerBatch();
+    package.summaryPerHead = summary.getPerHead();
+  }
   if (auto forward = dyn_cast<flash::KernelOp>(op)) {
-    if (flash::BlockSummaryAttr summary = forward.getBlockSummaryAttr()) {
-      package.blockSummary = true;
-      package.summaryPerBatch = summary.getPerBatch();
-      package.summaryPerHead = summary.getPerHead();
-    }
     package.splitKeys = forward.getSplitKeys();
     package.packedHeads = forward.getPackedHeads();
     if (flash::PagedKVAttr paged = forward.getPagedKvAttr()) {
@@ -119,14 +119,15 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
     package.deterministic = package.backward && options.deterministic;
     for (const nvptx::KernelLaunchInfo &info : compiled->kernels) {
       if (info.name != package.kernelName) {
-        // The backward's preprocess and convert kernels, the forward's
-        // block summary.
+        // The backward's preprocess and convert kernels, the block summary.
         StringRef name = cast<SymbolOpInterface>(kernel).getName();
         for (StringRef role : {"preprocess", "convert"})
           if (package.backward && info.name == backwardKernelName(name, role))
             package.entries.push_back(
                 {role.str(), info.name, info.threadsPerBlock, info.dynamicSharedBytes});
-        if (package.blockSummary && info.name == blockSummaryKernelName(name))
+        std::string summaryName = package.backward ? backwardKernelName(name, "summary")
+                                                   : blockSummaryKernelName(name);
+        if (package.blockSummary && info.name == summaryName)
           package.entries.push_back(
               {"summary", info.name, info.threadsPerBlock, info.dynamicSharedBytes});
         if (package.splitKeys && info.name == splitCombineKernelName(name))
@@ -142,7 +143,8 @@ buildKernelPackages(ModuleOp flashModule, const nvptx::TargetOptions &options) {
       package.persistent = info.persistent;
       package.columnSlices = info.columnSlices;
     }
-    if (package.threadsPerBlock == 0 || (package.backward && package.entries.size() != 2) ||
+    if (package.threadsPerBlock == 0 ||
+        (package.backward && package.entries.size() != 2 + size_t(package.blockSummary)) ||
         (!package.backward && package.entries.size() != size_t(package.blockSummary) +
                                                             size_t(package.splitKeys)))
       return kernel->emitError("the GPU lowering reported no launch rule for this kernel");

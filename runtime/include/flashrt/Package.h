@@ -33,6 +33,11 @@
 //   entry convert causal_bwd_convert 128 0
 //   deterministic                  (built with --deterministic: dQ in key-block
 //                                   order, aux gradients in fixed point)
+// and, built with --bwd-block-summary for a mask that reads aux tensors, the
+// kernel of the summary of the backward's own tiling (no tile order),
+// launched first (flashc/Target/NVPTX/EmitPTX.h):
+//   block-summary 1 0
+//   entry summary document_bwd_summary 128 0
 //
 // A forward package whose mask reads aux tensors also holds the kernel that
 // computes its block summary (one byte per (b, h, query tile, key block):
@@ -97,7 +102,7 @@ struct PackageTensor {
 };
 
 /// One more kernel of a multi-kernel package (the backward's preprocess and
-/// dQ conversion, the forward's block summary).
+/// dQ conversion, a block summary, the forward's split combine).
 struct PackageEntry {
   std::string role; // "preprocess", "convert", "summary" or "combine"
   std::string name;
@@ -136,7 +141,7 @@ struct KernelPackage {
   bool persistent = false;
   /// A backward package: the main kernel over (ceil(M / block-cols) ·
   /// columnSlices, HKV, B), `entries` holding its preprocess and convert
-  /// kernels.
+  /// kernels (and, with a block summary, its summary kernel).
   bool backward = false;
   /// `column-slices S` (a backward package above D = 128): CTA x of the
   /// main kernel owns key block x / S and columns of D slice x mod S; the
@@ -145,8 +150,9 @@ struct KernelPackage {
   /// A backward package built with --deterministic: its workspace also
   /// holds an i64 fixed-point accumulator per aux tensor gradient.
   bool deterministic = false;
-  /// A forward package with a `summary` entry: its mask reads a block
-  /// summary, kept per batch entry and/or per head (else one serves all).
+  /// A package with a `summary` entry: its mask reads a block summary,
+  /// kept per batch entry and/or per head (else one serves all); a
+  /// backward package's is of its own tiling, without the tile order.
   bool blockSummary = false;
   bool summaryPerBatch = false, summaryPerHead = false;
   /// A forward package with `split-keys`: the key range of a query tile

@@ -108,9 +108,10 @@ struct BackwardTensors {
   TensorRef outputGrad; // dO, shaped like O
   TensorRef queryGrad, keyGrad, valueGrad; // dQ (like q), dK and dV (like k, v): written
   /// Scratch of BackwardKernel::workspaceBytes(sizes) bytes, 16-byte aligned
-  /// (Δ, the f32 dQ accumulator, the dQ semaphores and, deterministic
-  /// packages, the aux gradients' fixed-point accumulators); its contents
-  /// need no initialization.
+  /// (Δ, the f32 dQ accumulator, the dQ semaphores, for deterministic
+  /// packages the aux gradients' fixed-point accumulators and, for packages
+  /// with a block summary, the summary of the backward's tiling); its
+  /// contents need no initialization.
   uint64_t workspace = 0;
   /// One f32 gradient per aux tensor, dense in the tensor's shape (0 for a
   /// tensor that gets none: integer tensors, or where it is not wanted).
@@ -121,7 +122,9 @@ struct BackwardTensors {
 /// The backward pass of a variant from its backward package (`flashc --bwd
 /// --emit=package`): three launches on one stream (Δ and the zeroing of
 /// the accumulators; dK, dV and the dQ/aux-gradient adds per key block; dQ
-/// to the element type).
+/// to the element type), after a fourth for a package with a block summary
+/// (the summary of the backward's tiling, into the workspace: launches on
+/// two streams at once need their own workspaces anyway).
 class BackwardKernel {
 public:
   BackwardKernel(flashrt::Context &context, flashrt::KernelPackage package);
@@ -131,6 +134,10 @@ public:
   size_t workspaceBytes(const Sizes &sizes) const { return workspaceBytes(kernelPackage, sizes); }
   /// The same from the package alone (no GPU needed).
   static size_t workspaceBytes(const flashrt::KernelPackage &package, const Sizes &sizes);
+  /// Where in the workspace a launch at `sizes` leaves the block summary of
+  /// the backward's tiling (a package with one; flash::BlockSummaryShape's
+  /// bytes, no tile order), for checks.
+  static size_t blockSummaryOffset(const flashrt::KernelPackage &package, const Sizes &sizes);
 
   /// Throws InvalidArgument saying what is wrong with the launch.
   void validate(const Sizes &sizes, const BackwardTensors &tensors,
@@ -144,6 +151,10 @@ private:
   flashrt::KernelPackage kernelPackage;
   flashrt::Module module;
   flashrt::Function preprocess, main, convert;
+  /// A package with a block summary: its summary kernel and how many of
+  /// its CTAs the GPU holds at once (its grid is one wave of them).
+  std::optional<flashrt::Function> summary;
+  int64_t summaryResidentCtas = 0;
 };
 
 class AttentionKernel {

@@ -179,7 +179,9 @@ TEST(Package, RejectsInconsistentBackwardPackages) {
   expectParseError(replacedOnce(text, "entry convert", "entry sideways"),
                    "entry role must be preprocess, convert, summary or combine");
   expectParseError(replacedOnce(text, "ptx ", "block-summary 1 0\nptx "),
-                   "a backward package has no block summary");
+                   "a summary entry exactly when it has a block-summary line");
+  expectParseError(replacedOnce(text, "ptx ", "split-keys\nptx "),
+                   "a backward package has no key splits");
   expectParseError(replacedOnce(text, "kind backward", "kind sideways"),
                    "kind must be forward or backward");
 }
@@ -206,6 +208,30 @@ TEST(Package, RecordsTheBlockSummary) {
                    "a summary entry exactly when it has a block-summary line");
   expectParseError(replacedOnce(text, "block-summary 1 0", "block-summary 2 0"),
                    "takes 0 or 1");
+}
+
+// A backward package whose mask reads aux tensors computes the summary of
+// its own tiling first: a third entry, which comes with the line.
+TEST(Package, BackwardPackagesRecordTheirBlockSummary) {
+  flashrt::KernelPackage package = sampleBackwardPackage();
+  package.blockSummary = true;
+  package.summaryPerHead = true;
+  package.entries.push_back({"summary", "sliding_window_bwd_summary", 128, 0});
+  std::string text = package.serialize();
+  EXPECT_NE(text.find("\nblock-summary 0 1\n"), std::string::npos) << text;
+  flashrt::KernelPackage back = flashrt::KernelPackage::parse(text);
+  EXPECT_TRUE(back.backward);
+  EXPECT_TRUE(back.blockSummary);
+  EXPECT_FALSE(back.summaryPerBatch);
+  EXPECT_TRUE(back.summaryPerHead);
+  ASSERT_NE(back.entry("summary"), nullptr);
+  EXPECT_EQ(back.entry("summary")->name, "sliding_window_bwd_summary");
+  expectParseError(replacedOnce(text, "block-summary 0 1\n", ""),
+                   "a summary entry exactly when it has a block-summary line");
+  expectParseError(replacedOnce(text, "entry summary sliding_window_bwd_summary 128 0\n", ""),
+                   "a summary entry exactly when it has a block-summary line");
+  expectParseError(replacedOnce(text, "entry summary", "entry combine"),
+                   "a summary entry exactly when it has a block-summary line");
 }
 
 TEST(Package, RecordsSplitKeys) {

@@ -69,6 +69,26 @@ TEST(BackwardWorkspace, RoleExtentsFollowTheSizes) {
             roundUp((1 + 2 * 3 * 40 * 70) * 8));
 }
 
+// A backward package with a block summary keeps the summary of its own
+// tiling at the end of the workspace (after the fixed-point accumulators);
+// a package without one has no summary to point at.
+TEST(BackwardWorkspace, ABlockSummaryComesLast) {
+  flashrun::Sizes sizes{2, 4, 4, 1000, 1000};
+  for (bool deterministic : {false, true}) {
+    flashrt::KernelPackage package = backwardPackage(deterministic);
+    size_t before = flashrun::BackwardKernel::workspaceBytes(package, sizes);
+    EXPECT_THROW(flashrun::BackwardKernel::blockSummaryOffset(package, sizes), flashrt::Error);
+    package.blockSummary = true;
+    package.summaryPerBatch = true;
+    // ceil(1000 / 32) = 32 query tiles, ceil(1000 / 128) = 8 key blocks, per
+    // batch entry; the size blockSummaryBytes gives (with the order's room).
+    size_t summary = flashrun::AttentionKernel::blockSummaryBytes(package, sizes);
+    EXPECT_EQ(summary, 2u * 32 * 8 + 4u * 2 * 32);
+    EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(package, sizes), before + roundUp(summary));
+    EXPECT_EQ(flashrun::BackwardKernel::blockSummaryOffset(package, sizes), before);
+  }
+}
+
 // The block summary's size, from the package alone (AOT programs allocate
 // a cached summary with it): one byte per (b, h, query tile, key block),
 // b and h only where the mask reads them, then, 4-aligned, a u32 per

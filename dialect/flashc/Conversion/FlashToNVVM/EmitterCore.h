@@ -243,6 +243,24 @@ public:
   factSlice(llvm::ArrayRef<mlir::Value> facts, mlir::scf::ForOp loop);
   /// Lowers `slice` at the insertion point.
   mlir::LogicalResult lowerSlice(llvm::ArrayRef<mlir::Operation *> slice);
+  /// One step of the scans over the indices [.., end) of `loop` (key
+  /// blocks, query tiles): with the slice of the facts lowered for the
+  /// index tested (the loop's induction variable mapped to it), bit l of
+  /// the i32 result says `visible` admits index base + l. `wholeWarp`: lane
+  /// l tests index base + l (one ballot); otherwise index base alone (bit
+  /// 0). Indices at or past `end` read no facts of their own and are never
+  /// visible. Null when the slice does not lower.
+  mlir::Value visibleIndexBits(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Operation *> slice,
+                               llvm::function_ref<mlir::Value()> visible, mlir::Value base,
+                               mlir::Value end, bool wholeWarp);
+  /// The first index in [from, end) that `visible` admits, or `end` (`from`
+  /// <= end): visibleIndexBits steps of 32 indices (`wholeWarp`, every lane
+  /// of the warp running it) or of one. Uniform where the facts are. Null
+  /// when the slice does not lower. Leaves the induction variable mapped to
+  /// the last index tested.
+  mlir::Value nextIndexWhere(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Operation *> slice,
+                             llvm::function_ref<mlir::Value()> visible, mlir::Value from,
+                             mlir::Value end, bool wholeWarp);
   /// The names and types of the signature's parameters and the names of its
   /// aux tensors, in ABI order (the #flash.launch arrays).
   void signatureNames(llvm::SmallVectorImpl<mlir::Attribute> &paramNames,
@@ -256,6 +274,14 @@ public:
   /// side (queries, then keys) the offsets and the packed row count. The
   /// kernel op must be a flash.kernel.
   mlir::LogicalResult appendForwardArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
+  /// The backward kernel ABI (EmitPTX.h): kBackwardPointers pointers (q, k,
+  /// v, o, dO, lse, Δ, dq_accum, dq_lock, dq, dk, dv), kBackwardStrides i64
+  /// strides, the 5 sizes, the parameters, per aux tensor its pointer, its
+  /// gradient and its fixed-point accumulator and, with a
+  /// #flash.block_summary, the summary. The kernel op must be a
+  /// flash.backward_kernel whose parameters are i32 or f32.
+  void appendBackwardArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
+  static constexpr unsigned kBackwardPointers = 12, kBackwardStrides = 24;
   /// What a split_keys kernel and its combine step take after those: the
   /// partial O and LSE pointers (f32) and the split count S (i32).
   void appendSplitArguments(llvm::SmallVectorImpl<mlir::Type> &argTypes);
@@ -277,12 +303,13 @@ public:
   }
 };
 
-/// A kernel a flash.kernel brings beside its main one (its block summary,
-/// its split combine): it shares the main kernel's tile and ABI prefix and
-/// has no shared-memory tiles of its own.
+/// A kernel a kernel op brings beside its main one (a flash.kernel's block
+/// summary and split combine, a flash.backward_kernel's block summary): it
+/// shares the main kernel's tile and ABI prefix and has no shared-memory
+/// tiles of its own.
 class CompanionEmitter : public EmitterCore {
 public:
-  CompanionEmitter(flash::KernelOp kernel, const KernelConfig &config,
+  CompanionEmitter(flash::KernelSignature kernel, const KernelConfig &config,
                    mlir::gpu::GPUModuleOp gpuModule, llvm::StringRef pass)
       : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()) {}
 
@@ -298,8 +325,10 @@ public:
                                 int64_t dynamicSharedBytes);
 
 protected:
-  flash::KernelOp kernel;
+  flash::KernelSignature kernel;
   std::string pass;
+  /// The kernel op's symbol (the variant's name).
+  llvm::StringRef kernelName() { return mlir::SymbolTable::getSymbolName(kernel); }
 };
 
 } // namespace flashc::lowering

@@ -273,16 +273,6 @@ public:
   /// test 32 blocks per step (one ballot); otherwise one block per step.
   /// Leaves the walked loop's induction variable mapped to `from`.
   mlir::Value nextVisibleBlock(mlir::Value from, bool wholeWarp);
-  /// One step of the scans over blocks [.., end): with the slice of the
-  /// facts lowered for the block tested (the loop's induction variable
-  /// mapped to it), bit l of the i32 result says `visible` admits block
-  /// base + l. `wholeWarp`: lane l tests block base + l (one ballot);
-  /// otherwise block base alone (bit 0). Blocks at or past `end` read no
-  /// facts of their own and are never visible. Null when the slice does
-  /// not lower.
-  mlir::Value visibleBlockBits(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Operation *> slice,
-                               llvm::function_ref<mlir::Value()> visible, mlir::Value base,
-                               mlir::Value end, bool wholeWarp);
   /// Waits for the Q copy and, with q-in-registers, loads its fragments.
   /// `pendingGroups` cp.async groups committed after Q may stay in flight.
   virtual void acquireQuery(int64_t pendingGroups);
@@ -417,11 +407,14 @@ public:
 /// not the plain recurrence that makes skipping exact.
 flash::MaskOp findSkippableMask(mlir::scf::ForOp loop);
 
-/// For a flash.kernel with a #flash.block_summary: emits the kernel that
-/// computes the summary, `<name>_summary` (BlockSummary.cpp), into
-/// `gpuModule` and returns its launch facts; null after an error on the
-/// kernel. `config` is the main kernel's (its Br x Bc tiling).
-flash::LaunchAttr emitBlockSummaryKernel(flash::KernelOp kernel, const KernelConfig &config,
+/// For a kernel op with a #flash.block_summary: emits the kernel that
+/// computes the summary (BlockSummary.cpp) into `gpuModule` and returns its
+/// launch facts; null after an error on the kernel. A flash.kernel's is
+/// `<name>_summary`, which also writes the tile order; a
+/// flash.backward_kernel's is `<name>_bwd_summary`, with the backward's ABI.
+/// `config` is the main kernel's (its Br x Bc tiling).
+flash::LaunchAttr emitBlockSummaryKernel(flash::KernelSignature kernel,
+                                         const KernelConfig &config,
                                          mlir::gpu::GPUModuleOp gpuModule,
                                          llvm::StringRef passName, flash::GemmKind gemm);
 

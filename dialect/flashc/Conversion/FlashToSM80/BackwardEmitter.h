@@ -116,6 +116,8 @@ public:
                   bool deterministic = false, bool stageAuxGrads = false);
 
   llvm::StringRef passName() const override { return pass; }
+  /// The tensor-core instructions of the main kernel (its #flash.launch).
+  virtual flash::GemmKind gemmKind() const { return flash::GemmKind::MmaSync; }
   /// Emits the llvm.func of `stage` (errors are reported on the kernel).
   mlir::LogicalResult emit(BackwardStage stage);
   /// The #flash.launch of `stage` (null, with an error, when inconsistent).
@@ -145,7 +147,6 @@ protected:
   virtual int64_t mainSharedBytes(int64_t stages) const;
   /// From a Q or dO buffer to the same buffer of the next stage.
   virtual int64_t queryStageBytes() const;
-  virtual flash::GemmKind gemmKind() const { return flash::GemmKind::MmaSync; }
   /// Issued by every thread after its shared-memory writes (copies landed,
   /// dSᵀ stored), before the CTA barrier that publishes them to the GEMMs.
   virtual void fenceSharedWrites() {}
@@ -256,6 +257,26 @@ protected:
   mlir::LogicalResult lowerBlock(mlir::Block &block);
   mlir::LogicalResult lowerOp(mlir::Operation *op);
   mlir::LogicalResult lowerFor(mlir::scf::ForOp loop);
+  /// The body of a query loop's iteration, after its prefetch; appends the
+  /// lowered values it yields to `yielded`.
+  mlir::LogicalResult lowerQueryTileBody(mlir::scf::ForOp loop,
+                                         llvm::SmallVectorImpl<mlir::Value> &yielded);
+  /// At the top of a query loop's iteration whose tile is in stage `parity`
+  /// mod 2: points the prefetched copies at that stage, waits for the CTA
+  /// (the previous tile's GEMMs read the other stage) and copies the next
+  /// tile into the other one where it exists; `nextTile` (emitted after the
+  /// barrier) gives that tile and whether it is copied.
+  void prefetchIntoOtherStage(llvm::ArrayRef<mlir::Operation *> prefetch, mlir::Value parity,
+                              llvm::function_ref<std::pair<mlir::Value, mlir::Value>()> nextTile);
+  /// The query loop of a mask that reads a block summary, as a walk over
+  /// the tiles whose `anyVisible` (its `visibleSlice` in the loop body)
+  /// holds, from `lower` to `upper` (lowered bounds, unit step): an
+  /// scf.while carrying the tile, its ordinal (the prefetch stage) and the
+  /// loop's values.
+  mlir::LogicalResult lowerVisibleWalk(mlir::scf::ForOp loop,
+                                       llvm::ArrayRef<mlir::Operation *> visibleSlice,
+                                       mlir::Value anyVisible, mlir::Value lower,
+                                       mlir::Value upper);
   /// For its lifetime (one loop body), the thread coordinates, sizes and
   /// pointers are opaque copies made at the insertion point: what the body
   /// computes from them per element (indices, addresses) then depends on

@@ -88,13 +88,15 @@
 // stores 16 bytes per thread and row); H a multiple of HKV; B, H, HKV, N,
 // M >= 1. Rows >= N of O and LSE are not written.
 //
-// Backward ABI (the three kernels of a flash.backward_kernel share it):
+// Backward ABI (the kernels of a flash.backward_kernel share it):
 //   0-11   q, k, v, o, dO (element type), lse (f32 [B, H, N], the forward's),
 //          delta (f32 [B, H, N] scratch), dq_accum (f32 [B, H, N, D] scratch,
 //          dense and 16-byte aligned: the sm_90a kernel adds a query tile's
-//          rows with one cp.reduce.async.bulk),
-//          dq_lock (i32 [B, H, ceil(N / block_rows)] scratch: the semaphores
-//          of the deterministic mode), dq, dk, dv (element type, written)
+//          rows with one cp.reduce.async.bulk; with column slices S > 1 laid
+//          out [B, H, S, N, D / S]),
+//          dq_lock (i32 [B, H, ceil(N / block_rows), S] scratch: the
+//          semaphores of the deterministic mode), dq, dk, dv (element type,
+//          written)
 //   12-35  i64 strides (batch, head, row) of q, k, v, o, dO, dq, dk, dv
 //   36-40  i32 sizes B, H, HKV, N, M
 //   then   params, one pointer per aux tensor, then one f32 gradient pointer
@@ -102,13 +104,21 @@
 //          then one i64 scratch pointer per aux tensor (deterministic
 //          kernels: 1 + elements fixed-point accumulators, null where no
 //          gradient is wanted; other kernels ignore it)
-// Launch, in order on one stream: <name>_bwd_preprocess over (ceil(N /
-// block_rows), H, B) (Δ; zeroes dq_accum, dq_lock and every aux gradient, or
-// its fixed-point accumulator, the main kernel adds into), <name>_bwd over
-// (ceil(M / block_cols), HKV, B) (dK and dV; adds into dq_accum and the aux
-// gradients), <name>_bwd_convert over (ceil(N / block_rows), H, B) (dq from
-
-
+//   then   with a #flash.block_summary (a mask that reads aux tensors, built
+//          with --bwd-block-summary): the summary of the backward's Br x Bc
+//          tiling (global u8 per (b, h, query tile, key block), the
+//          forward's layout without the tile order), scratch
+// Launch, in order on one stream: with a block summary, <name>_bwd_summary
+// (grid kind block_summary: the forward summary kernel's grid over the
+// backward's tiles, 128 threads, no shared memory; it writes the summary
+// and reads only the sizes, parameters and aux tensors); <name>_bwd_preprocess
+// over (ceil(N / block_rows), H, B) (Δ; zeroes dq_accum, dq_lock and every
+// aux gradient, or its fixed-point accumulator, the main kernel adds into);
+// <name>_bwd over (ceil(M / block_cols) · S, HKV, B) (S = column_slices: CTA x
+// owns key block x / S and the columns of D slice x mod S of dK, dV and dQ;
+// dK and dV; adds into dq_accum and the aux gradients; with a summary, each
+// query loop walks the tiles it leaves non-empty); <name>_bwd_convert over
+// (ceil(N / block_rows), H, B) (dq from dq_accum, in the element type).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FLASHC_TARGET_NVPTX_EMITPTX_H

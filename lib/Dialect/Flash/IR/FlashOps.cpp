@@ -244,9 +244,9 @@ LogicalResult AuxLoadOp::verify() {
 }
 
 LogicalResult BlockClassOp::verify() {
-  auto kernel = (*this)->getParentOfType<KernelOp>();
+  auto kernel = (*this)->getParentOfType<KernelSignature>();
   if (!kernel)
-    return emitOpError("must be nested in a flash.kernel");
+    return emitOpError("must be nested in a flash.kernel or flash.backward_kernel");
   if (!kernel.getBlockSummaryAttr())
     return emitOpError("needs a kernel with a block_summary");
   return success();
@@ -558,4 +558,28 @@ LogicalResult AccumulateTransposedOp::verify() {
       failed(expectConfigTile(*this, "accumulator", getAcc(), true)))
     return failure();
   return expectKernelElementType(*this, getRows());
+}
+
+MaskOp flashc::flash::summarizedMask(KernelSignature kernel) {
+  MaskOp mask;
+  kernel->walk([&](MaskOp op) {
+    if (!mask)
+      mask = op;
+  });
+  auto loop = mask ? dyn_cast<scf::ForOp>(mask->getParentOp()) : scf::ForOp();
+  if (!loop)
+    return {};
+  if (auto forward = dyn_cast<KernelOp>(kernel.getOperation()))
+    return mask.getKeyTile() == loop.getInductionVar() &&
+                   mask.getBatch() == forward.getBatch() &&
+                   mask.getHead() == forward.getHead() &&
+                   mask.getQueryTile() == forward.getQueryTile()
+               ? mask
+               : MaskOp();
+  auto backward = cast<BackwardKernelOp>(kernel.getOperation());
+  return mask.getQueryTile() == loop.getInductionVar() &&
+                 mask.getBatch() == backward.getBatch() &&
+                 mask.getKeyTile() == backward.getKeyTile()
+             ? mask
+             : MaskOp();
 }

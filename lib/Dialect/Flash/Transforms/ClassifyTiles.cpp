@@ -29,7 +29,7 @@ namespace {
 /// so and empty where either says so. Row bands keep the intervals' facts
 /// (a band the summary empties lies in an empty tile, skipped whole).
 void combineWithBlockSummary(OpBuilder &b, MaskOp mask, MaskIntervalEmitter::Facts &facts) {
-  auto kernel = mask->getParentOfType<KernelOp>();
+  auto kernel = mask->getParentOfType<KernelSignature>();
   if (!kernel || !kernel.getBlockSummaryAttr() || !mask.readsAuxTensors())
     return;
   Location loc = mask.getLoc();

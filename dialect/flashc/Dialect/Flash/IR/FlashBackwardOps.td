@@ -39,6 +39,12 @@ def Flash_BackwardKernelOp : Flash_Op<"backward_kernel", [
     type. Aux tensor gradients (`flash.aux_grad_add`) are f32 arrays of the
     tensor's shape. The interpreter runs preprocess over its grid, then main;
     GPU backends make one kernel of each plus the conversion.
+
+    `block_summary` (optional), as on `flash.kernel`: the mask reads aux
+    tensors, and `main` reads a run-time summary of the backward's own
+    Br x Bc tiling through `flash.block_class` (query tile qt of query head
+    h, key block kt): the query tiles it empties are skipped, the full ones
+    drop the mask. GPU backends compute it with a fourth kernel first.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -47,7 +53,8 @@ def Flash_BackwardKernelOp : Flash_Op<"backward_kernel", [
     DefaultValuedAttr<TypedArrayAttrBase<Flash_ParamAttr, "parameters">, "{}">:$params,
     DefaultValuedAttr<TypedArrayAttrBase<Flash_AuxTensorAttr, "aux tensors">, "{}">:$tensors,
     DenseI64ArrayAttr:$static_sizes,
-    DenseI64ArrayAttr:$dim_classes
+    DenseI64ArrayAttr:$dim_classes,
+    OptionalAttr<Flash_BlockSummaryAttr>:$block_summary
   );
   let regions = (region SizedRegion<1>:$preprocess, SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword `preprocess` $preprocess `main` $body";

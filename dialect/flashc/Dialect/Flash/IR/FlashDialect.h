@@ -72,6 +72,14 @@ struct BlockSummaryShape {
   }
 };
 
+/// The mask a block summary of `kernel` classifies, at (b, h, qt, kt) of its
+/// tiling: its first flash.mask, where a forward kernel has it at its own
+/// (b, h, qt) and its key loop's induction variable, and a backward kernel
+/// at its own b and kt, its query loop's induction variable and the query
+/// head that loop's enclosing loop walks (any head value: the summary maps
+/// it). Null where the mask is elsewhere (the summary cannot name its tiles).
+MaskOp summarizedMask(KernelSignature kernel);
+
 } // namespace flashc::flash
 
 #endif // FLASHC_DIALECT_FLASH_IR_FLASHDIALECT_H

@@ -23,6 +23,8 @@ def Flash_KernelSignatureInterface : OpInterface<"KernelSignature"> {
                     "getStaticSizes">,
     InterfaceMethod<"Per DimRole, the smallest role it must equal",
                     "::llvm::ArrayRef<int64_t>", "getDimClasses">,
+    InterfaceMethod<"The run-time block summary its mask reads, or null",
+                    "::flashc::flash::BlockSummaryAttr", "getBlockSummaryAttr">,
   ];
   let extraSharedClassDeclaration = [{
     /// The declaration of parameter / aux tensor `name`, or null.
