@@ -111,7 +111,7 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
   grads.dqErrors.assign(grads.dq.size(), 0.0);
   grads.dkErrors.assign(grads.dk.size(), 0.0);
   ReferenceSpec::TensorPartialFn noTensor;
-  std::vector<double> scaled(M), logits(M), probs(M), probGrads(M);
+  std::vector<double> scaled(M), logits(M), probs(M), probGrads(M), out(D);
   std::vector<bool> visible(M);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
@@ -131,17 +131,28 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
           if (visible[j])
             sum += probs[j] = std::exp(logits[j] - rowMax);
         double delta = 0;
+        std::fill(out.begin(), out.end(), 0.0);
         for (int64_t j = 0; j < M; ++j) {
           if (!visible[j])
             continue;
           probs[j] /= sum;
           const float *v = keyRow(inputs.v, j);
           double dp = 0;
-          for (int64_t d = 0; d < D; ++d)
+          for (int64_t d = 0; d < D; ++d) {
             dp += static_cast<double>(dO[d]) * static_cast<double>(v[d]);
+            out[d] += probs[j] * static_cast<double>(v[d]);
+          }
           probGrads[j] = dp;
           delta += probs[j] * dp;
         }
+        // The size of Δ's terms: a kernel's Δ = rowsum(dO ∘ O) from the
+        // stored, rounded O errs by up to an ulp of each dO_d · O_d, and
+        // those terms cancel in Δ itself (found by flashc-fuzz, seed
+        // 2026124312: s * abs(s) in f16, where |Δ| alone undercounted them
+        // about 9 times).
+        double deltaSize = 0;
+        for (int64_t d = 0; d < D; ++d)
+          deltaSize += std::fabs(static_cast<double>(dO[d]) * out[d]);
         for (int64_t j = 0; j < M; ++j) {
           if (!visible[j] || probs[j] == 0)
             continue;
@@ -149,7 +160,7 @@ ReferenceGradients interp::naiveAttentionBackward(const AttentionInputs &inputs,
           // The size of what modGrad subtracts: dP - Δ cancels when P is
           // one-hot (then dP_j ≈ Δ), and a kernel's Δ comes from the stored,
           // rounded O.
-          double modSize = probs[j] * (std::fabs(probGrads[j]) + std::fabs(delta));
+          double modSize = probs[j] * (std::fabs(probGrads[j]) + deltaSize);
           double slope = spec.scoreDerivative ? spec.scoreDerivative(scaled[j], b, h, i, j) : 1.0;
           double scoreGrad = modGrad * slope, scoreSize = modSize * std::fabs(slope);
           double scoreError =

@@ -54,7 +54,8 @@ struct ReferenceGradients {
   std::vector<double> dq, dk, dv;
   llvm::StringMap<std::vector<double>> tensorGrads;
   /// Per gradient element, the sum of the magnitudes of the terms added into
-  /// it (with P·(|dP| + |Δ|) for P·(dP − Δ)): the scale of its rounding
+  /// it (with P·(|dP| + Σ_d |dO_d·O_d|) for P·(dP − Δ): Δ's own terms,
+  /// which cancel in Δ but not in its rounding): the scale of its rounding
   /// error. A bias that shifts a whole row (slopes[h] · i) has a true
   /// gradient of exactly 0, and a one-hot row's dP − Δ cancels; f32 (and a
   /// Δ from the rounded O) reach them only up to terms this large.
