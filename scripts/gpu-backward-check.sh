@@ -4,7 +4,8 @@
 # from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, 256, GQA/MQA,
 # BSHD, f16; the experimental --bwd-block-summary), no timing.
 # FLASH_RUN=/path/to/flash-run (default: on PATH);
-# HEAD_DIMS=256 (a comma list) keeps the cases of those head dims only.
+# HEAD_DIMS=256 (a comma list) keeps the cases of those head dims only;
+# ONLY=pattern (grep -E) the cases whose arguments match.
 # Prints one line per case and a closing "N passed, N failed" line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,10 @@ FLAGS=${FLAGS:-}
 passed=0; failed=0; skipped=0
 # HEAD_DIMS (default all): only the cases whose shape has one of these D.
 HEAD_DIMS=${HEAD_DIMS:-}
+# ONLY (a grep -E pattern): only the cases whose arguments match it.
+ONLY=${ONLY:-}
 run() {
+  if [ -n "$ONLY" ] && ! echo "$*" | grep -qE -- "$ONLY"; then return 0; fi
   if [ -n "$HEAD_DIMS" ]; then
     local d; d=$(echo "$*" | grep -oE 'D=[0-9]+' | head -1 | cut -d= -f2)
     [[ " ${HEAD_DIMS//,/ } " == *" $d "* ]] || return 0
