@@ -613,7 +613,11 @@ BackwardProblem harness::uploadBackward(flashrt::Context &context,
   backward.outputGrad = interp::makeRandomOutputGrad(kernel, s, seed);
   backward.dO.emplace(
       uploadRows(context, backward.outputGrad, problem.layout, s, s.heads(), s.queryLen(), element));
-  size_t qBytes = problem.inputs.q.size() * 2, kBytes = problem.inputs.k.size() * 2;
+  // From the shape: a problem too large for the host has no inputs.q/k
+  // (upload drew them on the GPU), and 16-byte gradients were written far
+  // past their end (flash-run --bwd above 2^27 q + k + v elements).
+  size_t qBytes = static_cast<size_t>(s.batch() * s.heads() * s.queryLen() * s.headDim()) * 2,
+         kBytes = static_cast<size_t>(s.batch() * s.kvHeads() * s.keyLen() * s.headDim()) * 2;
   backward.dq.emplace(context, std::max<size_t>(qBytes, 16));
   backward.dk.emplace(context, std::max<size_t>(kBytes, 16));
   backward.dv.emplace(context, std::max<size_t>(kBytes, 16));
