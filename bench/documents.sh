@@ -86,7 +86,7 @@ echo "peer,mask,B,H,N,D,ms,mask_ms,visible_fraction,mask_again_ms" > "$OUT/flex-
 for D in $DS; do for N in $NS; do
   ids="$T/bwd-ids-$D-$N"
   for flag in none --bwd-block-summary; do
-    flags=; [ $flag != none ] && flags=$flag
+    flags=--bwd-block-summary=false; [ $flag != none ] && flags=$flag
     save=; [ -f "$ids/doc.bin" ] || save="--save-aux $ids"
     # shellcheck disable=SC2086
     row=$(timeout 240 "$T/$LAST" examples/document.flash --bwd $flags --shape B=1,H=16,N=$N,D=$D \

@@ -2,7 +2,7 @@
 # On a GPU host: validate the backward pass of every example on the GPU
 # against the CPU interpreter (flash-run --bwd: dQ, dK, dV and aux gradients
 # from the same O, LSE and dO; ragged lengths, D = 64, 96, 128, 256, GQA/MQA,
-# BSHD, f16; the experimental --bwd-block-summary), no timing.
+# BSHD, f16; the backward block summary), no timing.
 # FLASH_RUN=/path/to/flash-run (default: on PATH);
 # HEAD_DIMS=256 (a comma list) keeps the cases of those head dims only;
 # ONLY=pattern (grep -E) the cases whose arguments match.
@@ -92,7 +92,7 @@ run examples/causal.flash --shape B=1,H=2,N=1000,D=256 --deterministic
 run examples/relative_bias.flash --shape B=1,H=2,N=300,D=256 --deterministic
 run examples/relative_bias.flash --shape B=1,H=2,N=300,D=256 --stage-aux-grads
 run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=256
-# --bwd-block-summary (experimental until these pass on a GPU): the
+# --bwd-block-summary (the default; named so ONLY= finds them): the
 # backward reads a summary of its own tiling (flash-run also compares the
 # GPU's bytes with the interpreter's) and walks the visible query tiles;
 # N = 4000 gives 125 tiles of 32, four ballot steps per walk. Every

@@ -95,16 +95,17 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "
                             "summary of the backward's tiling, so the query tiles it empties "
-                            "are skipped and the full ones unmasked (experimental: checked by "
-                            "the interpreter, not yet run on a GPU)"),
-                   cl::cat(category)),
+                            "are skipped and the full ones unmasked (default on; "
+                            "--bwd-block-summary=false computes every tile the intervals "
+                            "leave)"),
+                   cl::init(true), cl::cat(category)),
       tile("bwd-tile",
            cl::desc("With --bwd: the backward kernels' tile, e.g. Br=32,Bc=64, apart from "
                     "the forward's --tile (default: by head dim, GEMM kind and variant)"),
            cl::value_desc("Br=..,Bc=.."), cl::cat(category)) {}
 
 llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const {
-  if (blockSummary && !backward)
+  if (blockSummary.getNumOccurrences() && !backward)
     return llvm::createStringError("--bwd-block-summary applies to the backward: add --bwd");
   request.backwardBlockSummary = blockSummary;
   if (tile.empty())

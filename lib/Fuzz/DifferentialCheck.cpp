@@ -166,6 +166,9 @@ CheckResult checkBackwardCase(const GeneratedCase &c, ParsedCase &parsed, MLIRCo
   kernelOptions.blockCols = c.blockCols;
   kernelOptions.headDim = c.headDim;
   kernelOptions.backward = true;
+  // First without a block summary: the summarized backward is compared
+  // with this one below.
+  kernelOptions.backwardBlockSummary = false;
   OwningOpRef<ModuleOp> module =
       frontend::emitFlashIR(context, *parsed.ast, kernelOptions, parsed.sourceMgr);
   if (!module) {

@@ -45,9 +45,9 @@ struct ConfigRequest {
   /// Not a knob of the forward: it leaves the forward's tuned lookup alone.
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;
   /// Backward kernels whose mask reads aux tensors read a run-time block
-  /// summary of their own tiling (--bwd-block-summary; off by default until
-  /// run on a GPU). Not a tuning knob either.
-  bool backwardBlockSummary = false;
+  /// summary of their own tiling (--bwd-block-summary, on by default). Not
+  /// a tuning knob either.
+  bool backwardBlockSummary = true;
 
   /// Whether any knob is set (then no tuned winner replaces them).
   bool empty() const {

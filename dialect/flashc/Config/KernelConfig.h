@@ -129,7 +129,7 @@ private:
   /// The backward's own tile from --bwd-tile (either side may be unset).
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;
   /// --bwd-block-summary (frontend::KernelOptions::backwardBlockSummary).
-  bool backwardBlockSummary = false;
+  bool backwardBlockSummary = true;
   /// The tuning cache's backward winner (for this GEMM kind) and its source.
   std::optional<TileChoice> tunedBackward;
   std::string backwardSourceText = "default tile";

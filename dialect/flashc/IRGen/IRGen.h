@@ -33,9 +33,9 @@ struct KernelOptions {
   /// full ones unmasked, which interval analysis cannot prove.
   bool blockSummary = true;
   /// The same for a backward kernel: its main kernel skips the query tiles
-  /// the summary of its own tiling empties and unmasks the full ones.
-  /// Off by default until run on a GPU (flashc --bwd-block-summary).
-  bool backwardBlockSummary = false;
+  /// the summary of its own tiling empties and unmasks the full ones
+  /// (flashc --bwd-block-summary, on by default).
+  bool backwardBlockSummary = true;
   /// Forward kernels whose key range may be split at run time
   /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
   /// a combine step.
