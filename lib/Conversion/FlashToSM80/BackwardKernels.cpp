@@ -868,10 +868,8 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   // around the iteration's body (its copies were never issued).
   scf::IfOp visible;
   if (Value tileVisible = skipMask ? hoistFact(anyVisible, loop) : Value()) {
-    SmallVector<Type> types(inits.size(), Type());
-    for (auto [type, value] : llvm::zip(types, inits))
-      type = value.getType();
-    visible = scf::IfOp::create(b, loc, types, tileVisible, /*withElseRegion=*/true);
+    visible = scf::IfOp::create(b, loc, ValueRange(inits).getTypes(), tileVisible,
+                                /*withElseRegion=*/true);
     b.setInsertionPointToStart(visible.elseBlock());
     // A skipped tile still passes the dQ turn on to the next key block.
     if (deterministic)
@@ -938,10 +936,8 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
 
   SmallVector<Value> inits{first, i32(0)};
   flatten(loop.getInitArgs(), inits);
-  SmallVector<Type> types;
+  SmallVector<Type> types(ValueRange(inits).getTypes());
   SmallVector<Location> locs(inits.size(), loc);
-  for (Value value : inits)
-    types.push_back(value.getType());
   auto walk = scf::WhileOp::create(b, loc, types, inits);
   OpBuilder::InsertionGuard guard(b);
   Block *before = b.createBlock(&walk.getBefore(), {}, types, locs);
