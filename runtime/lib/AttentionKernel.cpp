@@ -42,6 +42,15 @@ void checkSizes(const flashrt::KernelPackage &pkg, const Sizes &sizes) {
     invalid("sequence lengths must fit in 32 bits");
   if (sizes.heads > 65535 || sizes.batch > 65535)
     invalid("H and B must be at most 65535 (grid y and z)");
+  // The block summary's grid is (CTAs per tile, query tiles, summary rows).
+  if (pkg.entry("summary")) {
+    int64_t rows = (pkg.summaryPerBatch ? sizes.batch : 1) * (pkg.summaryPerHead ? sizes.heads : 1);
+    int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / std::max<int64_t>(pkg.blockRows, 1);
+    if (rows > 65535 || queryTiles > 65535)
+      invalid("kernel '" + pkg.kernelName + "' reads a block summary of " +
+              std::to_string(queryTiles) + " query tiles x " + std::to_string(rows) +
+              " rows (B x H of the mask's tensors); each must be at most 65535 (grid y and z)");
+  }
   if (pkg.packedHeads && sizes.queryLen * (sizes.heads / sizes.kvHeads) > INT32_MAX)
     invalid("kernel '" + pkg.kernelName + "' packs the H / HKV query heads of a KV group: N x "
             "H / HKV must fit in 32 bits");
@@ -523,6 +532,9 @@ size_t AttentionKernel::blockSummaryBytes(const flashrt::KernelPackage &pkg,
                  static_cast<size_t>(pkg.summaryPerHead ? sizes.heads : 1) *
                  blocks(sizes.queryLen, pkg.blockRows);
   size_t classes = tiles * blocks(sizes.keyLen, pkg.blockCols);
+  // The backward walks its tiles in order: no order after the classes.
+  if (pkg.backward)
+    return classes;
   return ((classes + 3) & ~size_t{3}) + tiles * sizeof(uint32_t);
 }
 

@@ -149,6 +149,9 @@ void Function::launch(Dim3 grid, Dim3 block, size_t dynamicSharedBytes,
   if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
     throw Error(ErrorKind::InvalidArgument,
                 "launch with a zero dimension " + describeLaunch());
+  if (grid.y > 65535 || grid.z > 65535)
+    throw Error(ErrorKind::InvalidArgument,
+                "launch grid's y and z must be at most 65535 " + describeLaunch());
   if (dynamicSharedBytes > UINT_MAX)
     throw Error(ErrorKind::InvalidArgument,
                 "launch with too much dynamic shared memory " +

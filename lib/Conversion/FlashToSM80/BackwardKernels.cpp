@@ -217,11 +217,11 @@ Value BackwardEmitter::ownsAuxGrads(Value predicate) {
 }
 
 Value BackwardEmitter::queryGradAccumHead(Value batch, Value head, Value slice) {
-  if (!slice)
-    return mul(toI64(add(mul(batch, headCount), head)),
-               mul(toI64(queryLen), i64(gradColumns())));
-  Value sliceHead = add(mul(add(mul(batch, headCount), head), i32(columnSlices)), slice);
-  return mul(toI64(sliceHead), mul(toI64(queryLen), i64(gradColumns())));
+  // dq_accum is [B, H, slices, N, D/slices].
+  Value rows = add(mul(batch, headCount), head);
+  if (slice)
+    rows = add(mul(rows, i32(columnSlices)), slice);
+  return mul(toI64(rows), mul(toI64(queryLen), i64(gradColumns())));
 }
 
 //===----------------------------------------------------------------------===//

@@ -260,7 +260,8 @@ public:
   /// Bytes of the block summary at `sizes`: one per (b, h, query tile, key
   /// block), b and h only where the mask reads them, then (4-aligned) the
   /// tile order the attention kernel runs its tiles in, one u32 per
-  /// (b, h, query tile) of the summary; 0 without one.
+  /// (b, h, query tile) of the summary (a backward package's summary has
+  /// no order); 0 without one.
   size_t blockSummaryBytes(const Sizes &sizes) const {
     return blockSummaryBytes(kernelPackage, sizes);
   }

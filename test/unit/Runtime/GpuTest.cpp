@@ -201,6 +201,21 @@ TEST_F(GpuTest, ZeroLaunchDimensionIsInvalidArgument) {
   }
 }
 
+TEST_F(GpuTest, GridAboveTheYLimitIsInvalidArgument) {
+  Module module = Module::fromPtx(*context, readKernel("vector_add.ptx"));
+  Function vectorAdd = module.function("vectorAdd");
+  Stream stream(*context);
+  KernelArgs args = KernelArgs::pack(uint64_t(0), uint64_t(0), uint64_t(0),
+                                     uint32_t(0));
+  try {
+    vectorAdd.launch(Dim3(1, 65536), Dim3(32), 0, stream, args);
+    FAIL() << "launched a grid with y = 65536";
+  } catch (const Error &error) {
+    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument);
+    EXPECT_THAT(error.what(), HasSubstr("at most 65535"));
+  }
+}
+
 TEST_F(GpuTest, EventsTimeLaunchesPositively) {
   Module module = Module::fromPtx(*context, readKernel("vector_add.ptx"));
   Function vectorAdd = module.function("vectorAdd");
