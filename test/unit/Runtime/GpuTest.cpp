@@ -186,34 +186,29 @@ TEST_F(GpuTest, MissingKernelIsNamed) {
   }
 }
 
-TEST_F(GpuTest, ZeroLaunchDimensionIsInvalidArgument) {
-  Module module = Module::fromPtx(*context, readKernel("vector_add.ptx"));
+// Launching vectorAdd over `grid` is refused before the driver sees it,
+// with a message that holds `expected`.
+static void expectInvalidLaunch(Context &context, Dim3 grid, const std::string &expected) {
+  Module module = Module::fromPtx(context, readKernel("vector_add.ptx"));
   Function vectorAdd = module.function("vectorAdd");
-  Stream stream(*context);
+  Stream stream(context);
   KernelArgs args = KernelArgs::pack(uint64_t(0), uint64_t(0), uint64_t(0),
                                      uint32_t(0));
   try {
-    vectorAdd.launch(Dim3(0), Dim3(32), 0, stream, args);
-    FAIL() << "launched an empty grid";
+    vectorAdd.launch(grid, Dim3(32), 0, stream, args);
+    FAIL() << "launched grid " << grid.x << "x" << grid.y << "x" << grid.z;
   } catch (const Error &error) {
     EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument);
-    EXPECT_THAT(error.what(), HasSubstr("grid 0x1x1"));
+    EXPECT_THAT(error.what(), HasSubstr(expected));
   }
 }
 
+TEST_F(GpuTest, ZeroLaunchDimensionIsInvalidArgument) {
+  expectInvalidLaunch(*context, Dim3(0), "grid 0x1x1");
+}
+
 TEST_F(GpuTest, GridAboveTheYLimitIsInvalidArgument) {
-  Module module = Module::fromPtx(*context, readKernel("vector_add.ptx"));
-  Function vectorAdd = module.function("vectorAdd");
-  Stream stream(*context);
-  KernelArgs args = KernelArgs::pack(uint64_t(0), uint64_t(0), uint64_t(0),
-                                     uint32_t(0));
-  try {
-    vectorAdd.launch(Dim3(1, 65536), Dim3(32), 0, stream, args);
-    FAIL() << "launched a grid with y = 65536";
-  } catch (const Error &error) {
-    EXPECT_EQ(error.kind(), ErrorKind::InvalidArgument);
-    EXPECT_THAT(error.what(), HasSubstr("at most 65535"));
-  }
+  expectInvalidLaunch(*context, Dim3(1, 65536), "at most 65535");
 }
 
 TEST_F(GpuTest, EventsTimeLaunchesPositively) {
