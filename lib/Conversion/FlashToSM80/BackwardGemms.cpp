@@ -289,8 +289,9 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   addQueryGrads((*key)->smem, queryTile, accumHead,
                 f32(op.getScale().convertToFloat()));
   if (lock) {
-    // Every add of this CTA is visible before the next key block's CTA may
+    // Every add of this CTA is visible before the next turn's CTA may
     // start its own.
+    completeQueryGrads();
     emitAsm("fence.acq_rel.gpu;");
     NVVM::Barrier0Op::create(b, loc);
     passTurn(lock);
@@ -385,13 +386,13 @@ void BackwardEmitter::waitForTurn(Value address) {
     emitAsm("{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
             "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
             "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
-            "l,r", {address, lookupScalar(kernel.getKeyTile())});
+            "l,r", {address, turn});
   });
 }
 
 void BackwardEmitter::passTurn(Value address) {
   onFirstThread([&] {
-    Value next = add(lookupScalar(kernel.getKeyTile()), i32(1));
+    Value next = add(turn, i32(1));
     emitAsm("st.global.release.gpu.b32 [$0], $1;", "l,r", {address, next});
   });
 }

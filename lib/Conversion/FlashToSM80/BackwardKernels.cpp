@@ -39,11 +39,10 @@ BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
       columnSlices(config::backwardColumnSlices(config.headDim)),
       deterministic(deterministic), stageAuxGrads(stageAuxGrads) {
   kernel.walk([&](flash::ScoreModGradOp op) { stagesAuxGrads |= !stagedAddsOf(op).empty(); });
-  bool addsAuxGrads = false;
   kernel.walk([&](flash::AuxGradAddOp) { addsAuxGrads = true; });
-  // dPᵀ in flight beside Sᵀ costs Br/2 registers through the mask and the
-  // probabilities: ptxas spills at D = 128 and with aux gradient adds
-  // (measured with ptxas -v over the examples).
+  // dPᵀ beside Sᵀ costs Br/2 registers through the mask and the
+  // probabilities: on mma.sync ptxas spills at D = 128 and with aux
+  // gradient adds (measured with ptxas -v over the examples).
   pairsTransposedProducts = config.headDim <= 64 && !addsAuxGrads;
 }
 
@@ -323,7 +322,7 @@ LogicalResult BackwardEmitter::emitPreprocess() {
                           16);
   b.setInsertionPointAfter(inside);
   // The query tile's semaphores (deterministic dQ, one per column slice)
-  // start at key block 0.
+  // start at turn 0.
   onFirstThread([&] {
     for (int64_t slice = 0; slice < columnSlices; ++slice)
       LLVM::StoreOp::create(
@@ -524,7 +523,14 @@ LogicalResult BackwardEmitter::emitMain() {
     columnSlice = arith::RemUIOp::create(b, loc, ctaColumn, i32(columnSlices));
     ctaColumn = arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices));
   }
-  scalars.map(kernel.getKeyTile(), ctaColumn);
+  Value keyTile = ctaColumn;
+  if (deterministic) {
+    turn = ctaColumn;
+    Value keyTiles = arith::CeilDivUIOp::create(b, loc, keyLen, i32(config.bc));
+    keyTile = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, keyTiles, i32(1)),
+                                    ctaColumn);
+  }
+  scalars.map(kernel.getKeyTile(), keyTile);
   scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
   scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   if (failed(lowerBlock(kernel.getMainBlock())))

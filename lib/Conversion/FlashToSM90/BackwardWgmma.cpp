@@ -17,8 +17,9 @@
 // memory. The f32 dQ tile is staged in shared memory as it lies in the
 // accumulator (Br rows of D words) and added by one
 // cp.reduce.async.bulk .add.f32 per tile (FlashAttention-3 adds dQ by TMA
-// too): an atomic add per element cost 8-15% of the kernel at D = 64. The
-// deterministic mode keeps its ordered red.global.add.f32 per element.
+// too): an atomic add per element cost 8-15% of the kernel at D = 64. In
+// the deterministic mode the CTA whose turn it is issues the reduce and
+// waits for it to complete before passing the turn on.
 // Computing dQ transposed keeps the m64 shape for any Br (dQ = dS·K would
 // need 64 query rows per warpgroup), so Br = 32 halves Sᵀ and dPᵀ.
 //
@@ -85,10 +86,16 @@ public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
                        gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
-        bulkQueryGrads(!deterministic && config.headDim % 4 == 0 &&
+        bulkQueryGrads(config.headDim % 4 == 0 &&
                        llvm::alignTo(WgmmaBackwardLayout(config, 2, true).sharedBytes(), 16) +
                                rowStatBytes(2) + stagingBytes() <=
-                           kMaxSharedBytes) {}
+                           kMaxSharedBytes) {
+    // The wgmma kernel keeps no B fragments or addresses in registers: dPᵀ
+    // beside Sᵀ fits at every D without aux gradient adds (no spills in
+    // ptxas -v over the examples at D = 64-256, since dQ left by one bulk
+    // reduce and LSE and Δ by shared memory).
+    pairsTransposedProducts = !addsAuxGrads;
+  }
 
   Value sharedChunkOffset(Value row, Value chunk, int64_t rows) override {
     return wgmma::panelChunkOffset(*this, row, chunk, rows);
@@ -120,13 +127,13 @@ protected:
   void addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale) override;
   void awaitQueryGradReads() override;
   void drainQueryGrads() override;
+  void completeQueryGrads() override;
 
 private:
   /// dQ leaves through shared memory, one cp.reduce.async.bulk per query
-  /// tile, instead of an atomic add per element: not in deterministic mode
-  /// (its adds are ordered by a semaphore per tile, which a bulk reduce's
-  /// completion would have to pass on), and only where the staging tile
-  /// fits beside two query stages.
+  /// tile, instead of an atomic add per element, where the staging tile
+  /// fits beside two query stages. In deterministic mode the reduce is
+  /// complete before the tile's semaphore passes the turn on.
   const bool bulkQueryGrads;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
@@ -350,15 +357,25 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   reduce.addInput(mul(rows, i32(gradColumns() * 4)));
   reduce.addInput(arith::ExtUIOp::create(b, loc, b.getI32Type(),
                                          cmpI(arith::CmpIPredicate::eq, tid, i32(0))));
+  // Deterministic: after the acquire that gave this CTA its turn (generic
+  // proxy), before the reduce (async proxy).
   reduce.emit(b, loc,
-              "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $3, 0;\n\t"
-              "@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
-              "@p cp.async.bulk.commit_group;\n\t}");
+              std::string("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $3, 0;\n\t") +
+                  (deterministic ? "@p fence.proxy.async.global;\n\t" : "") +
+                  "@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], "
+                  "$2;\n\t@p cp.async.bulk.commit_group;\n\t}");
 }
 
 void WgmmaBackwardEmitter::awaitQueryGradReads() {
   if (bulkQueryGrads)
     AsmCall().emit(b, loc, "cp.async.bulk.wait_group.read 0;");
+}
+
+void WgmmaBackwardEmitter::completeQueryGrads() {
+  // The reduce's writes (async proxy) are done and ordered before the
+  // generic-proxy release that passes the turn on.
+  if (bulkQueryGrads)
+    AsmCall().emit(b, loc, "cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;");
 }
 
 void WgmmaBackwardEmitter::drainQueryGrads() {

@@ -179,6 +179,10 @@ protected:
   virtual void awaitQueryGradReads() {}
   /// Before the CTA exits: every dQ add this CTA issued is done.
   virtual void drainQueryGrads() {}
+  /// Deterministic mode, before the fence that passes the turn on: the
+  /// tile's dQ adds are complete (atomics need nothing: the fence orders
+  /// them).
+  virtual void completeQueryGrads() {}
 
   flash::BackwardKernelOp kernel;
   std::string pass;
@@ -196,12 +200,18 @@ protected:
   /// Element (i64) of dq_accum where column slice `slice` (i32; null when
   /// S = 1) of query head (b, h) starts: N rows of D/S floats.
   mlir::Value queryGradAccumHead(mlir::Value batch, mlir::Value head, mlir::Value slice);
-  /// dQ adds in key-block order: the CTA of key block kt adds into query
-  /// tile (b, h, qt) once the tile's semaphore reads kt, then sets it to
-  /// kt + 1 (FlashAttention-3's deterministic backward). CTAs of one
-  /// (kv_head, b) start in key-block order, so every wait is for a CTA
-  /// that started before.
+  /// dQ adds in a fixed order: the CTA of turn r adds into query tile
+  /// (b, h, qt) once the tile's semaphore reads r, then sets it to r + 1
+  /// (FlashAttention-3's deterministic backward). Turn r is the r-th CTA
+  /// of its (kv_head, b) to start (blockIdx.x / S) and takes the r-th key
+  /// block from the last (`turn`): a causal or window mask's key block
+  /// then meets its first visible query tile after every earlier turn
+  /// has skipped it (the walk goes up the query tiles), not after the
+  /// key blocks before it have worked their way there; and every wait is
+  /// for a CTA that started before.
   bool deterministic = false;
+  /// The main kernel's turn (i32), deterministic mode only.
+  mlir::Value turn;
   /// Stage non-uniform aux gradient adds in shared memory (stagedAddsOf).
   bool stageAuxGrads = false;
   BackwardStage stage = BackwardStage::Main;
@@ -364,6 +374,8 @@ protected:
   /// Whether dPᵀ is issued right behind Sᵀ (set once, from the tile and
   /// the kernel's aux gradient adds).
   bool pairsTransposedProducts = false;
+  /// Whether the kernel adds aux gradients (flash.aux_grad_add).
+  bool addsAuxGrads = false;
   /// Transposed products issued ahead of their op (dPᵀ behind Sᵀ).
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> productsInFlight;
   mlir::FailureOr<const BackwardValue *>
@@ -433,8 +445,8 @@ protected:
   mlir::LogicalResult lowerStoreKeyGrads(flash::StoreKeyGradsOp op);
   /// Deterministic mode: the semaphore of query tile (b, h, qt) and column
   /// slice `slice` (null: this CTA's, or 0 when S = 1); thread 0
-  /// waits until it reads this CTA's key block; thread 0 sets it to the
-  /// next key block (release; the caller has fenced and synchronized).
+  /// waits until it reads this CTA's turn; thread 0 sets it to the next
+  /// turn (release; the caller has fenced and synchronized).
   mlir::Value lockAddress(mlir::Value batch, mlir::Value head,
                           mlir::Value queryTile, mlir::Value slice);
   void waitForTurn(mlir::Value address);
