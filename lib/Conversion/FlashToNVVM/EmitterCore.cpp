@@ -473,7 +473,7 @@ flash::LaunchAttr CompanionEmitter::launchFacts(LogicalResult emitted, flash::Ge
       b.getArrayAttr(tensorNames), /*column_slices=*/int64_t{1});
 }
 
-Value EmitterCore::visibleIndexBits(scf::ForOp loop, ArrayRef<Operation *> slice,
+Value EmitterCore::visibleIndexBits(Value index, ArrayRef<Operation *> slice,
                                       function_ref<Value()> visible, Value base, Value end,
                                       bool wholeWarp) {
   Type i32Type = b.getI32Type();
@@ -482,7 +482,7 @@ Value EmitterCore::visibleIndexBits(scf::ForOp loop, ArrayRef<Operation *> slice
   // past the summary: the last index stands in.
   Value tested =
       arith::MinSIOp::create(b, loc, candidate, arith::SubIOp::create(b, loc, end, i32(1)));
-  scalars.map(loop.getInductionVar(), tested);
+  scalars.map(index, tested);
   Value blockVisible = succeeded(lowerSlice(slice)) ? visible() : Value();
   if (!blockVisible)
     return {};
@@ -494,7 +494,7 @@ Value EmitterCore::visibleIndexBits(scf::ForOp loop, ArrayRef<Operation *> slice
                                   NVVM::VoteSyncKind::ballot);
 }
 
-Value EmitterCore::nextIndexWhere(scf::ForOp loop, ArrayRef<Operation *> slice,
+Value EmitterCore::nextIndexWhere(Value index, ArrayRef<Operation *> slice,
                                   function_ref<Value()> visible, Value from, Value end,
                                   bool wholeWarp) {
   Type i32Type = b.getI32Type();
@@ -504,7 +504,7 @@ Value EmitterCore::nextIndexWhere(scf::ForOp loop, ArrayRef<Operation *> slice,
   OpBuilder::InsertionGuard guard(b);
   Block *before = b.createBlock(&search.getBefore(), {}, {i32Type}, {loc});
   Value base = before->getArgument(0);
-  Value bits = visibleIndexBits(loop, slice, visible, base, end, wholeWarp);
+  Value bits = visibleIndexBits(index, slice, visible, base, end, wholeWarp);
   if (!bits) {
     search.erase();
     return {};

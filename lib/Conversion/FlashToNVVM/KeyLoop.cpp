@@ -282,8 +282,8 @@ Value KernelEmitter::nextVisibleBlock(Value from, bool wholeWarp) {
   FailureOr<SmallVector<Operation *>> slice = factSlice({walk->mask.getAnyVisible()}, walk->loop);
   // The narrowing scan lowered this slice already, so it lowers here too.
   Value next = nextIndexWhere(
-      walk->loop, *slice, [&] { return lookupScalar(walk->mask.getAnyVisible()); }, from,
-      walk->end, wholeWarp);
+      walk->loop.getInductionVar(), *slice,
+      [&] { return lookupScalar(walk->mask.getAnyVisible()); }, from, walk->end, wholeWarp);
   assert(next && "the walk's narrowing scan lowered this slice");
   scalars.map(walk->loop.getInductionVar(), from);
   return next;
@@ -410,7 +410,8 @@ bool KernelEmitter::narrowToBlocksWhere(scf::ForOp loop, ArrayRef<Value> facts,
     Value first = scan.getRegionIterArgs()[0], last = scan.getRegionIterArgs()[1];
     Value visibleBlocks = scan.getRegionIterArgs()[2];
     if (wholeWarp) {
-      Value lanes = visibleIndexBits(loop, *slice, visible, base, upper, /*wholeWarp=*/true);
+      Value lanes = visibleIndexBits(loop.getInductionVar(), *slice, visible, base, upper,
+                                     /*wholeWarp=*/true);
       if (!lanes) {
         scan.erase();
         return false;

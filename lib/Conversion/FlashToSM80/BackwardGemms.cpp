@@ -14,6 +14,7 @@
 #include "SM80Emitter.h"
 
 #include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace flashc;
@@ -278,8 +279,13 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   storeScoreGrads((*ds)->regs);
   fenceSharedWrites();
   // Deterministic: this CTA's turn at the tile first (the barrier below
-  // tells every thread).
+  // tells every thread), unless thread 0 alone adds the tile: then
+  // addQueryGrads waits right before its reduce and passes the turn on.
   Value lock = deterministic ? lockAddress(batch, head, queryTile, columnSlice) : Value();
+  llvm::SaveAndRestore<Value> oneThread(oneThreadTurnLock,
+                                        addsQueryGradsFromOneThread() ? lock : Value());
+  if (oneThreadTurnLock)
+    lock = Value();
   if (lock)
     waitForTurn(lock);
   awaitQueryGradReads();
@@ -386,7 +392,7 @@ void BackwardEmitter::waitForTurn(Value address) {
     emitAsm("{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
             "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
             "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
-            "l,r", {address, turn});
+            "l,r", {address, awaitedTurn});
   });
 }
 

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/SaveAndRestore.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <array>
@@ -525,7 +526,7 @@ LogicalResult BackwardEmitter::emitMain() {
   }
   Value keyTile = ctaColumn;
   if (deterministic) {
-    turn = ctaColumn;
+    turn = awaitedTurn = ctaColumn;
     Value keyTiles = arith::CeilDivUIOp::create(b, loc, keyLen, i32(config.bc));
     keyTile = arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, keyTiles, i32(1)),
                                     ctaColumn);
@@ -678,6 +679,63 @@ Value BackwardEmitter::hoistFact(Value fact, scf::ForOp loop) {
   return lookupScalar(fact);
 }
 
+/// Whether `value` is computed from `root`: through the operands of its
+/// defining op, the ops nested in that op's regions, and the operands of
+/// the op that owns a block argument (a loop's bounds).
+static bool isComputedFrom(Value value, Value root) {
+  SmallVector<Value> worklist{value};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value next = worklist.pop_back_val();
+    if (next == root)
+      return true;
+    if (!seen.insert(next).second)
+      continue;
+    Operation *def = next.getDefiningOp();
+    if (!def)
+      def = cast<BlockArgument>(next).getOwner()->getParentOp();
+    if (!def)
+      continue;
+    def->walk([&](Operation *nested) {
+      worklist.append(nested->operand_begin(), nested->operand_end());
+    });
+  }
+  return false;
+}
+
+bool BackwardEmitter::factsFollowKeyTile(scf::ForOp loop,
+                                         ArrayRef<Operation *> visibleSlice) {
+  Value keyTile = kernel.getKeyTile();
+  auto fromKeyTile = [&](Value value) {
+    return value != keyTile && isComputedFrom(value, keyTile);
+  };
+  if (fromKeyTile(loop.getLowerBound()) || fromKeyTile(loop.getUpperBound()) ||
+      fromKeyTile(loop.getStep()))
+    return false;
+  for (Operation *op : visibleSlice)
+    for (Value operand : op->getOperands())
+      if (operand != loop.getInductionVar() && loop.isDefinedOutsideOfLoop(operand) &&
+          fromKeyTile(operand))
+        return false;
+  return true;
+}
+
+Value BackwardEmitter::turnBeforeTile(ArrayRef<Operation *> visibleSlice, Value anyVisible) {
+  // Turn r takes key block T - 1 - r: the earlier turns are the later key
+  // blocks, the nearest the last to add.
+  Value keyTileArg = kernel.getKeyTile();
+  Value ownKeyTile = lookupScalar(keyTileArg);
+  Value keyTiles = arith::CeilDivUIOp::create(b, loc, keyLen, i32(config.bc));
+  Value nearest = nextIndexWhere(keyTileArg, visibleSlice,
+                                 [&] { return lookupScalar(anyVisible); },
+                                 add(ownKeyTile, i32(1)), keyTiles, /*wholeWarp=*/true);
+  scalars.map(keyTileArg, ownKeyTile);
+  if (!nearest)
+    return {};
+  // Its turn is T - 1 - nearest; none found (nearest = T) gives 0.
+  return arith::SubIOp::create(b, loc, keyTiles, nearest);
+}
+
 /// The first classified mask of `loop`'s body: its any_visible decides
 /// which query tiles the loop walks.
 static flash::MaskOp classifiedMaskOf(scf::ForOp loop) {
@@ -814,17 +872,22 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     return error(loop, "unknown loop bounds");
   if (loop.getInitArgs().empty())
     return error(loop, "expects a loop that carries the key gradients");
+  // What this loop's tiles wait for is defined in its body.
+  llvm::SaveAndRestore<Value> restoreAwaitedTurn(awaitedTurn);
   flash::MaskOp skipMask = classifiedMaskOf(loop);
   Value anyVisible = skipMask ? skipMask.getAnyVisible() : Value();
   FailureOr<SmallVector<Operation *>> visibleSlice =
       skipMask ? factSlice({anyVisible}, loop) : FailureOr<SmallVector<Operation *>>(failure());
+  // Deterministic mode: a skipped tile needs no turn of its own where the
+  // turns that add into a tile can be found from its facts; otherwise it
+  // still waits for its turn and passes it on.
+  bool skipsPassTurns = deterministic && succeeded(visibleSlice) &&
+                        !factsFollowKeyTile(loop, *visibleSlice);
   // A block summary's class is a global load per query tile, and most of a
-  // packed-documents row is empty: walk the visible tiles only. The
-  // deterministic mode keeps one iteration per tile (a skipped tile still
-  // passes its dQ turn on).
+  // packed-documents row is empty: walk the visible tiles only.
   bool readsSummary = succeeded(visibleSlice) &&
                       llvm::any_of(*visibleSlice, llvm::IsaPred<flash::BlockClassOp>);
-  if (readsSummary && !deterministic &&
+  if (readsSummary && !skipsPassTurns &&
       getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1))
     return lowerVisibleWalk(loop, *visibleSlice, anyVisible, lower, upper);
   // Whether query tile `tile` (>= lower) of the walk is copied: before
@@ -869,6 +932,13 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(),
                           newLoop.getRegionIterArgs())))
     return failure();
+  // Before hoistFact: the search maps the facts to other key blocks, the
+  // hoist maps them back to this one.
+  if (deterministic && succeeded(visibleSlice) && !skipsPassTurns) {
+    awaitedTurn = turnBeforeTile(*visibleSlice, anyVisible);
+    if (!awaitedTurn)
+      return error(loop, "the query tiles' any_visible fact does not lower");
+  }
 
   // A query tile the classified mask empties costs one uniform branch
   // around the iteration's body (its copies were never issued).
@@ -877,8 +947,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     visible = scf::IfOp::create(b, loc, ValueRange(inits).getTypes(), tileVisible,
                                 /*withElseRegion=*/true);
     b.setInsertionPointToStart(visible.elseBlock());
-    // A skipped tile still passes the dQ turn on to the next key block.
-    if (deterministic)
+    if (skipsPassTurns)
       for (auto add : loop.getBody()->getOps<flash::QueryGradAddOp>()) {
         Value batch = lookupScalar(add.getBatch()),
               head = lookupScalar(add.getHead()),
@@ -913,8 +982,9 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
   // 32 tiles per step (one ballot over its lanes' summary bytes); every
   // warp reads the same bytes, so the answer is the CTA's.
   auto nextVisible = [&](Value from) {
-    return nextIndexWhere(loop, visibleSlice, [&] { return lookupScalar(anyVisible); }, from,
-                          upper, /*wholeWarp=*/true);
+    return nextIndexWhere(loop.getInductionVar(), visibleSlice,
+                          [&] { return lookupScalar(anyVisible); }, from, upper,
+                          /*wholeWarp=*/true);
   };
   // any_visible is the intervals' fact and the summary's; the intervals
   // alone, without loads, rule out the tiles before a causal diagonal, so
@@ -924,8 +994,9 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
     Value intervals = both.getLhs();
     FailureOr<SmallVector<Operation *>> slice = factSlice({intervals}, loop);
     if (succeeded(slice) && llvm::none_of(*slice, llvm::IsaPred<flash::BlockClassOp>))
-      if (Value past = nextIndexWhere(loop, *slice, [&] { return lookupScalar(intervals); },
-                                      lower, upper, /*wholeWarp=*/true))
+      if (Value past = nextIndexWhere(loop.getInductionVar(), *slice,
+                                      [&] { return lookupScalar(intervals); }, lower, upper,
+                                      /*wholeWarp=*/true))
         start = past;
   }
   Value first = nextVisible(start);
@@ -965,6 +1036,10 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
   scalars.map(loop.getInductionVar(), tile);
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(), after->getArguments().drop_front(2))))
     return failure();
+  if (deterministic) {
+    awaitedTurn = turnBeforeTile(visibleSlice, anyVisible);
+    assert(awaitedTurn && "the first search lowered the same slice");
+  }
   SmallVector<Value> yielded;
   if (failed(lowerQueryTileBody(loop, yielded)))
     return failure();

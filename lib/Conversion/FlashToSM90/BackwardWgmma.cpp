@@ -18,21 +18,23 @@
 // accumulator (Br rows of D words) and added by one
 // cp.reduce.async.bulk .add.f32 per tile (FlashAttention-3 adds dQ by TMA
 // too): an atomic add per element cost 8-15% of the kernel at D = 64. In
-// the deterministic mode the CTA whose turn it is issues the reduce and
-// waits for it to complete before passing the turn on.
+// the deterministic mode thread 0 waits for the tile's turn once the tile
+// is staged, issues the reduce, waits for it to complete and passes the
+// turn on, without a CTA barrier (addsQueryGradsFromOneThread).
 // Computing dQ transposed keeps the m64 shape for any Br (dQ = dS·K would
 // need 64 query rows per warpgroup), so Br = 32 halves Sᵀ and dPᵀ.
 //
 // Shared memory (from a 1024-byte-aligned base): K, V (Bc rows), Q, dO (Br
 // rows) as 64-column panels of 128-byte swizzled rows (SharedMemory.cpp),
 // then dS (Br rows x Bc keys, the same layout), then the staged dQ tile
-// (f32, Br x D, unswizzled); Q and dO in two stages
-// where they fit (the query loop prefetches the next tile's). Every GEMM
-// is waited for before the next one (wait_group 0), except dPᵀ, which
-// pairsTransposedProducts issues right behind Sᵀ (wait_group 1 for Sᵀ,
-// dPᵀ completed where used): the CTA barrier before the next query tile's
-// copies then also guarantees no wgmma still reads Q, dO or dSᵀ. What the threads write (cp.async copies, dSᵀ stores) goes through
-// the generic proxy and wgmma reads through the async proxy:
+// (f32, Br x D, unswizzled); Q and dO in two stages where they fit (the
+// query loop prefetches the next tile's). Every GEMM is waited for before
+// the next one (wait_group 0), except dPᵀ, which at D <= 64
+// pairsTransposedProducts issues right behind Sᵀ (wait_group 1 for Sᵀ, dPᵀ
+// completed where used): the CTA barrier before the next query tile's
+// copies then also guarantees no wgmma still reads Q, dO or dSᵀ. What the
+// threads write (cp.async copies, dSᵀ stores) goes through the generic
+// proxy and wgmma reads through the async proxy:
 // `fence.proxy.async.shared::cta` before the barrier that publishes it.
 //
 //===----------------------------------------------------------------------===//
@@ -90,11 +92,9 @@ public:
                        llvm::alignTo(WgmmaBackwardLayout(config, 2, true).sharedBytes(), 16) +
                                rowStatBytes(2) + stagingBytes() <=
                            kMaxSharedBytes) {
-    // The wgmma kernel keeps no B fragments or addresses in registers: dPᵀ
-    // beside Sᵀ fits at every D without aux gradient adds (no spills in
-    // ptxas -v over the examples at D = 64-256, since dQ left by one bulk
-    // reduce and LSE and Δ by shared memory).
-    pairsTransposedProducts = !addsAuxGrads;
+    // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
+    // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
+    // same run, 2026-12-05; bench/results/2026-12-05b-*).
   }
 
   Value sharedChunkOffset(Value row, Value chunk, int64_t rows) override {
@@ -128,6 +128,7 @@ protected:
   void awaitQueryGradReads() override;
   void drainQueryGrads() override;
   void completeQueryGrads() override;
+  bool addsQueryGradsFromOneThread() const override { return deterministic && bulkQueryGrads; }
 
 private:
   /// dQ leaves through shared memory, one cp.reduce.async.bulk per query
@@ -357,6 +358,9 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   reduce.addInput(mul(rows, i32(gradColumns() * 4)));
   reduce.addInput(arith::ExtUIOp::create(b, loc, b.getI32Type(),
                                          cmpI(arith::CmpIPredicate::eq, tid, i32(0))));
+  // Deterministic: the tile's turn, for thread 0 alone.
+  if (oneThreadTurnLock)
+    waitForTurn(oneThreadTurnLock);
   // Deterministic: after the acquire that gave this CTA its turn (generic
   // proxy), before the reduce (async proxy).
   reduce.emit(b, loc,
@@ -364,6 +368,14 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
                   (deterministic ? "@p fence.proxy.async.global;\n\t" : "") +
                   "@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], "
                   "$2;\n\t@p cp.async.bulk.commit_group;\n\t}");
+  if (oneThreadTurnLock) {
+    // The reduce's writes are complete and ordered before the release.
+    onFirstThread([&] {
+      completeQueryGrads();
+      emitAsm("fence.acq_rel.gpu;");
+    });
+    passTurn(oneThreadTurnLock);
+  }
 }
 
 void WgmmaBackwardEmitter::awaitQueryGradReads() {

@@ -243,22 +243,23 @@ public:
   factSlice(llvm::ArrayRef<mlir::Value> facts, mlir::scf::ForOp loop);
   /// Lowers `slice` at the insertion point.
   mlir::LogicalResult lowerSlice(llvm::ArrayRef<mlir::Operation *> slice);
-  /// One step of the scans over the indices [.., end) of `loop` (key
-  /// blocks, query tiles): with the slice of the facts lowered for the
-  /// index tested (the loop's induction variable mapped to it), bit l of
+  /// One step of the scans over the indices [.., end) of a loop's induction
+  /// variable or a kernel argument (key blocks, query tiles): with the
+  /// slice of the facts lowered for the index tested (`index` mapped to
+  /// it), bit l of
   /// the i32 result says `visible` admits index base + l. `wholeWarp`: lane
   /// l tests index base + l (one ballot); otherwise index base alone (bit
   /// 0). Indices at or past `end` read no facts of their own and are never
   /// visible. Null when the slice does not lower.
-  mlir::Value visibleIndexBits(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Operation *> slice,
+  mlir::Value visibleIndexBits(mlir::Value index, llvm::ArrayRef<mlir::Operation *> slice,
                                llvm::function_ref<mlir::Value()> visible, mlir::Value base,
                                mlir::Value end, bool wholeWarp);
   /// The first index in [from, end) that `visible` admits, or `end` (`from`
   /// <= end): visibleIndexBits steps of 32 indices (`wholeWarp`, every lane
   /// of the warp running it) or of one. Uniform where the facts are. Null
-  /// when the slice does not lower. Leaves the induction variable mapped to
-  /// the last index tested.
-  mlir::Value nextIndexWhere(mlir::scf::ForOp loop, llvm::ArrayRef<mlir::Operation *> slice,
+  /// when the slice does not lower. Leaves `index` mapped to the last index
+  /// tested.
+  mlir::Value nextIndexWhere(mlir::Value index, llvm::ArrayRef<mlir::Operation *> slice,
                              llvm::function_ref<mlir::Value()> visible, mlir::Value from,
                              mlir::Value end, bool wholeWarp);
   /// The names and types of the signature's parameters and the names of its

@@ -183,6 +183,11 @@ protected:
   /// tile's dQ adds are complete (atomics need nothing: the fence orders
   /// them).
   virtual void completeQueryGrads() {}
+  /// Deterministic mode: whether thread 0 alone adds a tile's dQ (one
+  /// bulk reduce). It then waits for the tile's turn once the tile is
+  /// computed and staged, right before the reduce, and passes the turn on
+  /// itself once the reduce is complete, without a CTA barrier.
+  virtual bool addsQueryGradsFromOneThread() const { return false; }
 
   flash::BackwardKernelOp kernel;
   std::string pass;
@@ -200,18 +205,23 @@ protected:
   /// Element (i64) of dq_accum where column slice `slice` (i32; null when
   /// S = 1) of query head (b, h) starts: N rows of D/S floats.
   mlir::Value queryGradAccumHead(mlir::Value batch, mlir::Value head, mlir::Value slice);
-  /// dQ adds in a fixed order: the CTA of turn r adds into query tile
-  /// (b, h, qt) once the tile's semaphore reads r, then sets it to r + 1
-  /// (FlashAttention-3's deterministic backward). Turn r is the r-th CTA
-  /// of its (kv_head, b) to start (blockIdx.x / S) and takes the r-th key
-  /// block from the last (`turn`): a causal or window mask's key block
-  /// then meets its first visible query tile after every earlier turn
-  /// has skipped it (the walk goes up the query tiles), not after the
-  /// key blocks before it have worked their way there; and every wait is
-  /// for a CTA that started before.
+  /// dQ adds in a fixed order (FlashAttention-3's deterministic backward):
+  /// CTA x of a (kv_head, b) has turn r = x / S and takes the r-th key
+  /// block from the last (shortest first under a causal or window mask);
+  /// it adds into query tile (b, h, qt) once the tile's semaphore holds one
+  /// past the last earlier turn whose key block sees the tile
+  /// (turnBeforeTile; 0 if none), then sets it to r + 1. A tile a turn
+  /// skips costs it nothing, and every wait is for a CTA that started
+  /// before (lower blockIdx.x).
   bool deterministic = false;
   /// The main kernel's turn (i32), deterministic mode only.
   mlir::Value turn;
+  /// Deterministic mode: the semaphore value the current query tile's dQ
+  /// add waits for (i32; `turn` where every earlier turn adds or passes).
+  mlir::Value awaitedTurn;
+  /// addsQueryGradsFromOneThread, while addQueryGrads runs: the tile's
+  /// semaphore.
+  mlir::Value oneThreadTurnLock;
   /// Stage non-uniform aux gradient adds in shared memory (stagedAddsOf).
   bool stageAuxGrads = false;
   BackwardStage stage = BackwardStage::Main;
@@ -306,6 +316,19 @@ protected:
   /// null when it depends on more than the induction variable and values
   /// from outside.
   mlir::Value hoistFact(mlir::Value fact, mlir::scf::ForOp loop);
+  /// Deterministic mode: whether `visibleSlice` (the classified mask's
+  /// facts in `loop`'s body) and the loop's bounds take the key block from
+  /// the kernel's key-tile argument alone, so that mapping it to another
+  /// block gives that block's facts (turnBeforeTile applies).
+  bool factsFollowKeyTile(mlir::scf::ForOp loop,
+                          llvm::ArrayRef<mlir::Operation *> visibleSlice);
+  /// Deterministic mode, for the query tile the loop's induction variable
+  /// is mapped to: one past the turn of the nearest later key block whose
+  /// `anyVisible` holds for the tile (the last earlier turn that adds into
+  /// it), 0 if none; the key blocks are tested 32 at a time, one per lane.
+  /// Null when the slice does not lower.
+  mlir::Value turnBeforeTile(llvm::ArrayRef<mlir::Operation *> visibleSlice,
+                             mlir::Value anyVisible);
   void flatten(mlir::ValueRange originals,
                llvm::SmallVectorImpl<mlir::Value> &out);
   mlir::LogicalResult mapFlattened(mlir::Operation *user,
@@ -445,7 +468,7 @@ protected:
   mlir::LogicalResult lowerStoreKeyGrads(flash::StoreKeyGradsOp op);
   /// Deterministic mode: the semaphore of query tile (b, h, qt) and column
   /// slice `slice` (null: this CTA's, or 0 when S = 1); thread 0
-  /// waits until it reads this CTA's turn; thread 0 sets it to the next
+  /// waits until it reads `awaitedTurn`; thread 0 sets it to the next
   /// turn (release; the caller has fenced and synchronized).
   mlir::Value lockAddress(mlir::Value batch, mlir::Value head,
                           mlir::Value queryTile, mlir::Value slice);
