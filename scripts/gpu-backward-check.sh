@@ -97,8 +97,8 @@ run test/GPU/aux-grads.flash --variant two_tables --shape B=1,H=2,N=333,D=256
 # GPU's bytes with the interpreter's) and walks the visible query tiles;
 # N = 4000 gives 125 tiles of 32, four ballot steps per walk. Every
 # kernel: wgmma at D = 64, 128 and 256 (column slices), mma.sync, the
-# deterministic mode (its walk finds each tile's awaited turn from the
-# later key blocks' summary bytes), BSHD, a per-head summary under GQA.
+# deterministic mode (no walk: its skipped tiles wait for their turn and
+# pass it on), BSHD, a per-head summary under GQA.
 for D in 64 128 256; do
   run examples/document.flash --shape "B=2,H=4,N=1000,D=$D" --bwd-block-summary
   run examples/key_padding.flash --shape "B=2,H=4,N=1000,D=$D" --bwd-block-summary
@@ -114,8 +114,9 @@ run test/GPU/summary-masks.flash --variant padded_window --shape B=3,H=2,N=1500,
 # --deterministic: a tile waits for the nearest later key block that sees
 # it (a ballot over 32 key blocks' facts at a time), a skipped tile for
 # nothing. Sinks + window leave a gap between the visible key blocks;
-# N = 5000 takes two ballots per search; no summary on documents takes
-# the tile-by-tile loop; mma.sync keeps per-element adds.
+# N = 5000 takes two ballots per search; facts of the query head (the GQA loop's) search
+# too; a summary's facts still wait and pass on skipped tiles; mma.sync
+# keeps per-element adds.
 run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,D=64 --param window=300 --deterministic
 run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,D=128 --param window=300 --deterministic
 run examples/causal.flash --shape B=1,H=2,N=5000,D=64 --deterministic
@@ -123,6 +124,8 @@ run examples/sliding_window.flash --shape B=2,H=4,N=1000,D=128 --deterministic
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=128 --deterministic
 run examples/document.flash --shape B=1,H=4,N=3000,D=128 --bwd-block-summary=false --deterministic
 run examples/document.flash --shape B=1,H=4,N=3000,D=128 --bwd-block-summary --deterministic
+run test/GPU/head-dependent-mask.flash --shape B=2,H=8,HKV=2,N=1000,D=128 --deterministic
+run test/GPU/head-dependent-mask.flash --shape B=1,H=4,HKV=1,N=3000,D=64 --deterministic
 run examples/sliding_window.flash --shape B=2,H=4,N=2000,D=64 --gemm=mma.sync --deterministic
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/SaveAndRestore.h"
@@ -680,25 +681,32 @@ Value BackwardEmitter::hoistFact(Value fact, scf::ForOp loop) {
 }
 
 /// Whether `value` is computed from `root`: through the operands of its
-/// defining op, the ops nested in that op's regions, and the operands of
-/// the op that owns a block argument (a loop's bounds).
+/// defining op and of the ops nested in that op's regions; a loop's
+/// induction variable through the loop's bounds, any other loop-carried
+/// value through the whole loop; the kernel's own arguments are inputs.
 static bool isComputedFrom(Value value, Value root) {
   SmallVector<Value> worklist{value};
   llvm::DenseSet<Value> seen;
+  auto operandsWithin = [&](Operation *op) {
+    op->walk([&](Operation *nested) {
+      worklist.append(nested->operand_begin(), nested->operand_end());
+    });
+  };
   while (!worklist.empty()) {
     Value next = worklist.pop_back_val();
     if (next == root)
       return true;
     if (!seen.insert(next).second)
       continue;
-    Operation *def = next.getDefiningOp();
-    if (!def)
-      def = cast<BlockArgument>(next).getOwner()->getParentOp();
-    if (!def)
+    if (Operation *def = next.getDefiningOp()) {
+      operandsWithin(def);
       continue;
-    def->walk([&](Operation *nested) {
-      worklist.append(nested->operand_begin(), nested->operand_end());
-    });
+    }
+    Operation *owner = cast<BlockArgument>(next).getOwner()->getParentOp();
+    if (auto loop = dyn_cast_or_null<scf::ForOp>(owner); loop && next == loop.getInductionVar())
+      worklist.append({loop.getLowerBound(), loop.getUpperBound(), loop.getStep()});
+    else if (owner && isa<LoopLikeOpInterface>(owner))
+      operandsWithin(owner);
   }
   return false;
 }
@@ -878,15 +886,17 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   Value anyVisible = skipMask ? skipMask.getAnyVisible() : Value();
   FailureOr<SmallVector<Operation *>> visibleSlice =
       skipMask ? factSlice({anyVisible}, loop) : FailureOr<SmallVector<Operation *>>(failure());
-  // Deterministic mode: a skipped tile needs no turn of its own where the
-  // turns that add into a tile can be found from its facts; otherwise it
-  // still waits for its turn and passes it on.
-  bool skipsPassTurns = deterministic && succeeded(visibleSlice) &&
-                        !factsFollowKeyTile(loop, *visibleSlice);
   // A block summary's class is a global load per query tile, and most of a
   // packed-documents row is empty: walk the visible tiles only.
   bool readsSummary = succeeded(visibleSlice) &&
                       llvm::any_of(*visibleSlice, llvm::IsaPred<flash::BlockClassOp>);
+  // Deterministic mode: a skipped tile needs no turn of its own where the
+  // turns that add into a tile can be found from its facts; otherwise it
+  // still waits for its turn and passes it on. Facts that read a block
+  // summary keep the latter (and no walk) for now: a search over other
+  // key blocks' summary bytes has not run on a GPU yet.
+  bool skipsPassTurns = deterministic && succeeded(visibleSlice) &&
+                        (readsSummary || !factsFollowKeyTile(loop, *visibleSlice));
   if (readsSummary && !skipsPassTurns &&
       getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1))
     return lowerVisibleWalk(loop, *visibleSlice, anyVisible, lower, upper);
@@ -1036,10 +1046,6 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
   scalars.map(loop.getInductionVar(), tile);
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(), after->getArguments().drop_front(2))))
     return failure();
-  if (deterministic) {
-    awaitedTurn = turnBeforeTile(visibleSlice, anyVisible);
-    assert(awaitedTurn && "the first search lowered the same slice");
-  }
   SmallVector<Value> yielded;
   if (failed(lowerQueryTileBody(loop, yielded)))
     return failure();
