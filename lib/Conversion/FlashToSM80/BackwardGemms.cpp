@@ -14,7 +14,6 @@
 #include "SM80Emitter.h"
 
 #include "flashc/Conversion/FlashToSM80/BackwardEmitter.h"
-#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace flashc;
@@ -282,18 +281,17 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   // tells every thread), unless thread 0 alone adds the tile: then
   // addQueryGrads waits right before its reduce and passes the turn on.
   Value lock = deterministic ? lockAddress(batch, head, queryTile, columnSlice) : Value();
-  llvm::SaveAndRestore<Value> oneThread(oneThreadTurnLock,
-                                        addsQueryGradsFromOneThread() ? lock : Value());
-  if (oneThreadTurnLock)
-    lock = Value();
+  Value oneThreadLock;
+  if (lock && addsQueryGradsFromOneThread())
+    std::swap(lock, oneThreadLock);
   if (lock)
     waitForTurn(lock);
   awaitQueryGradReads();
   NVVM::Barrier0Op::create(b, loc);
   sharedReadSinceCopy = true;
   Value accumHead = queryGradAccumHead(batch, head, columnSlice);
-  addQueryGrads((*key)->smem, queryTile, accumHead,
-                f32(op.getScale().convertToFloat()));
+  addQueryGrads((*key)->smem, queryTile, accumHead, f32(op.getScale().convertToFloat()),
+                oneThreadLock);
   if (lock) {
     // Every add of this CTA is visible before the next turn's CTA may
     // start its own.
@@ -321,8 +319,9 @@ void BackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
     }
 }
 
-void BackwardEmitter::addQueryGrads(Value keys, Value queryTile,
-                                    Value accumHead, Value scale) {
+void BackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale,
+                                    Value turnLock) {
+  assert(!turnLock && "mma.sync adds dQ from every thread");
   BackwardLayout layout(config);
   int64_t rowBytes = layout.rowBytes(), scoreRowBytes = layout.scoreRowBytes();
   // dQ (Br x D/S) in m16 x n16 units, unit u = slot·warps + w.

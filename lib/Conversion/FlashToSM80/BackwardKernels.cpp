@@ -18,8 +18,8 @@
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/SaveAndRestore.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 #include <array>
 #include <limits>
@@ -733,6 +733,8 @@ Value BackwardEmitter::turnBeforeTile(ArrayRef<Operation *> visibleSlice, Value 
   // blocks, the nearest the last to add.
   Value keyTileArg = kernel.getKeyTile();
   Value ownKeyTile = lookupScalar(keyTileArg);
+  // From the loop's opaque key length, as the other per-tile indices are
+  // (OpaqueLoopValues), not one more value held across the loop.
   Value keyTiles = arith::CeilDivUIOp::create(b, loc, keyLen, i32(config.bc));
   Value nearest = nextIndexWhere(keyTileArg, visibleSlice,
                                  [&] { return lookupScalar(anyVisible); },

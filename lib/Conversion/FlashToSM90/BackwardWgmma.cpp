@@ -124,7 +124,8 @@ protected:
   SmallVector<Value> accumulateProduct(ArrayRef<Value> acc, ArrayRef<Value> scores,
                                        Value queryRows) override;
   void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
-  void addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale) override;
+  void addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale,
+                     Value turnLock) override;
   void awaitQueryGradReads() override;
   void drainQueryGrads() override;
   void completeQueryGrads() override;
@@ -142,7 +143,7 @@ private:
                               Value accumHead, Value scale);
   /// After the staging tile is complete: one bulk reduce of its rows inside
   /// N into dq_accum.
-  void issueQueryGradReduce(Value firstQuery, Value accumHead);
+  void issueQueryGradReduce(Value firstQuery, Value accumHead, Value turnLock);
   Value smemQueryGrads;
   /// dQᵀ's register nt·4 + e of unit `unit` is column d = 64u + 16(w mod 4)
   /// + g + 8·(e >= 2) of D, query 8·nt + 2t + e mod 2 of the tile: the
@@ -257,7 +258,7 @@ void WgmmaBackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
 }
 
 void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead,
-                                         Value scale) {
+                                         Value scale, Value turnLock) {
   // dQᵀ in units of 64 columns of the CTA's D/S (one panel of K each),
   // unit u computed by warpgroup u mod warpgroups().
   int64_t units = (gradColumns() + 63) / 64;
@@ -307,7 +308,7 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
     }
   }
   if (bulkQueryGrads)
-    issueQueryGradReduce(firstQuery, accumHead);
+    issueQueryGradReduce(firstQuery, accumHead, turnLock);
 }
 
 void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit,
@@ -339,7 +340,8 @@ void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value uni
   }
 }
 
-void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHead) {
+void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHead,
+                                                Value turnLock) {
   // The staged rows are read by the async proxy: fence, then publish them.
   AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
   NVVM::Barrier0Op::create(b, loc);
@@ -359,8 +361,8 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   reduce.addInput(arith::ExtUIOp::create(b, loc, b.getI32Type(),
                                          cmpI(arith::CmpIPredicate::eq, tid, i32(0))));
   // Deterministic: the tile's turn, for thread 0 alone.
-  if (oneThreadTurnLock)
-    waitForTurn(oneThreadTurnLock);
+  if (turnLock)
+    waitForTurn(turnLock);
   // Deterministic: after the acquire that gave this CTA its turn (generic
   // proxy), before the reduce (async proxy).
   reduce.emit(b, loc,
@@ -368,13 +370,13 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
                   (deterministic ? "@p fence.proxy.async.global;\n\t" : "") +
                   "@p cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], "
                   "$2;\n\t@p cp.async.bulk.commit_group;\n\t}");
-  if (oneThreadTurnLock) {
+  if (turnLock) {
     // The reduce's writes are complete and ordered before the release.
     onFirstThread([&] {
       completeQueryGrads();
       emitAsm("fence.acq_rel.gpu;");
     });
-    passTurn(oneThreadTurnLock);
+    passTurn(turnLock);
   }
 }
 

@@ -171,9 +171,13 @@ protected:
   virtual void storeScoreGrads(llvm::ArrayRef<mlir::Value> scoreGrads);
   /// After the barrier that publishes dSᵀ: adds `scale`·dS·K (the key block
   /// at `keys`) into the f32 accumulator of query tile `queryTile`, which
-  /// starts at element `accumHead` of dq_accum.
+  /// starts at element `accumHead` of dq_accum. `turnLock` (deterministic
+  /// and addsQueryGradsFromOneThread only, else null): the tile's
+  /// semaphore, which thread 0 waits for right before its add and passes on
+  /// after it.
   virtual void addQueryGrads(mlir::Value keys, mlir::Value queryTile,
-                             mlir::Value accumHead, mlir::Value scale);
+                             mlir::Value accumHead, mlir::Value scale,
+                             mlir::Value turnLock);
   /// Before the barrier that publishes dSᵀ (after which threads overwrite
   /// what the previous tile's dQ adds read): those reads are done.
   virtual void awaitQueryGradReads() {}
@@ -219,9 +223,6 @@ protected:
   /// Deterministic mode: the semaphore value the current query tile's dQ
   /// add waits for (i32; `turn` where every earlier turn adds or passes).
   mlir::Value awaitedTurn;
-  /// addsQueryGradsFromOneThread, while addQueryGrads runs: the tile's
-  /// semaphore.
-  mlir::Value oneThreadTurnLock;
   /// Stage non-uniform aux gradient adds in shared memory (stagedAddsOf).
   bool stageAuxGrads = false;
   BackwardStage stage = BackwardStage::Main;
