@@ -127,5 +127,17 @@ run examples/document.flash --shape B=1,H=4,N=3000,D=128 --bwd-block-summary --d
 run test/GPU/head-dependent-mask.flash --shape B=2,H=8,HKV=2,N=1000,D=128 --deterministic
 run test/GPU/head-dependent-mask.flash --shape B=1,H=4,HKV=1,N=3000,D=64 --deterministic
 run examples/sliding_window.flash --shape B=2,H=4,N=2000,D=64 --gemm=mma.sync --deterministic
+# --defer-turns (experimental): a tile's turn passes on at the next tile's
+# first dK/dV product, at the kernel's end, or before a skipped tile of the
+# wait-and-pass scheme waits; dense, a gap between pieces, two ballots,
+# skipped tiles that wait and pass, column slices.
+for D in 64 128; do
+  run examples/full.flash --shape "B=2,H=4,N=1000,D=$D" --deterministic --defer-turns
+  run examples/causal.flash --shape "B=1,H=2,N=5000,D=$D" --deterministic --defer-turns
+  run examples/sink_window.flash --shape "B=1,H=4,HKV=2,N=3000,D=$D" --param window=300 --deterministic --defer-turns
+  run examples/document.flash --shape "B=1,H=4,N=3000,D=$D" --deterministic --defer-turns
+done
+run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=128 --deterministic --defer-turns
+run examples/causal.flash --shape B=1,H=2,N=777,D=256 --deterministic --defer-turns
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

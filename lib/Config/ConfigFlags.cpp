@@ -92,6 +92,12 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                              "first (experimental: checked on the H200, its speed not yet "
                              "measured)"),
                     cl::cat(category)),
+      deferTurns("defer-turns",
+                 cl::desc("With --bwd --deterministic on wgmma: wait for a query tile's dQ "
+                          "turn, add the tile and pass the turn on during the CTA's next "
+                          "tile instead of at the tile's end (experimental: not yet run on "
+                          "a GPU)"),
+                 cl::cat(category)),
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "
                             "summary of the backward's tiling, so the query tiles it empties "
@@ -116,11 +122,15 @@ llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const 
 }
 
 llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) const {
-  for (const cl::opt<bool> *flag : {&deterministic, &stageAuxGrads})
+  for (const cl::opt<bool> *flag : {&deterministic, &stageAuxGrads, &deferTurns})
     if (*flag && !backward)
       return llvm::createStringError("--" + flag->ArgStr + " applies to the backward: add --bwd");
+  if (deferTurns && !deterministic)
+    return llvm::createStringError("--defer-turns applies to the deterministic backward: add "
+                                   "--deterministic");
   target.deterministic = deterministic;
   target.stageAuxGrads = stageAuxGrads;
+  target.deferTurns = deferTurns;
   return llvm::Error::success();
 }
 

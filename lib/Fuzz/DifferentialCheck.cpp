@@ -81,13 +81,16 @@ struct ParsedCase {
 
 /// PTX for `chip` at the default tile and head dim `headDim` (of the
 /// backward kernels with `backward`; `exactAuxGrads`: deterministic, aux
-/// gradients staged), assembled by `ptxas` when given.
+/// gradients staged, and on odd seeds the dQ turns deferred), assembled by
+/// `ptxas` when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
                      bool exactAuxGrads = false, int64_t headDim = 64) {
+  bool deferTurns = exactAuxGrads && c.seed % 2;
   std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
                       (headDim != 64 ? " D = " + std::to_string(headDim) : std::string()) +
-                      (exactAuxGrads ? " --deterministic --stage-aux-grads" : "");
+                      (exactAuxGrads ? " --deterministic --stage-aux-grads" : "") +
+                      (deferTurns ? " --defer-turns" : "");
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
@@ -123,6 +126,7 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
     return fail(stage, "pipeline: " + diagnostics);
   nvptx::TargetOptions target = resolved->target();
   target.deterministic = target.stageAuxGrads = exactAuxGrads;
+  target.deferTurns = deferTurns;
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);

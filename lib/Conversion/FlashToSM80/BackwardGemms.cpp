@@ -387,19 +387,22 @@ Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile, Val
 }
 
 void BackwardEmitter::waitForTurn(Value address) {
-  onFirstThread([&] {
-    emitAsm("{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
-            "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
-            "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
-            "l,r", {address, awaitedTurn});
-  });
+  onFirstThread([&] { spinForTurn(address, awaitedTurn); });
+}
+
+void BackwardEmitter::spinForTurn(Value address, Value awaited) {
+  emitAsm("{\n\t.reg .pred p;\n\t.reg .b32 v;\n"
+          "FLASHC_WAIT_${:uid}:\n\tld.global.acquire.gpu.b32 v, [$0];\n"
+          "\tsetp.ne.b32 p, v, $1;\n\t@p bra FLASHC_WAIT_${:uid};\n\t}",
+          "l,r", {address, awaited});
 }
 
 void BackwardEmitter::passTurn(Value address) {
-  onFirstThread([&] {
-    Value next = add(turn, i32(1));
-    emitAsm("st.global.release.gpu.b32 [$0], $1;", "l,r", {address, next});
-  });
+  onFirstThread([&] { releaseTurn(address); });
+}
+
+void BackwardEmitter::releaseTurn(Value address) {
+  emitAsm("st.global.release.gpu.b32 [$0], $1;", "l,r", {address, add(turn, i32(1))});
 }
 
 LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {

@@ -959,6 +959,10 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     visible = scf::IfOp::create(b, loc, ValueRange(inits).getTypes(), tileVisible,
                                 /*withElseRegion=*/true);
     b.setInsertionPointToStart(visible.elseBlock());
+    // The turns still owed go first: the next turn's CTA may be waiting
+    // for them, and this one may now wait at every skipped tile.
+    if (skipsPassTurns)
+      settleDeferredTurns();
     if (skipsPassTurns)
       for (auto add : loop.getBody()->getOps<flash::QueryGradAddOp>()) {
         Value batch = lookupScalar(add.getBatch()),

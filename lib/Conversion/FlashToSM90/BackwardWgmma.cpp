@@ -57,8 +57,10 @@ namespace {
 /// Byte offsets of the wgmma backward's shared memory (see the file
 /// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
 struct WgmmaBackwardLayout {
-  WgmmaBackwardLayout(const KernelConfig &config, int64_t stages, bool stagesQueryGrads)
+  WgmmaBackwardLayout(const KernelConfig &config, int64_t stages, bool stagesQueryGrads,
+                      bool defersTurns = false)
       : config(config), stages(stages), stagesQueryGrads(stagesQueryGrads),
+        defersTurns(defersTurns),
         gradColumns(config.headDim / config::backwardColumnSlices(config.headDim)) {}
   int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
   int64_t keyOffset() const { return 0; }
@@ -73,25 +75,35 @@ struct WgmmaBackwardLayout {
   /// the tile).
   int64_t queryGradRowBytes() const { return gradColumns * 4; }
   int64_t queryGradOffset() const { return scoreGradOffset() + config.bc * config.br * 2; }
-  int64_t sharedBytes() const {
-    return queryGradOffset() + (stagesQueryGrads ? config.br * queryGradRowBytes() : 0) + 1024;
+  /// Deferred turns: thread 0's record of the tiles it owes
+  /// (WgmmaBackwardEmitter::DeferredSlot).
+  int64_t deferredTurnOffset() const {
+    return llvm::alignTo(
+        queryGradOffset() + (stagesQueryGrads ? config.br * queryGradRowBytes() : 0), 8);
   }
+  int64_t sharedBytes() const { return deferredTurnOffset() + (defersTurns ? 32 : 0) + 1024; }
 
   const KernelConfig &config;
   int64_t stages;
   bool stagesQueryGrads;
+  bool defersTurns;
   int64_t gradColumns;
 };
 
 class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
 public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
-                       gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads)
+                       gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads,
+                       bool deferTurns)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
         bulkQueryGrads(config.headDim % 4 == 0 &&
-                       llvm::alignTo(WgmmaBackwardLayout(config, 2, true).sharedBytes(), 16) +
+                       llvm::alignTo(WgmmaBackwardLayout(config, 2, true,
+                                                         deferTurns && deterministic)
+                                         .sharedBytes(),
+                                     16) +
                                rowStatBytes(2) + stagingBytes() <=
-                           kMaxSharedBytes) {
+                           kMaxSharedBytes),
+        defersTurns(deferTurns && deterministic && bulkQueryGrads) {
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
@@ -107,7 +119,7 @@ public:
 protected:
   void assignSharedBuffers() override;
   int64_t mainSharedBytes(int64_t stages) const override {
-    return WgmmaBackwardLayout(config, stages, bulkQueryGrads).sharedBytes();
+    return WgmmaBackwardLayout(config, stages, bulkQueryGrads, defersTurns).sharedBytes();
   }
   int64_t queryStageBytes() const override {
     return WgmmaBackwardLayout(config, 1, false).stageBytes();
@@ -130,6 +142,7 @@ protected:
   void drainQueryGrads() override;
   void completeQueryGrads() override;
   bool addsQueryGradsFromOneThread() const override { return deterministic && bulkQueryGrads; }
+  void settleDeferredTurns() override;
 
 private:
   /// dQ leaves through shared memory, one cp.reduce.async.bulk per query
@@ -137,6 +150,14 @@ private:
   /// fits beside two query stages. In deterministic mode the reduce is
   /// complete before the tile's semaphore passes the turn on.
   const bool bulkQueryGrads;
+  /// Deterministic mode with bulk dQ (--defer-turns, experimental): thread
+  /// 0 neither waits for a tile's turn nor for its reduce at the tile's
+  /// end; it records the staged tile and, during the next tile's first
+  /// dK/dV product, passes on the turn of the tile added before (its
+  /// reduce has had a tile to complete) and adds the staged one if its
+  /// turn has come; if not, it waits for the turn before the barrier after
+  /// which the staging tile is written again.
+  const bool defersTurns;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
   void reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit, Value firstQuery,
@@ -145,6 +166,29 @@ private:
   /// N into dq_accum.
   void issueQueryGradReduce(Value firstQuery, Value accumHead, Value turnLock);
   Value smemQueryGrads;
+  /// defersTurns: thread 0's record in shared memory (only it reads and
+  /// writes it): the semaphore of the tile added but whose turn is not yet
+  /// passed on, and the tile staged but not yet added (its semaphore, the
+  /// reduce's destination and bytes, the turn it waits for). A semaphore of
+  /// 0 is no tile.
+  enum DeferredSlot : int64_t {
+    AddedLock = 0,
+    StagedLock = 8,
+    StagedDestination = 16,
+    StagedBytes = 24,
+    StagedTurn = 28
+  };
+  Value smemDeferredTurns;
+  Value deferredSlot(DeferredSlot slot) { return gepBytes(smemDeferredTurns, i32(slot)); }
+  /// Whether this tile's body has settled the previous tiles' turns (at its
+  /// first dK/dV product).
+  bool settledThisTile = false;
+  /// Thread 0, defersTurns: passes on the added tile's turn once its reduce
+  /// is complete.
+  void passAddedTurn();
+  /// Thread 0, defersTurns: adds the staged tile, once its turn has come
+  /// (`wait`) or if it has (otherwise).
+  void addStagedTile(bool wait);
   /// dQᵀ's register nt·4 + e of unit `unit` is column d = 64u + 16(w mod 4)
   /// + g + 8·(e >= 2) of D, query 8·nt + 2t + e mod 2 of the tile: the
   /// column of e < 2 (i32).
@@ -185,6 +229,14 @@ void WgmmaBackwardEmitter::assignSharedBuffers() {
   smemDO = gepBytes(base, i32(layout.outputGradOffset()));
   smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
   smemQueryGrads = gepBytes(base, i32(layout.queryGradOffset()));
+  if (defersTurns) {
+    // No tile owed yet.
+    smemDeferredTurns = gepBytes(base, i32(layout.deferredTurnOffset()));
+    onFirstThread([&] {
+      for (DeferredSlot slot : {AddedLock, StagedLock})
+        LLVM::StoreOp::create(b, loc, i64(0), deferredSlot(slot), 8);
+    });
+  }
 }
 
 SmallVector<Value> WgmmaBackwardEmitter::issueTransposedProduct(Value keyRows,
@@ -222,7 +274,18 @@ SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
   }
   // The packed operands stay tied until the wait: the wgmmas read them.
   regs.append(packed.begin(), packed.end());
-  regs = wgmma::wait(*this, 0, wgmma::commit(*this, regs));
+  regs = wgmma::commit(*this, regs);
+  // defersTurns: while this product runs, the tile added at the last
+  // tile's settling (its reduce has had a tile to complete) passes its turn
+  // on, and the last tile is added if its turn has come.
+  if (defersTurns && !settledThisTile) {
+    onFirstThread([&] {
+      passAddedTurn();
+      addStagedTile(/*wait=*/false);
+    });
+    settledThisTile = true;
+  }
+  regs = wgmma::wait(*this, 0, regs);
   regs.resize(acc.size());
   return regs;
 }
@@ -353,6 +416,23 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   Value rows = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
                                       i32(config.br));
   Value first = add(accumHead, mul(toI64(firstQuery), i64(gradColumns())));
+  if (turnLock && defersTurns) {
+    // Recorded for the next tile's first dK/dV product (or the settling
+    // before a skipped tile's wait, or the CTA's end).
+    onFirstThread([&] {
+      auto store = [&](Value value, DeferredSlot slot, int64_t bytes) {
+        LLVM::StoreOp::create(b, loc, value, deferredSlot(slot), bytes);
+      };
+      store(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
+                                     gepElements(queryGradAccumPtr, first, b.getF32Type())),
+            StagedDestination, 8);
+      store(mul(rows, i32(gradColumns() * 4)), StagedBytes, 4);
+      store(awaitedTurn, StagedTurn, 4);
+      store(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), turnLock), StagedLock, 8);
+    });
+    settledThisTile = false;
+    return;
+  }
   AsmCall reduce;
   reduce.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                            gepElements(queryGradAccumPtr, first, b.getF32Type())));
@@ -380,7 +460,69 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   }
 }
 
+void WgmmaBackwardEmitter::passAddedTurn() {
+  Value added = LLVM::LoadOp::create(b, loc, b.getI64Type(), deferredSlot(AddedLock), 8);
+  auto any = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ne, added, i64(0)),
+                               /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(any.thenBlock()->getTerminator());
+  // The reduce's writes are complete and ordered before the release.
+  completeQueryGrads();
+  emitAsm("fence.acq_rel.gpu;");
+  releaseTurn(added);
+  LLVM::StoreOp::create(b, loc, i64(0), deferredSlot(AddedLock), 8);
+}
+
+void WgmmaBackwardEmitter::addStagedTile(bool wait) {
+  Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
+  Value staged = LLVM::LoadOp::create(b, loc, i64Type, deferredSlot(StagedLock), 8);
+  auto any = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ne, staged, i64(0)),
+                               /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(any.thenBlock()->getTerminator());
+  Value turn = LLVM::LoadOp::create(b, loc, i32Type, deferredSlot(StagedTurn), 4);
+  if (wait) {
+    spinForTurn(staged, turn);
+  } else {
+    Value seen = emitAsmValue(i32Type, "ld.global.acquire.gpu.b32 $0, [$1];", "=r,l", {staged});
+    auto come = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, seen, turn),
+                                  /*withElseRegion=*/false);
+    b.setInsertionPoint(come.thenBlock()->getTerminator());
+  }
+  // After the acquire that gave this CTA its turn (generic proxy), before
+  // the reduce (async proxy). Only the tile added before may be in flight:
+  // its turn was passed on, so it is complete.
+  emitAsm("fence.proxy.async.global;\n\t"
+          "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
+          "cp.async.bulk.commit_group;",
+          "l,l,r",
+          {LLVM::LoadOp::create(b, loc, i64Type, deferredSlot(StagedDestination), 8),
+           addressOf(smemQueryGrads),
+           LLVM::LoadOp::create(b, loc, i32Type, deferredSlot(StagedBytes), 4)});
+  LLVM::StoreOp::create(b, loc, staged, deferredSlot(AddedLock), 8);
+  LLVM::StoreOp::create(b, loc, i64(0), deferredSlot(StagedLock), 8);
+}
+
+void WgmmaBackwardEmitter::settleDeferredTurns() {
+  if (!defersTurns)
+    return;
+  onFirstThread([&] {
+    passAddedTurn();
+    addStagedTile(/*wait=*/true);
+    passAddedTurn();
+  });
+}
+
 void WgmmaBackwardEmitter::awaitQueryGradReads() {
+  // defersTurns: a tile still staged is added before the staging tile is
+  // written again (after the barrier that follows).
+  if (defersTurns)
+    onFirstThread([&] {
+      // A body without a dK/dV product before its dQ add has not settled.
+      if (!settledThisTile)
+        passAddedTurn();
+      addStagedTile(/*wait=*/true);
+    });
   if (bulkQueryGrads)
     AsmCall().emit(b, loc, "cp.async.bulk.wait_group.read 0;");
 }
@@ -393,7 +535,9 @@ void WgmmaBackwardEmitter::completeQueryGrads() {
 }
 
 void WgmmaBackwardEmitter::drainQueryGrads() {
-  if (bulkQueryGrads)
+  if (defersTurns)
+    settleDeferredTurns();
+  else if (bulkQueryGrads)
     AsmCall().emit(b, loc, "cp.async.bulk.wait_group 0;");
 }
 
@@ -420,12 +564,12 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
 }
 
 LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
-                                         bool stageAuxGrads) {
+                                         bool stageAuxGrads, bool deferTurns) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
         return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule, deterministic,
-                                                      stageAuxGrads);
+                                                      stageAuxGrads, deferTurns);
       });
 }

@@ -153,7 +153,8 @@ struct ConvertFlashToSM90Pass
         return nullptr;
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
-    if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads)) ||
+    if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads,
+                                               deferTurns)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

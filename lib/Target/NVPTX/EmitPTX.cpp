@@ -85,6 +85,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.persistentWithTensors = options.persistentWithTensors;
     sm90.deterministic = options.deterministic;
     sm90.stageAuxGrads = options.stageAuxGrads;
+    sm90.deferTurns = options.deferTurns;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;

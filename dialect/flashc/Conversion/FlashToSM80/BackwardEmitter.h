@@ -174,7 +174,8 @@ protected:
   /// starts at element `accumHead` of dq_accum. `turnLock` (deterministic
   /// and addsQueryGradsFromOneThread only, else null): the tile's
   /// semaphore, which thread 0 waits for right before its add and passes on
-  /// after it.
+  /// after it (with deferred turns, during the next tile:
+  /// settleDeferredTurns).
   virtual void addQueryGrads(mlir::Value keys, mlir::Value queryTile,
                              mlir::Value accumHead, mlir::Value scale,
                              mlir::Value turnLock);
@@ -192,6 +193,10 @@ protected:
   /// computed and staged, right before the reduce, and passes the turn on
   /// itself once the reduce is complete, without a CTA barrier.
   virtual bool addsQueryGradsFromOneThread() const { return false; }
+  /// Deterministic mode with deferred turns (--defer-turns): thread 0 adds
+  /// the tile it has staged but not added (once it is the tile's turn) and
+  /// passes on every turn it owes, each once its add is complete.
+  virtual void settleDeferredTurns() {}
 
   flash::BackwardKernelOp kernel;
   std::string pass;
@@ -475,6 +480,10 @@ protected:
                           mlir::Value queryTile, mlir::Value slice);
   void waitForTurn(mlir::Value address);
   void passTurn(mlir::Value address);
+  /// waitForTurn's and passTurn's loop and store, for a caller already on
+  /// thread 0 alone; the loop waits for `awaited`.
+  void spinForTurn(mlir::Value address, mlir::Value awaited);
+  void releaseTurn(mlir::Value address);
   /// red.global.add.f32 [address], value where `predicate` (i1) holds.
   void atomicAdd(mlir::Value address, mlir::Value value, mlir::Value predicate);
   /// Adds `value` to an aux gradient where `predicate` holds: red.add.f32 at

@@ -24,9 +24,11 @@ namespace sm90 {
 /// Lowers every flash.backward_kernel of `module` to its three kernels, the
 /// main one on wgmma (lib/Conversion/FlashToSM90/BackwardWgmma.cpp), with
 /// their #flash.launch. `deterministic`: dQ adds in key-block order;
-/// `stageAuxGrads`: aux gradient adds staged per tile in shared memory.
+/// `stageAuxGrads`: aux gradient adds staged per tile in shared memory;
+/// `deferTurns` (with `deterministic`): a tile's dQ turn passes on at the
+/// next tile.
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
-                                         bool stageAuxGrads = false);
+                                         bool stageAuxGrads = false, bool deferTurns = false);
 } // namespace sm90
 
 } // namespace flashc

@@ -104,6 +104,11 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "Backward kernels: sum a tile's non-uniform aux gradient adds in "
            "shared memory first (one global add per entry; not yet validated "
            "on a GPU, hence off by default)">,
+    Option<"deferTurns", "defer-turns", "bool", /*default=*/"false",
+           "Deterministic backward kernels with bulk dQ adds: thread 0 waits "
+           "for a query tile's turn, adds the tile and passes the turn on "
+           "during its next tile's first dK/dV product instead of at the "
+           "tile's end (not yet run on a GPU, hence off by default)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

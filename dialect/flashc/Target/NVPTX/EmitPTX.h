@@ -176,6 +176,9 @@ struct TargetOptions {
   /// Backward kernels: a tile's non-uniform aux gradient adds summed in
   /// shared memory first (off until validated on a GPU).
   bool stageAuxGrads = false;
+  /// Deterministic wgmma backward: a tile's dQ turn passes on at the next
+  /// tile (off until validated on a GPU).
+  bool deferTurns = false;
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the
