@@ -8,7 +8,8 @@
 #   FLASH_RUN=path/to/flash-run bench/deterministic.sh [OUTDIR]
 #
 # MODES (default "default det det-defer"): default = no flag, det =
-# --deterministic, det-defer = --deterministic --defer-turns. CASES:
+# --deterministic, det-defer = --deterministic --defer-turns, writer =
+# --dq-writer, det-writer = --deterministic --dq-writer. CASES:
 # ';'-separated "D:N:example[:extra flash-run args]" (bf16, B·N = 16384,
 # H·D = 2048; causal takes --causal so TFLOP/s halve).
 set -uo pipefail
@@ -31,6 +32,8 @@ for c in "${cases[@]}"; do
       default) flags= ;;
       det) flags=--deterministic ;;
       det-defer) flags="--deterministic --defer-turns" ;;
+      writer) flags=--dq-writer ;;
+      det-writer) flags="--deterministic --dq-writer" ;;
       *) echo "unknown mode $mode" >&2; exit 2 ;;
     esac
     echo "[$mode] $example D=$D N=$N" >&2

@@ -139,5 +139,19 @@ for D in 64 128; do
 done
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=128 --deterministic --defer-turns
 run examples/causal.flash --shape B=1,H=2,N=777,D=256 --deterministic --defer-turns
+# --dq-writer (experimental): a warpgroup beside the body's two whose warp
+# adds the staged dQ tiles (setmaxnreg 24 / 240, named barriers 1-3), with
+# and without --deterministic; one partial tile, GQA, skipped tiles that
+# wait and pass, column slices, a tile the writer never sees (N = 1).
+for det in "" --deterministic; do
+  run examples/full.flash --shape B=2,H=4,N=1000,D=128 --dq-writer $det
+  run examples/causal.flash --shape B=1,H=2,N=5000,D=128 --dq-writer $det
+  run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,D=128 --param window=300 --dq-writer $det
+  run examples/document.flash --shape B=1,H=4,N=3000,D=128 --dq-writer $det
+  run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=96 --dq-writer $det
+  run examples/causal.flash --shape B=1,H=2,N=777,D=256 --dq-writer $det
+  run examples/relative_bias.flash --shape B=1,H=2,N=300,D=128 --dq-writer $det
+done
+run examples/full.flash --shape B=2,H=2,N=1,M=700,D=128 --dq-writer
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -98,6 +98,12 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                           "tile instead of at the tile's end (experimental: not yet run on "
                           "a GPU)"),
                  cl::cat(category)),
+      queryGradWriter("dq-writer",
+                      cl::desc("With --bwd on wgmma (two or more warpgroups, dQ added by bulk "
+                               "reduce): a warpgroup beside them whose warp adds the staged dQ "
+                               "tiles, with --deterministic also waiting for and passing on "
+                               "their turns (experimental: not yet run on a GPU)"),
+                      cl::cat(category)),
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "
                             "summary of the backward's tiling, so the query tiles it empties "
@@ -122,7 +128,8 @@ llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const 
 }
 
 llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) const {
-  for (const cl::opt<bool> *flag : {&deterministic, &stageAuxGrads, &deferTurns})
+  for (const cl::opt<bool> *flag :
+       {&deterministic, &stageAuxGrads, &deferTurns, &queryGradWriter})
     if (*flag && !backward)
       return llvm::createStringError("--" + flag->ArgStr + " applies to the backward: add --bwd");
   if (deferTurns && !deterministic)
@@ -131,6 +138,7 @@ llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) co
   target.deterministic = deterministic;
   target.stageAuxGrads = stageAuxGrads;
   target.deferTurns = deferTurns;
+  target.queryGradWriter = queryGradWriter;
   return llvm::Error::success();
 }
 

@@ -81,16 +81,19 @@ struct ParsedCase {
 
 /// PTX for `chip` at the default tile and head dim `headDim` (of the
 /// backward kernels with `backward`; `exactAuxGrads`: deterministic, aux
-/// gradients staged, and on odd seeds the dQ turns deferred), assembled by
-/// `ptxas` when given.
+/// gradients staged, and on odd seeds the dQ turns deferred; a backward
+/// on every fourth seed takes the dQ writer warp), assembled by `ptxas`
+/// when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
                      bool exactAuxGrads = false, int64_t headDim = 64) {
   bool deferTurns = exactAuxGrads && c.seed % 2;
+  bool queryGradWriter = backward && c.seed % 4 == 2;
   std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
                       (headDim != 64 ? " D = " + std::to_string(headDim) : std::string()) +
                       (exactAuxGrads ? " --deterministic --stage-aux-grads" : "") +
-                      (deferTurns ? " --defer-turns" : "");
+                      (deferTurns ? " --defer-turns" : "") +
+                      (queryGradWriter ? " --dq-writer" : "");
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
@@ -127,6 +130,7 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   nvptx::TargetOptions target = resolved->target();
   target.deterministic = target.stageAuxGrads = exactAuxGrads;
   target.deferTurns = deferTurns;
+  target.queryGradWriter = queryGradWriter;
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);

@@ -49,6 +49,7 @@ struct BackwardFlags {
   llvm::cl::opt<bool> deterministic;
   llvm::cl::opt<bool> stageAuxGrads;
   llvm::cl::opt<bool> deferTurns;
+  llvm::cl::opt<bool> queryGradWriter;
   llvm::cl::opt<bool> blockSummary;
   llvm::cl::opt<std::string> tile;
 

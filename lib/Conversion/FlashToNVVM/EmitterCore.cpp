@@ -152,6 +152,18 @@ void EmitterCore::emitAsm(StringRef text, StringRef constraints, ValueRange oper
   emitAsmValue(Type(), text, constraints, operands);
 }
 
+void EmitterCore::syncNamedBarrier(int64_t id, int64_t threads) {
+  LLVM::CallIntrinsicOp::create(b, loc,
+                                b.getStringAttr("llvm.nvvm.barrier.cta.sync.aligned.count"),
+                                ValueRange{i32(id), i32(threads)});
+}
+
+void EmitterCore::arriveAtNamedBarrier(int64_t id, int64_t threads) {
+  LLVM::CallIntrinsicOp::create(b, loc,
+                                b.getStringAttr("llvm.nvvm.barrier.cta.arrive.aligned.count"),
+                                ValueRange{i32(id), i32(threads)});
+}
+
 void EmitterCore::onFirstThread(llvm::function_ref<void()> body) {
   OpBuilder::InsertionGuard guard(b);
   auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),

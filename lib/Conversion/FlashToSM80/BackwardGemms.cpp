@@ -287,7 +287,7 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   if (lock)
     waitForTurn(lock);
   awaitQueryGradReads();
-  NVVM::Barrier0Op::create(b, loc);
+  syncBodyThreads();
   sharedReadSinceCopy = true;
   Value accumHead = queryGradAccumHead(batch, head, columnSlice);
   addQueryGrads((*key)->smem, queryTile, accumHead, f32(op.getScale().convertToFloat()),
@@ -297,7 +297,7 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
     // start its own.
     completeQueryGrads();
     emitAsm("fence.acq_rel.gpu;");
-    NVVM::Barrier0Op::create(b, loc);
+    syncBodyThreads();
     passTurn(lock);
   }
   return success();

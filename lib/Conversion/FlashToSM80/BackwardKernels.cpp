@@ -73,6 +73,18 @@ int64_t BackwardEmitter::threadsOf(BackwardStage s) const {
   llvm_unreachable("unknown stage");
 }
 
+int64_t BackwardEmitter::launchThreadsOf(BackwardStage s) const {
+  return threadsOf(s) + (s == BackwardStage::Main ? auxiliaryThreads() : 0);
+}
+
+void BackwardEmitter::syncBodyThreads() {
+  if (!auxiliaryThreads()) {
+    NVVM::Barrier0Op::create(b, loc);
+    return;
+  }
+  syncNamedBarrier(1, threadsOf(BackwardStage::Main));
+}
+
 int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
   return s == BackwardStage::Main
              ? llvm::alignTo(mainSharedBytes(queryStages()), 16) +
@@ -131,7 +143,7 @@ void BackwardEmitter::emitFunction(StringRef name) {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(
       NVVM::NVVMDialect::getReqntidAttrName(),
-      b.getDenseI32ArrayAttr({static_cast<int32_t>(threadsOf(stage)), 1, 1}));
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(launchThreadsOf(stage)), 1, 1}));
   for (unsigned i = 0; i < argTypes.size(); ++i)
     if (argTypes[i] == globalPtr)
       func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
@@ -196,7 +208,7 @@ flash::LaunchAttr BackwardEmitter::launchAttr(BackwardStage which) {
     return kernel.emitOpError()
            << passName() << ": internal error: invalid launch facts: ";
   };
-  int64_t threads = threadsOf(which);
+  int64_t threads = launchThreadsOf(which);
   return flash::LaunchAttr::getChecked(
       emitError, kernel.getContext(), gemmKind(), grid, threads,
       sharedBytesOf(which), config.br, config.bc, config.headDim, threads / 32,
@@ -505,6 +517,7 @@ LogicalResult BackwardEmitter::emitConvert() {
 LogicalResult BackwardEmitter::emitMain() {
   Type i32Type = b.getI32Type();
   assignSharedBuffers();
+  splitBodyThreads();
   int64_t rowStatOffset = llvm::alignTo(mainSharedBytes(queryStages()), 16);
   smemRowStats = gepBytes(sharedMemoryBase(/*alignment=*/16), i32(rowStatOffset));
   if (hasStagedAdds()) {
@@ -867,7 +880,7 @@ void BackwardEmitter::prefetchIntoOtherStage(
     prefetchedStatBuffers[stat] = rowStatBuffer(slot, stage);
   // Every thread is past the previous tile's GEMMs, which read the other
   // stage (and dSᵀ).
-  NVVM::Barrier0Op::create(b, loc);
+  syncBodyThreads();
   sharedReadSinceCopy = false;
   auto [next, copied] = nextTile();
   issueRowCopies(prefetch, next, nextStage, copied);
@@ -922,7 +935,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   SmallVector<Operation *> prefetch = prefetchableCopies(loop);
   if (!prefetch.empty()) {
     // An earlier loop's GEMMs may still read the stage.
-    NVVM::Barrier0Op::create(b, loc);
+    syncBodyThreads();
     issueRowCopies(prefetch, lower, arith::AndIOp::create(b, loc, lower, i32(1)),
                    copiesTile(lower));
   }
@@ -1023,7 +1036,7 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
   SmallVector<Operation *> prefetch = prefetchableCopies(loop);
   if (!prefetch.empty()) {
     // An earlier loop's GEMMs may still read the stage.
-    NVVM::Barrier0Op::create(b, loc);
+    syncBodyThreads();
     issueRowCopies(prefetch, first, i32(0), cmpI(arith::CmpIPredicate::slt, first, upper));
   }
 
@@ -1108,7 +1121,7 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
     value.smem = stage;
   } else {
     if (!keyRows && sharedReadSinceCopy) {
-      NVVM::Barrier0Op::create(b, loc);
+      syncBodyThreads();
       sharedReadSinceCopy = false;
     }
     // This copy is the newest group: the next wait is for every group.
@@ -1137,7 +1150,7 @@ void BackwardEmitter::acquireCopies() {
   // The prefetch of the next tile stays in flight.
   NVVM::CpAsyncWaitGroupOp::create(b, loc, groupsInFlight);
   fenceSharedWrites();
-  NVVM::Barrier0Op::create(b, loc);
+  syncBodyThreads();
   copiesPending = false;
 }
 
@@ -1418,7 +1431,7 @@ void BackwardEmitter::reduceStagedBounds() {
       LLVM::StoreOp::create(b, loc, highest, gepBytes(slot, i32(8)), 8);
     }
   }
-  NVVM::Barrier0Op::create(b, loc);
+  syncBodyThreads();
   for (auto [index, entry] : llvm::enumerate(stagedAdds)) {
     StagedAdd &staged = entry.second;
     Value lowest = i64(std::numeric_limits<int64_t>::max());
@@ -1443,7 +1456,7 @@ void BackwardEmitter::reduceStagedBounds() {
 
 void BackwardEmitter::flushStagedAdds() {
   // Every staged add has landed in shared memory.
-  NVVM::Barrier0Op::create(b, loc);
+  syncBodyThreads();
   Value threads = i32(threadsOf(BackwardStage::Main));
   for (auto &[op, staged] : stagedAdds) {
     auto add = cast<flash::AuxGradAddOp>(op);

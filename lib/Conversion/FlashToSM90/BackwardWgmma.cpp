@@ -40,6 +40,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "InlineAsm.h"
+#include "SM90Emitter.h"
 #include "Wgmma.h"
 
 #include "flashc/Config/KernelRules.h"
@@ -58,9 +59,9 @@ namespace {
 /// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
 struct WgmmaBackwardLayout {
   WgmmaBackwardLayout(const KernelConfig &config, int64_t stages, bool stagesQueryGrads,
-                      bool defersTurns = false)
+                      bool recordsTiles = false)
       : config(config), stages(stages), stagesQueryGrads(stagesQueryGrads),
-        defersTurns(defersTurns),
+        recordsTiles(recordsTiles),
         gradColumns(config.headDim / config::backwardColumnSlices(config.headDim)) {}
   int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
   int64_t keyOffset() const { return 0; }
@@ -75,18 +76,18 @@ struct WgmmaBackwardLayout {
   /// the tile).
   int64_t queryGradRowBytes() const { return gradColumns * 4; }
   int64_t queryGradOffset() const { return scoreGradOffset() + config.bc * config.br * 2; }
-  /// Deferred turns: thread 0's record of the tiles it owes
-  /// (WgmmaBackwardEmitter::DeferredSlot).
-  int64_t deferredTurnOffset() const {
+  /// Deferred turns or the dQ writer: the record of staged dQ tiles
+  /// (WgmmaBackwardEmitter::RecordSlot, 40 bytes).
+  int64_t tileRecordOffset() const {
     return llvm::alignTo(
         queryGradOffset() + (stagesQueryGrads ? config.br * queryGradRowBytes() : 0), 8);
   }
-  int64_t sharedBytes() const { return deferredTurnOffset() + (defersTurns ? 32 : 0) + 1024; }
+  int64_t sharedBytes() const { return tileRecordOffset() + (recordsTiles ? 40 : 0) + 1024; }
 
   const KernelConfig &config;
   int64_t stages;
   bool stagesQueryGrads;
-  bool defersTurns;
+  bool recordsTiles;
   int64_t gradColumns;
 };
 
@@ -94,16 +95,18 @@ class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
 public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
                        gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads,
-                       bool deferTurns)
+                       bool deferTurns, bool queryGradWriter)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
-        bulkQueryGrads(config.headDim % 4 == 0 &&
-                       llvm::alignTo(WgmmaBackwardLayout(config, 2, true,
-                                                         deferTurns && deterministic)
-                                         .sharedBytes(),
-                                     16) +
-                               rowStatBytes(2) + stagingBytes() <=
-                           kMaxSharedBytes),
-        defersTurns(deferTurns && deterministic && bulkQueryGrads) {
+        bulkQueryGrads(
+            config.headDim % 4 == 0 &&
+            llvm::alignTo(WgmmaBackwardLayout(config, 2, true,
+                                              (deferTurns && deterministic) || queryGradWriter)
+                              .sharedBytes(),
+                          16) +
+                    rowStatBytes(2) + stagingBytes() <=
+                kMaxSharedBytes),
+        writesQueryGradsFromWarp(queryGradWriter && bulkQueryGrads && warpgroups() >= 2),
+        defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp) {
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
@@ -119,7 +122,9 @@ public:
 protected:
   void assignSharedBuffers() override;
   int64_t mainSharedBytes(int64_t stages) const override {
-    return WgmmaBackwardLayout(config, stages, bulkQueryGrads, defersTurns).sharedBytes();
+    return WgmmaBackwardLayout(config, stages, bulkQueryGrads,
+                               defersTurns || writesQueryGradsFromWarp)
+        .sharedBytes();
   }
   int64_t queryStageBytes() const override {
     return WgmmaBackwardLayout(config, 1, false).stageBytes();
@@ -143,6 +148,8 @@ protected:
   void completeQueryGrads() override;
   bool addsQueryGradsFromOneThread() const override { return deterministic && bulkQueryGrads; }
   void settleDeferredTurns() override;
+  int64_t auxiliaryThreads() const override { return writesQueryGradsFromWarp ? 128 : 0; }
+  void splitBodyThreads() override;
 
 private:
   /// dQ leaves through shared memory, one cp.reduce.async.bulk per query
@@ -150,6 +157,15 @@ private:
   /// fits beside two query stages. In deterministic mode the reduce is
   /// complete before the tile's semaphore passes the turn on.
   const bool bulkQueryGrads;
+  /// --dq-writer (experimental; bulk dQ, two or more warpgroups): a fourth
+  /// warpgroup joins the CTA at 24 registers (the others take 240), and
+  /// one of its warps adds the staged dQ tiles, taking the turn wait, the
+  /// reduce and, in deterministic mode, the wait for its completion and
+  /// the release off the body's threads. They hand it each staged tile by
+  /// a record and named barrier 2 (bar.arrive: they do not wait), and wait
+  /// at named barrier 3 before they write the staging tile again, which
+  /// the writer arrives at once the reduce has read it.
+  const bool writesQueryGradsFromWarp;
   /// Deterministic mode with bulk dQ (--defer-turns, experimental): thread
   /// 0 neither waits for a tile's turn nor for its reduce at the tile's
   /// end; it records the staged tile and, during the next tile's first
@@ -166,23 +182,36 @@ private:
   /// N into dq_accum.
   void issueQueryGradReduce(Value firstQuery, Value accumHead, Value turnLock);
   Value smemQueryGrads;
-  /// defersTurns: thread 0's record in shared memory (only it reads and
-  /// writes it): the semaphore of the tile added but whose turn is not yet
-  /// passed on, and the tile staged but not yet added (its semaphore, the
-  /// reduce's destination and bytes, the turn it waits for). A semaphore of
-  /// 0 is no tile.
-  enum DeferredSlot : int64_t {
-    AddedLock = 0,
-    StagedLock = 8,
-    StagedDestination = 16,
-    StagedBytes = 24,
-    StagedTurn = 28
+  /// The record of staged dQ tiles in shared memory, written by thread 0:
+  /// the staged tile (its semaphore, 0 for none or outside deterministic
+  /// mode; the reduce's destination and bytes; the turn it waits for and
+  /// the one it passes on) and, for defersTurns (only thread 0 reads it
+  /// then), the semaphore of the tile added whose turn is not yet passed
+  /// on. The dQ writer reads the staged tile; Bytes < 0 ends its loop.
+  enum RecordSlot : int64_t {
+    StagedLock = 0,
+    StagedDestination = 8,
+    StagedBytes = 16,
+    StagedTurn = 20,
+    ReleasedTurn = 24,
+    AddedLock = 32
   };
-  Value smemDeferredTurns;
-  Value deferredSlot(DeferredSlot slot) { return gepBytes(smemDeferredTurns, i32(slot)); }
+  Value smemTileRecord;
+  Value recordSlot(RecordSlot slot) { return gepBytes(smemTileRecord, i32(slot)); }
   /// Whether this tile's body has settled the previous tiles' turns (at its
   /// first dK/dV product).
   bool settledThisTile = false;
+  /// The named barriers between the body's threads and the writer warp.
+  void syncWithWriter(int64_t id, bool wait) {
+    int64_t threads = threadsOf(sm80::BackwardStage::Main) + 32;
+    if (wait)
+      syncNamedBarrier(id, threads);
+    else
+      arriveAtNamedBarrier(id, threads);
+  }
+  static constexpr int64_t kStagedBarrier = 2, kStagingFreeBarrier = 3;
+  /// The writer warp's loop (the first warp past the body's threads).
+  void writeQueryGrads();
   /// Thread 0, defersTurns: passes on the added tile's turn once its reduce
   /// is complete.
   void passAddedTurn();
@@ -229,12 +258,13 @@ void WgmmaBackwardEmitter::assignSharedBuffers() {
   smemDO = gepBytes(base, i32(layout.outputGradOffset()));
   smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
   smemQueryGrads = gepBytes(base, i32(layout.queryGradOffset()));
+  if (defersTurns || writesQueryGradsFromWarp)
+    smemTileRecord = gepBytes(base, i32(layout.tileRecordOffset()));
   if (defersTurns) {
     // No tile owed yet.
-    smemDeferredTurns = gepBytes(base, i32(layout.deferredTurnOffset()));
     onFirstThread([&] {
-      for (DeferredSlot slot : {AddedLock, StagedLock})
-        LLVM::StoreOp::create(b, loc, i64(0), deferredSlot(slot), 8);
+      for (RecordSlot slot : {AddedLock, StagedLock})
+        LLVM::StoreOp::create(b, loc, i64(0), recordSlot(slot), 8);
     });
   }
 }
@@ -405,9 +435,11 @@ void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value uni
 
 void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHead,
                                                 Value turnLock) {
-  // The staged rows are read by the async proxy: fence, then publish them.
+  // The staged rows are read by the async proxy: fence, then publish them
+  // (to the writer warp: at the hand-over below).
   AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
-  NVVM::Barrier0Op::create(b, loc);
+  if (!writesQueryGradsFromWarp)
+    syncBodyThreads();
   // Rows firstQuery.. of (b, h) follow each other in dq_accum, as in the
   // staging tile: thread 0 adds the rows inside N with one reduce. Its
   // group is waited for before the next tile's barrier that publishes dSᵀ
@@ -416,21 +448,31 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   Value rows = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
                                       i32(config.br));
   Value first = add(accumHead, mul(toI64(firstQuery), i64(gradColumns())));
-  if (turnLock && defersTurns) {
-    // Recorded for the next tile's first dK/dV product (or the settling
-    // before a skipped tile's wait, or the CTA's end).
+  if (writesQueryGradsFromWarp || (turnLock && defersTurns)) {
+    // The tile is added by the writer warp, which takes it at barrier 2,
+    // or (defersTurns) by thread 0 during the next tile's first dK/dV
+    // product (or the settling before a skipped tile's wait, or the CTA's
+    // end).
     onFirstThread([&] {
-      auto store = [&](Value value, DeferredSlot slot, int64_t bytes) {
-        LLVM::StoreOp::create(b, loc, value, deferredSlot(slot), bytes);
+      auto store = [&](Value value, RecordSlot slot, int64_t bytes) {
+        LLVM::StoreOp::create(b, loc, value, recordSlot(slot), bytes);
       };
       store(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                      gepElements(queryGradAccumPtr, first, b.getF32Type())),
             StagedDestination, 8);
       store(mul(rows, i32(gradColumns() * 4)), StagedBytes, 4);
-      store(awaitedTurn, StagedTurn, 4);
-      store(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), turnLock), StagedLock, 8);
+      store(turnLock ? LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), turnLock).getResult()
+                     : i64(0),
+            StagedLock, 8);
+      store(turnLock ? awaitedTurn : i32(0), StagedTurn, 4);
+      // (Thread 0 itself passes the turn on under defersTurns.)
+      if (writesQueryGradsFromWarp)
+        store(turnLock ? add(turn, i32(1)) : i32(0), ReleasedTurn, 4);
     });
-    settledThisTile = false;
+    if (writesQueryGradsFromWarp)
+      syncWithWriter(kStagedBarrier, /*wait=*/false);
+    else
+      settledThisTile = false;
     return;
   }
   AsmCall reduce;
@@ -461,7 +503,7 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
 }
 
 void WgmmaBackwardEmitter::passAddedTurn() {
-  Value added = LLVM::LoadOp::create(b, loc, b.getI64Type(), deferredSlot(AddedLock), 8);
+  Value added = LLVM::LoadOp::create(b, loc, b.getI64Type(), recordSlot(AddedLock), 8);
   auto any = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ne, added, i64(0)),
                                /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
@@ -470,17 +512,17 @@ void WgmmaBackwardEmitter::passAddedTurn() {
   completeQueryGrads();
   emitAsm("fence.acq_rel.gpu;");
   releaseTurn(added);
-  LLVM::StoreOp::create(b, loc, i64(0), deferredSlot(AddedLock), 8);
+  LLVM::StoreOp::create(b, loc, i64(0), recordSlot(AddedLock), 8);
 }
 
 void WgmmaBackwardEmitter::addStagedTile(bool wait) {
   Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
-  Value staged = LLVM::LoadOp::create(b, loc, i64Type, deferredSlot(StagedLock), 8);
+  Value staged = LLVM::LoadOp::create(b, loc, i64Type, recordSlot(StagedLock), 8);
   auto any = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ne, staged, i64(0)),
                                /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(any.thenBlock()->getTerminator());
-  Value turn = LLVM::LoadOp::create(b, loc, i32Type, deferredSlot(StagedTurn), 4);
+  Value turn = LLVM::LoadOp::create(b, loc, i32Type, recordSlot(StagedTurn), 4);
   if (wait) {
     spinForTurn(staged, turn);
   } else {
@@ -496,11 +538,11 @@ void WgmmaBackwardEmitter::addStagedTile(bool wait) {
           "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
           "cp.async.bulk.commit_group;",
           "l,l,r",
-          {LLVM::LoadOp::create(b, loc, i64Type, deferredSlot(StagedDestination), 8),
+          {LLVM::LoadOp::create(b, loc, i64Type, recordSlot(StagedDestination), 8),
            addressOf(smemQueryGrads),
-           LLVM::LoadOp::create(b, loc, i32Type, deferredSlot(StagedBytes), 4)});
-  LLVM::StoreOp::create(b, loc, staged, deferredSlot(AddedLock), 8);
-  LLVM::StoreOp::create(b, loc, i64(0), deferredSlot(StagedLock), 8);
+           LLVM::LoadOp::create(b, loc, i32Type, recordSlot(StagedBytes), 4)});
+  LLVM::StoreOp::create(b, loc, staged, recordSlot(AddedLock), 8);
+  LLVM::StoreOp::create(b, loc, i64(0), recordSlot(StagedLock), 8);
 }
 
 void WgmmaBackwardEmitter::settleDeferredTurns() {
@@ -513,7 +555,79 @@ void WgmmaBackwardEmitter::settleDeferredTurns() {
   });
 }
 
+void WgmmaBackwardEmitter::splitBodyThreads() {
+  if (!writesQueryGradsFromWarp)
+    return;
+  int64_t bodyThreads = threadsOf(sm80::BackwardStage::Main);
+  sm90::splitWarpgroups(b, loc, func, tid, launchThreadsOf(sm80::BackwardStage::Main),
+                        bodyThreads, /*producerRegisters=*/24, [&] {
+                          // The warpgroup's other three warps have nothing to do.
+                          auto writer = scf::IfOp::create(
+                              b, loc, cmpI(arith::CmpIPredicate::ult, tid, i32(bodyThreads + 32)),
+                              /*withElseRegion=*/false);
+                          OpBuilder::InsertionGuard guard(b);
+                          b.setInsertionPoint(writer.thenBlock()->getTerminator());
+                          writeQueryGrads();
+                        });
+}
+
+void WgmmaBackwardEmitter::writeQueryGrads() {
+  Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
+  Value isFirst = cmpI(arith::CmpIPredicate::eq, tid, i32(threadsOf(sm80::BackwardStage::Main)));
+  auto load = [&](Type type, RecordSlot slot, int64_t bytes) -> Value {
+    return LLVM::LoadOp::create(b, loc, type, recordSlot(slot), bytes);
+  };
+  auto onFirst = [&](function_ref<void()> body) {
+    auto first = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    body();
+  };
+  // The staging tile starts free.
+  syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{i32Type}, ValueRange{i32(0)});
+  OpBuilder::InsertionGuard guard(b);
+  b.createBlock(&loop.getBefore(), {}, {i32Type}, {loc});
+  // A tile is staged (or the body is done: Bytes < 0).
+  syncWithWriter(kStagedBarrier, /*wait=*/true);
+  Value bytes = load(i32Type, StagedBytes, 4);
+  scf::ConditionOp::create(b, loc, cmpI(arith::CmpIPredicate::sge, bytes, i32(0)),
+                           ValueRange{bytes});
+  Block *after = b.createBlock(&loop.getAfter(), {}, {i32Type}, {loc});
+  // Read before the staging tile is freed: the body then writes the next
+  // record.
+  Value lock = load(i64Type, StagedLock, 8), destination = load(i64Type, StagedDestination, 8);
+  Value awaited = load(i32Type, StagedTurn, 4),
+        released = load(i32Type, ReleasedTurn, 4);
+  onFirst([&] {
+    if (deterministic)
+      spinForTurn(lock, awaited);
+    // Deterministic: after the acquire (generic proxy), before the reduce
+    // (async proxy).
+    emitAsm(std::string(deterministic ? "fence.proxy.async.global;\n\t" : "") +
+                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
+                "cp.async.bulk.commit_group;\n\tcp.async.bulk.wait_group.read 0;",
+            "l,l,r", {destination, addressOf(smemQueryGrads), after->getArgument(0)});
+  });
+  syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
+  if (deterministic)
+    onFirst([&] {
+      // The reduce's writes are complete and ordered before the release.
+      completeQueryGrads();
+      emitAsm("fence.acq_rel.gpu;\n\tst.global.release.gpu.b32 [$0], $1;", "l,r",
+              {lock, released});
+    });
+  scf::YieldOp::create(b, loc, ValueRange{i32(0)});
+  b.setInsertionPointAfter(loop);
+  onFirst([&] { emitAsm("cp.async.bulk.wait_group 0;"); });
+}
+
 void WgmmaBackwardEmitter::awaitQueryGradReads() {
+  if (writesQueryGradsFromWarp) {
+    // The writer has read the last tile staged.
+    syncWithWriter(kStagingFreeBarrier, /*wait=*/true);
+    return;
+  }
   // defersTurns: a tile still staged is added before the staging tile is
   // written again (after the barrier that follows).
   if (defersTurns)
@@ -535,6 +649,16 @@ void WgmmaBackwardEmitter::completeQueryGrads() {
 }
 
 void WgmmaBackwardEmitter::drainQueryGrads() {
+  if (writesQueryGradsFromWarp) {
+    // Once the writer has taken the last tile: the record that ends its
+    // loop.
+    syncWithWriter(kStagingFreeBarrier, /*wait=*/true);
+    onFirstThread([&] {
+      LLVM::StoreOp::create(b, loc, i32(-1), recordSlot(StagedBytes), 4);
+    });
+    syncWithWriter(kStagedBarrier, /*wait=*/false);
+    return;
+  }
   if (defersTurns)
     settleDeferredTurns();
   else if (bulkQueryGrads)
@@ -564,12 +688,13 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
 }
 
 LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
-                                         bool stageAuxGrads, bool deferTurns) {
+                                         bool stageAuxGrads, bool deferTurns,
+                                         bool queryGradWriter) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
         return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule, deterministic,
-                                                      stageAuxGrads, deferTurns);
+                                                      stageAuxGrads, deferTurns, queryGradWriter);
       });
 }

@@ -22,6 +22,16 @@
 
 namespace flashc::sm90 {
 
+/// Splits the CTA at `b`'s insertion point (a kernel's top level): threads
+/// from `consumerThreads` on give registers back down to
+/// `producerRegisters` (setmaxnreg.dec), run `producerWork` and return;
+/// the others go on with what that freed, at most 240 each. Caps the
+/// kernel at 64K / `threads` registers (nvvm.maxnreg, which setmaxnreg
+/// needs).
+void splitWarpgroups(mlir::OpBuilder &b, mlir::Location loc, mlir::LLVM::LLVMFuncOp func,
+                     mlir::Value tid, int64_t threads, int64_t consumerThreads,
+                     int64_t producerRegisters, llvm::function_ref<void()> producerWork);
+
 /// What the Hopper kernel adds to the shared configuration, and its
 /// shared-memory layout: Q, the K buffers, the V buffers, then the
 /// mbarriers, from a 1024-byte-aligned base (the kernel rounds its base up:

@@ -103,25 +103,33 @@ int64_t SM90Emitter::producerRegisters() const {
 }
 
 void SM90Emitter::splitWarpgroups(function_ref<void()> producerWork) {
-  int64_t entryRegisters = std::min<int64_t>(kRegisterFile / config.numThreads, 255) / 8 * 8;
+  sm90::splitWarpgroups(b, loc, func, tid, config.numThreads, hopper.consumerThreads(),
+                        producerRegisters(), producerWork);
+}
+
+void sm90::splitWarpgroups(OpBuilder &b, Location loc, LLVM::LLVMFuncOp func, Value tid,
+                           int64_t threads, int64_t consumerThreads, int64_t producerRegisters,
+                           function_ref<void()> producerWork) {
+  int64_t entryRegisters = std::min<int64_t>(kRegisterFile / threads, 255) / 8 * 8;
   // setmaxnreg.inc takes registers from what the CTA was launched with
   // (entry cap x threads), not from the whole register file: asking for
   // more than the producer gave back blocks the consumers for ever.
-  int64_t consumerRegisters = std::min(
-      kMaxConsumerRegisters,
-      (entryRegisters * config.numThreads - producerRegisters() * 128) /
-          hopper.consumerThreads() / 8 * 8);
+  int64_t consumerRegisters =
+      std::min(kMaxConsumerRegisters,
+               (entryRegisters * threads - producerRegisters * (threads - consumerThreads)) /
+                   consumerThreads / 8 * 8);
   func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(entryRegisters));
 
   Region *body = b.getInsertionBlock()->getParent();
   auto *producer = new Block(), *consumer = new Block();
   body->push_back(producer);
   body->push_back(consumer);
-  Value isProducer = cmpI(arith::CmpIPredicate::uge, tid, i32(hopper.consumerThreads()));
+  Value isProducer = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, tid,
+                                           arith::ConstantIntOp::create(b, loc, consumerThreads, 32));
   LLVM::CondBrOp::create(b, loc, isProducer, producer, ValueRange{}, consumer, ValueRange{});
 
   b.setInsertionPointToStart(producer);
-  setMaxRegisters(b, loc, "dec", producerRegisters());
+  setMaxRegisters(b, loc, "dec", producerRegisters);
   producerWork();
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 

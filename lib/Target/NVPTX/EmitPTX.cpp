@@ -86,6 +86,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.deterministic = options.deterministic;
     sm90.stageAuxGrads = options.stageAuxGrads;
     sm90.deferTurns = options.deferTurns;
+    sm90.queryGradWriter = options.queryGradWriter;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;

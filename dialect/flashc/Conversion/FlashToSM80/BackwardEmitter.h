@@ -126,7 +126,11 @@ public:
                                   BackwardStage stage);
   mlir::LLVM::LLVMFuncOp getFunc() { return func; }
 
+  /// The threads that run `stage`'s body (the main kernel's walk, copies
+  /// and GEMMs).
   int64_t threadsOf(BackwardStage stage) const;
+  /// Its block size: the body's threads and any beside them.
+  int64_t launchThreadsOf(BackwardStage stage) const;
   /// Copies of the Q and dO buffers: two (the next query tile's copies
   /// overlap this one's GEMMs) where they fit in shared memory, else one.
   int64_t queryStages() const;
@@ -197,6 +201,15 @@ protected:
   /// the tile it has staged but not added (once it is the tile's turn) and
   /// passes on every turn it owes, each once its add is complete.
   virtual void settleDeferredTurns() {}
+  /// Main kernel: threads launched beside the body's (threadsOf), which
+  /// splitBodyThreads sends elsewhere before the body starts.
+  virtual int64_t auxiliaryThreads() const { return 0; }
+  /// Main kernel, before the body: the auxiliary threads leave for their
+  /// own work.
+  virtual void splitBodyThreads() {}
+  /// The barrier of the body's threads: barrier 0, or named barrier 1 over
+  /// them where auxiliary threads run beside.
+  void syncBodyThreads();
 
   flash::BackwardKernelOp kernel;
   std::string pass;

@@ -25,10 +25,12 @@ namespace sm90 {
 /// main one on wgmma (lib/Conversion/FlashToSM90/BackwardWgmma.cpp), with
 /// their #flash.launch. `deterministic`: dQ adds in key-block order;
 /// `stageAuxGrads`: aux gradient adds staged per tile in shared memory;
-/// `deferTurns` (with `deterministic`): a tile's dQ turn passes on at the
-/// next tile.
+/// `deferTurns` (with `deterministic`): a tile's dQ is added and its turn
+/// passed on during the next tile; `queryGradWriter`: a warp beside the
+/// body's adds the staged dQ tiles.
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
-                                         bool stageAuxGrads = false, bool deferTurns = false);
+                                         bool stageAuxGrads = false, bool deferTurns = false,
+                                         bool queryGradWriter = false);
 } // namespace sm90
 
 } // namespace flashc

@@ -179,6 +179,9 @@ struct TargetOptions {
   /// Deterministic wgmma backward: a tile's dQ turn passes on at the next
   /// tile (off until validated on a GPU).
   bool deferTurns = false;
+  /// wgmma backward: a warp beside the body's adds the staged dQ tiles (off
+  /// until validated on a GPU).
+  bool queryGradWriter = false;
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the
