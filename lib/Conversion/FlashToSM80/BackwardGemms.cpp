@@ -398,11 +398,10 @@ void BackwardEmitter::spinForTurn(Value address, Value awaited) {
 }
 
 void BackwardEmitter::passTurn(Value address) {
-  onFirstThread([&] { releaseTurn(address); });
-}
-
-void BackwardEmitter::releaseTurn(Value address) {
-  emitAsm("st.global.release.gpu.b32 [$0], $1;", "l,r", {address, add(turn, i32(1))});
+  onFirstThread([&] {
+    Value next = add(turn, i32(1));
+    emitAsm("st.global.release.gpu.b32 [$0], $1;", "l,r", {address, next});
+  });
 }
 
 LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {

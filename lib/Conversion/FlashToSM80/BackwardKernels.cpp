@@ -974,9 +974,8 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     b.setInsertionPointToStart(visible.elseBlock());
     // The turns still owed go first: the next turn's CTA may be waiting
     // for them, and this one may now wait at every skipped tile.
-    if (skipsPassTurns)
+    if (skipsPassTurns) {
       settleDeferredTurns();
-    if (skipsPassTurns)
       for (auto add : loop.getBody()->getOps<flash::QueryGradAddOp>()) {
         Value batch = lookupScalar(add.getBatch()),
               head = lookupScalar(add.getHead()),
@@ -989,6 +988,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
         waitForTurn(address);
         passTurn(address);
       }
+    }
     scf::YieldOp::create(b, loc, newLoop.getRegionIterArgs());
     b.setInsertionPointToStart(visible.thenBlock());
   }

@@ -215,6 +215,15 @@ private:
   /// Thread 0, defersTurns: passes on the added tile's turn once its reduce
   /// is complete.
   void passAddedTurn();
+  /// One thread (thread 0 or the writer's first): adds `bytes` of the
+  /// staging tile at `destination` by one bulk reduce; `afterAcquire`: the
+  /// turn was just acquired (generic proxy), so the reduce (async proxy)
+  /// is fenced behind it; `awaitRead`: waits until the reduce has read the
+  /// tile.
+  void reduceStagedTile(Value destination, Value bytes, bool afterAcquire, bool awaitRead);
+  /// The same thread, once its reduces are complete: sets `lock` to
+  /// `next`, passing the turn on.
+  void passTurnOnceAdded(Value lock, Value next);
   /// Thread 0, defersTurns: adds the staged tile, once its turn has come
   /// (`wait`) or if it has (otherwise).
   void addStagedTile(bool wait);
@@ -508,11 +517,23 @@ void WgmmaBackwardEmitter::passAddedTurn() {
                                /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(any.thenBlock()->getTerminator());
-  // The reduce's writes are complete and ordered before the release.
-  completeQueryGrads();
-  emitAsm("fence.acq_rel.gpu;");
-  releaseTurn(added);
+  passTurnOnceAdded(added, add(turn, i32(1)));
   LLVM::StoreOp::create(b, loc, i64(0), recordSlot(AddedLock), 8);
+}
+
+void WgmmaBackwardEmitter::reduceStagedTile(Value destination, Value bytes, bool afterAcquire,
+                                            bool awaitRead) {
+  emitAsm(std::string(afterAcquire ? "fence.proxy.async.global;\n\t" : "") +
+              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
+              "cp.async.bulk.commit_group;" +
+              (awaitRead ? "\n\tcp.async.bulk.wait_group.read 0;" : ""),
+          "l,l,r", {destination, addressOf(smemQueryGrads), bytes});
+}
+
+void WgmmaBackwardEmitter::passTurnOnceAdded(Value lock, Value next) {
+  // The reduces' writes are complete and ordered before the release.
+  completeQueryGrads();
+  emitAsm("fence.acq_rel.gpu;\n\tst.global.release.gpu.b32 [$0], $1;", "l,r", {lock, next});
 }
 
 void WgmmaBackwardEmitter::addStagedTile(bool wait) {
@@ -522,25 +543,20 @@ void WgmmaBackwardEmitter::addStagedTile(bool wait) {
                                /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(any.thenBlock()->getTerminator());
-  Value turn = LLVM::LoadOp::create(b, loc, i32Type, recordSlot(StagedTurn), 4);
+  Value awaited = LLVM::LoadOp::create(b, loc, i32Type, recordSlot(StagedTurn), 4);
   if (wait) {
-    spinForTurn(staged, turn);
+    spinForTurn(staged, awaited);
   } else {
     Value seen = emitAsmValue(i32Type, "ld.global.acquire.gpu.b32 $0, [$1];", "=r,l", {staged});
-    auto come = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, seen, turn),
+    auto come = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, seen, awaited),
                                   /*withElseRegion=*/false);
     b.setInsertionPoint(come.thenBlock()->getTerminator());
   }
-  // After the acquire that gave this CTA its turn (generic proxy), before
-  // the reduce (async proxy). Only the tile added before may be in flight:
-  // its turn was passed on, so it is complete.
-  emitAsm("fence.proxy.async.global;\n\t"
-          "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
-          "cp.async.bulk.commit_group;",
-          "l,l,r",
-          {LLVM::LoadOp::create(b, loc, i64Type, recordSlot(StagedDestination), 8),
-           addressOf(smemQueryGrads),
-           LLVM::LoadOp::create(b, loc, i32Type, recordSlot(StagedBytes), 4)});
+  // Only the tile added before may be in flight: its turn was passed on,
+  // so it is complete.
+  reduceStagedTile(LLVM::LoadOp::create(b, loc, i64Type, recordSlot(StagedDestination), 8),
+                   LLVM::LoadOp::create(b, loc, i32Type, recordSlot(StagedBytes), 4),
+                   /*afterAcquire=*/true, /*awaitRead=*/false);
   LLVM::StoreOp::create(b, loc, staged, recordSlot(AddedLock), 8);
   LLVM::StoreOp::create(b, loc, i64(0), recordSlot(StagedLock), 8);
 }
@@ -602,21 +618,12 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
   onFirst([&] {
     if (deterministic)
       spinForTurn(lock, awaited);
-    // Deterministic: after the acquire (generic proxy), before the reduce
-    // (async proxy).
-    emitAsm(std::string(deterministic ? "fence.proxy.async.global;\n\t" : "") +
-                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
-                "cp.async.bulk.commit_group;\n\tcp.async.bulk.wait_group.read 0;",
-            "l,l,r", {destination, addressOf(smemQueryGrads), after->getArgument(0)});
+    reduceStagedTile(destination, after->getArgument(0), /*afterAcquire=*/deterministic,
+                     /*awaitRead=*/true);
   });
   syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
   if (deterministic)
-    onFirst([&] {
-      // The reduce's writes are complete and ordered before the release.
-      completeQueryGrads();
-      emitAsm("fence.acq_rel.gpu;\n\tst.global.release.gpu.b32 [$0], $1;", "l,r",
-              {lock, released});
-    });
+    onFirst([&] { passTurnOnceAdded(lock, released); });
   scf::YieldOp::create(b, loc, ValueRange{i32(0)});
   b.setInsertionPointAfter(loop);
   onFirst([&] { emitAsm("cp.async.bulk.wait_group 0;"); });

@@ -493,10 +493,9 @@ protected:
                           mlir::Value queryTile, mlir::Value slice);
   void waitForTurn(mlir::Value address);
   void passTurn(mlir::Value address);
-  /// waitForTurn's and passTurn's loop and store, for a caller already on
-  /// thread 0 alone; the loop waits for `awaited`.
+  /// waitForTurn's loop, for a caller already on one thread alone: waits
+  /// until the semaphore at `address` reads `awaited`.
   void spinForTurn(mlir::Value address, mlir::Value awaited);
-  void releaseTurn(mlir::Value address);
   /// red.global.add.f32 [address], value where `predicate` (i1) holds.
   void atomicAdd(mlir::Value address, mlir::Value value, mlir::Value predicate);
   /// Adds `value` to an aux gradient where `predicate` holds: red.add.f32 at
