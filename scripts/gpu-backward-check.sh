@@ -127,7 +127,7 @@ run examples/document.flash --shape B=1,H=4,N=3000,D=128 --bwd-block-summary --d
 run test/GPU/head-dependent-mask.flash --shape B=2,H=8,HKV=2,N=1000,D=128 --deterministic
 run test/GPU/head-dependent-mask.flash --shape B=1,H=4,HKV=1,N=3000,D=64 --deterministic
 run examples/sliding_window.flash --shape B=2,H=4,N=2000,D=64 --gemm=mma.sync --deterministic
-# --defer-turns (experimental): a tile's turn passes on at the next tile's
+# --defer-turns (experimental, --dq-writer=false): a tile's turn passes on at the next tile's
 # first dK/dV product, at the kernel's end, or before a skipped tile of the
 # wait-and-pass scheme waits; dense, a gap between pieces, two ballots,
 # skipped tiles that wait and pass, column slices.
@@ -139,7 +139,7 @@ for D in 64 128; do
 done
 run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=128 --deterministic --defer-turns
 run examples/causal.flash --shape B=1,H=2,N=777,D=256 --deterministic --defer-turns
-# --dq-writer (experimental): a warpgroup beside the body's two whose warp
+# --dq-writer (the deterministic default at D >= 96): a warpgroup beside the body's two whose warp
 # adds the staged dQ tiles (setmaxnreg 24 / 240, named barriers 1-3), with
 # and without --deterministic; one partial tile, GQA, skipped tiles that
 # wait and pass, column slices, a tile the writer never sees (N = 1).
@@ -153,5 +153,10 @@ for det in "" --deterministic; do
   run examples/relative_bias.flash --shape B=1,H=2,N=300,D=128 --dq-writer $det
 done
 run examples/full.flash --shape B=2,H=2,N=1,M=700,D=128 --dq-writer
+# The deterministic body's own adds (what --deterministic took before the
+# writer became its default at D >= 96).
+run examples/full.flash --shape B=2,H=4,N=1000,D=128 --deterministic --dq-writer=false
+run examples/causal.flash --shape B=1,H=2,N=5000,D=128 --deterministic --dq-writer=false
+run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,D=128 --param window=300 --deterministic --dq-writer=false
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -108,13 +108,14 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "Deterministic backward kernels with bulk dQ adds: thread 0 waits "
            "for a query tile's turn, adds the tile and passes the turn on "
            "during its next tile's first dK/dV product instead of at the "
-           "tile's end (not yet run on a GPU, hence off by default)">,
+           "tile's end (experimental: correct on the H100, slower than "
+           "dq-writer)">,
     Option<"queryGradWriter", "dq-writer", "bool", /*default=*/"false",
-           "Backward kernels with bulk dQ adds and two or more warpgroups: a "
-           "fourth warpgroup at 24 registers (setmaxnreg; the others take "
+           "Backward kernels with bulk dQ adds and two or more warpgroups: one "
+           "more warpgroup at 24 registers (setmaxnreg; the others take "
            "240) whose first warp adds the staged dQ tiles and, in "
-           "deterministic mode, waits for and passes on their turns (not yet "
-           "run on a GPU, hence off by default)">,
+           "deterministic mode, waits for and passes on their turns (flashc "
+           "turns it on with --deterministic)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

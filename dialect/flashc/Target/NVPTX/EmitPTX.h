@@ -177,10 +177,10 @@ struct TargetOptions {
   /// shared memory first (off until validated on a GPU).
   bool stageAuxGrads = false;
   /// Deterministic wgmma backward: a tile's dQ turn passes on at the next
-  /// tile (off until validated on a GPU).
+  /// tile (experimental: slower than the writer).
   bool deferTurns = false;
-  /// wgmma backward: a warp beside the body's adds the staged dQ tiles (off
-  /// until validated on a GPU).
+  /// wgmma backward: a warp beside the body's adds the staged dQ tiles
+  /// (flashc's --deterministic turns it on; it buys nothing without).
   bool queryGradWriter = false;
 };
 
