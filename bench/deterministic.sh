@@ -7,9 +7,11 @@
 #
 #   FLASH_RUN=path/to/flash-run bench/deterministic.sh [OUTDIR]
 #
-# MODES (default "default det det-defer"): default = no flag, det =
+# MODES (default "default det det-own rotate"): default = no flag, det =
 # --deterministic, det-defer = --deterministic --defer-turns, writer =
-# --dq-writer, det-writer = --deterministic --dq-writer. CASES:
+# --dq-writer, det-writer = --deterministic --dq-writer (what --deterministic
+# takes at D >= 96), det-own = --deterministic --dq-writer=false, rotate =
+# --bwd-rotate-tiles. CASES:
 # ';'-separated "D:N:example[:extra flash-run args]" (bf16, B·N = 16384,
 # H·D = 2048; causal takes --causal so TFLOP/s halve).
 set -uo pipefail
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 FLASH_RUN=${FLASH_RUN:-flash-run}
 OUT=${1:-bench/results/deterministic}
 ITERS=${ITERS:-12}
-MODES=${MODES:-default det det-defer}
+MODES=${MODES:-default det det-own rotate}
 CASES=${CASES:-128:4096:causal;128:4096:full;128:16384:causal;128:16384:full;128:16384:sliding_window:--param window=1024;128:16384:document;64:16384:causal;64:16384:full}
 mkdir -p "$OUT"
 csv=$OUT/deterministic.csv
@@ -34,6 +36,8 @@ for c in "${cases[@]}"; do
       det-defer) flags="--deterministic --defer-turns" ;;
       writer) flags=--dq-writer ;;
       det-writer) flags="--deterministic --dq-writer" ;;
+      det-own) flags="--deterministic --dq-writer=false" ;;
+      rotate) flags=--bwd-rotate-tiles ;;
       *) echo "unknown mode $mode" >&2; exit 2 ;;
     esac
     echo "[$mode] $example D=$D N=$N" >&2

@@ -158,5 +158,20 @@ run examples/full.flash --shape B=2,H=2,N=1,M=700,D=128 --dq-writer
 run examples/full.flash --shape B=2,H=4,N=1000,D=128 --deterministic --dq-writer=false
 run examples/causal.flash --shape B=1,H=2,N=5000,D=128 --deterministic --dq-writer=false
 run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,D=128 --param window=300 --deterministic --dq-writer=false
+# --bwd-rotate-tiles (experimental): each key block's walk starts at its
+# own query tile and wraps; dense, causal (the walk starts at the
+# diagonal), a window, GQA, M < N, D = 64/256, a classified mask's skipped
+# tiles, aux gradients, the writer.
+for D in 64 128; do
+  for f in full causal sliding_window prefix_lm alibi; do
+    run examples/$f.flash --shape "B=2,H=4,N=1000,D=$D" --bwd-rotate-tiles
+  done
+done
+run examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=128 --bwd-rotate-tiles
+run examples/full.flash --shape B=1,H=4,HKV=2,N=700,M=300,D=64 --bwd-rotate-tiles
+run examples/causal.flash --shape B=1,H=2,N=777,D=256 --bwd-rotate-tiles
+run examples/sink_window.flash --shape B=1,H=4,HKV=2,N=3000,D=128 --param window=300 --bwd-rotate-tiles
+run examples/full.flash --shape B=2,H=4,N=1000,D=128 --dq-writer --bwd-rotate-tiles
+run test/GPU/aux-grads.flash --variant two_tables --shape B=2,H=4,N=500,D=128 --bwd-rotate-tiles
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

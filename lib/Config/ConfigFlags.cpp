@@ -105,6 +105,13 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                                "their turns (default: on with --deterministic, where it "
                                "applies; --dq-writer=false turns it off)"),
                       cl::cat(category)),
+      rotateQueryTiles(
+          "bwd-rotate-tiles",
+          cl::desc("With --bwd on wgmma, without --deterministic: each key block's walk over "
+                   "the query tiles starts at a tile of its own (key block x Bc/Br) and "
+                   "wraps, so the CTAs of one head do not add into the same dQ tile at "
+                   "once (experimental: not yet run on a GPU)"),
+          cl::cat(category)),
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "
                             "summary of the backward's tiling, so the query tiles it empties "
@@ -130,7 +137,7 @@ llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const 
 
 llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) const {
   for (const cl::opt<bool> *flag :
-       {&deterministic, &stageAuxGrads, &deferTurns, &queryGradWriter})
+       {&deterministic, &stageAuxGrads, &deferTurns, &queryGradWriter, &rotateQueryTiles})
     if (*flag && !backward)
       return llvm::createStringError("--" + flag->ArgStr + " applies to the backward: add --bwd");
   if (deferTurns && !deterministic)
@@ -139,6 +146,10 @@ llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) co
   if (deferTurns && queryGradWriter)
     return llvm::createStringError("--defer-turns and --dq-writer exclude each other: the "
                                    "writer already takes the turns off the body's barriers");
+  if (rotateQueryTiles && deterministic)
+    return llvm::createStringError("--bwd-rotate-tiles does not apply to --deterministic: "
+                                   "the dQ turns fix the order of the query tiles");
+  target.rotateQueryTiles = rotateQueryTiles;
   target.deterministic = deterministic;
   target.stageAuxGrads = stageAuxGrads;
   target.deferTurns = deferTurns;

@@ -82,18 +82,21 @@ struct ParsedCase {
 /// PTX for `chip` at the default tile and head dim `headDim` (of the
 /// backward kernels with `backward`; `exactAuxGrads`: deterministic, aux
 /// gradients staged, and on odd seeds the dQ turns deferred; a backward
-/// on every fourth seed takes the dQ writer warp), assembled by `ptxas`
+/// on every fourth seed takes the dQ writer warp, and on another fourth
+/// the rotated query-tile walk), assembled by `ptxas`
 /// when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
                      bool exactAuxGrads = false, int64_t headDim = 64) {
   bool deferTurns = exactAuxGrads && c.seed % 2;
   bool queryGradWriter = backward && c.seed % 4 == 2;
+  bool rotateQueryTiles = backward && !exactAuxGrads && c.seed % 4 == 3;
   std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
                       (headDim != 64 ? " D = " + std::to_string(headDim) : std::string()) +
                       (exactAuxGrads ? " --deterministic --stage-aux-grads" : "") +
                       (deferTurns ? " --defer-turns" : "") +
-                      (queryGradWriter ? " --dq-writer" : "");
+                      (queryGradWriter ? " --dq-writer" : "") +
+                      (rotateQueryTiles ? " --bwd-rotate-tiles" : "");
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
@@ -131,6 +134,7 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   target.deterministic = target.stageAuxGrads = exactAuxGrads;
   target.deferTurns = deferTurns;
   target.queryGradWriter = queryGradWriter;
+  target.rotateQueryTiles = rotateQueryTiles;
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);

@@ -915,10 +915,29 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   if (readsSummary && !skipsPassTurns &&
       getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1))
     return lowerVisibleWalk(loop, *visibleSlice, anyVisible, lower, upper);
-  // Whether query tile `tile` (>= lower) of the walk is copied: before
-  // `upper` and, for a classified mask, not empty.
-  auto copiesTile = [&](Value tile) -> Value {
-    Value inside = cmpI(arith::CmpIPredicate::slt, tile, upper);
+  // The loop's ordinal o in [lower, upper) visits tile
+  // lower + (o - lower + rotation) mod (upper - lower); the rotation spaces
+  // the key blocks of one head (which start together) Bc/Br tiles apart.
+  Value rotation, span;
+  if (rotatesQueryTiles && lookupScalar(kernel.getKeyTile()) &&
+      getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1)) {
+    span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, upper, lower), i32(1));
+    rotation = arith::RemUIOp::create(
+        b, loc,
+        mul(lookupScalar(kernel.getKeyTile()), i32(std::max<int64_t>(1, config.bc / config.br))),
+        span);
+  }
+  auto tileAt = [&](Value ordinal) -> Value {
+    if (!rotation)
+      return ordinal;
+    Value offset = add(arith::SubIOp::create(b, loc, ordinal, lower), rotation);
+    return add(lower, arith::RemUIOp::create(b, loc, offset, span));
+  };
+  // Whether the tile of ordinal `ordinal` (>= lower) is copied: the ordinal
+  // is before `upper` and, for a classified mask, the tile not empty.
+  auto copiesTile = [&](Value ordinal) -> Value {
+    Value inside = cmpI(arith::CmpIPredicate::slt, ordinal, upper);
+    Value tile = tileAt(ordinal);
     if (failed(visibleSlice))
       return inside;
     // The tile after the last would read past its summary row (past the
@@ -936,7 +955,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   if (!prefetch.empty()) {
     // An earlier loop's GEMMs may still read the stage.
     syncBodyThreads();
-    issueRowCopies(prefetch, lower, arith::AndIOp::create(b, loc, lower, i32(1)),
+    issueRowCopies(prefetch, tileAt(lower), arith::AndIOp::create(b, loc, lower, i32(1)),
                    copiesTile(lower));
   }
 
@@ -947,13 +966,14 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   b.setInsertionPointToStart(newLoop.getBody());
   Value iv = newLoop.getInductionVar();
   OpaqueLoopValues opaque(*this);
-  // Tile t is in stage t mod 2.
+  // The tile of ordinal o is in stage o mod 2.
   if (!prefetch.empty())
     prefetchIntoOtherStage(prefetch, iv, [&] {
       Value next = add(iv, i32(1));
-      return std::make_pair(next, copiesTile(next));
+      Value copied = copiesTile(next);
+      return std::make_pair(tileAt(next), copied);
     });
-  scalars.map(loop.getInductionVar(), iv);
+  scalars.map(loop.getInductionVar(), tileAt(iv));
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(),
                           newLoop.getRegionIterArgs())))
     return failure();

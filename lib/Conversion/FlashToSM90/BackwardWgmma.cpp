@@ -95,7 +95,7 @@ class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
 public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
                        gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads,
-                       bool deferTurns, bool queryGradWriter)
+                       bool deferTurns, bool queryGradWriter, bool rotateQueryTiles)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
         bulkQueryGrads(
             config.headDim % 4 == 0 &&
@@ -107,6 +107,7 @@ public:
                 kMaxSharedBytes),
         writesQueryGradsFromWarp(queryGradWriter && bulkQueryGrads && warpgroups() >= 2),
         defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp) {
+    rotatesQueryTiles = rotateQueryTiles && !deterministic;
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
@@ -696,12 +697,13 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
 
 LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
                                          bool stageAuxGrads, bool deferTurns,
-                                         bool queryGradWriter) {
+                                         bool queryGradWriter, bool rotateQueryTiles) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
         return std::make_unique<WgmmaBackwardEmitter>(kernel, config, gpuModule, deterministic,
-                                                      stageAuxGrads, deferTurns, queryGradWriter);
+                                                      stageAuxGrads, deferTurns, queryGradWriter,
+                                                      rotateQueryTiles);
       });
 }

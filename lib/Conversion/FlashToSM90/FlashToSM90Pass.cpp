@@ -154,7 +154,8 @@ struct ConvertFlashToSM90Pass
       return std::make_unique<sm90::SM90Emitter>(kernel, *config, gpuModule);
     };
     if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads,
-                                               deferTurns, queryGradWriter)) ||
+                                               deferTurns, queryGradWriter,
+                                               rotateQueryTiles)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

@@ -87,6 +87,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.stageAuxGrads = options.stageAuxGrads;
     sm90.deferTurns = options.deferTurns;
     sm90.queryGradWriter = options.queryGradWriter;
+    sm90.rotateQueryTiles = options.rotateQueryTiles;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;

@@ -243,6 +243,10 @@ protected:
   mlir::Value awaitedTurn;
   /// Stage non-uniform aux gradient adds in shared memory (stagedAddsOf).
   bool stageAuxGrads = false;
+  /// Without turns: key block k's walk over the query tiles starts k·Bc/Br
+  /// tiles in (mod the walk's length) and wraps, so the CTAs of one head,
+  /// which start together, add into different dQ tiles (lowerFor).
+  bool rotatesQueryTiles = false;
   BackwardStage stage = BackwardStage::Main;
 
   // The ABI (BackwardKernels.cpp).

@@ -27,10 +27,12 @@ namespace sm90 {
 /// `stageAuxGrads`: aux gradient adds staged per tile in shared memory;
 /// `deferTurns` (with `deterministic`): a tile's dQ is added and its turn
 /// passed on during the next tile; `queryGradWriter`: a warp beside the
-/// body's adds the staged dQ tiles.
+/// body's adds the staged dQ tiles; `rotateQueryTiles` (without
+/// `deterministic`): each key block's walk starts at its own query tile.
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
                                          bool stageAuxGrads = false, bool deferTurns = false,
-                                         bool queryGradWriter = false);
+                                         bool queryGradWriter = false,
+                                         bool rotateQueryTiles = false);
 } // namespace sm90
 
 } // namespace flashc

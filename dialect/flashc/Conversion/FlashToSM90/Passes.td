@@ -116,6 +116,10 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "240) whose first warp adds the staged dQ tiles and, in "
            "deterministic mode, waits for and passes on their turns (flashc "
            "turns it on with --deterministic)">,
+    Option<"rotateQueryTiles", "bwd-rotate-tiles", "bool", /*default=*/"false",
+           "Backward kernels without turns: each key block's walk over the "
+           "query tiles starts at its own tile and wraps (not yet run on a "
+           "GPU, hence off by default)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

@@ -182,6 +182,9 @@ struct TargetOptions {
   /// wgmma backward: a warp beside the body's adds the staged dQ tiles
   /// (flashc's --deterministic turns it on; it buys nothing without).
   bool queryGradWriter = false;
+  /// wgmma backward without turns: each key block's walk over the query
+  /// tiles starts at its own tile (experimental: not yet run on a GPU).
+  bool rotateQueryTiles = false;
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the
