@@ -164,9 +164,9 @@ void EmitterCore::arriveAtNamedBarrier(int64_t id, int64_t threads) {
                                 ValueRange{i32(id), i32(threads)});
 }
 
-void EmitterCore::onFirstThread(llvm::function_ref<void()> body) {
+void EmitterCore::onThread(int64_t thread, llvm::function_ref<void()> body) {
   OpBuilder::InsertionGuard guard(b);
-  auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(0)),
+  auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(thread)),
                                  /*withElseRegion=*/false);
   b.setInsertionPoint(first.thenBlock()->getTerminator());
   body();

@@ -919,13 +919,11 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   // lower + (o - lower + rotation) mod (upper - lower); the rotation spaces
   // the key blocks of one head (which start together) Bc/Br tiles apart.
   Value rotation, span;
-  if (rotatesQueryTiles && lookupScalar(kernel.getKeyTile()) &&
-      getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1)) {
+  Value keyTile = rotatesQueryTiles ? lookupScalar(kernel.getKeyTile()) : Value();
+  if (keyTile && getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1)) {
     span = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, upper, lower), i32(1));
     rotation = arith::RemUIOp::create(
-        b, loc,
-        mul(lookupScalar(kernel.getKeyTile()), i32(std::max<int64_t>(1, config.bc / config.br))),
-        span);
+        b, loc, mul(keyTile, i32(std::max<int64_t>(1, config.bc / config.br))), span);
   }
   auto tileAt = [&](Value ordinal) -> Value {
     if (!rotation)

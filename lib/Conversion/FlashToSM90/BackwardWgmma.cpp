@@ -158,8 +158,9 @@ private:
   /// fits beside two query stages. In deterministic mode the reduce is
   /// complete before the tile's semaphore passes the turn on.
   const bool bulkQueryGrads;
-  /// --dq-writer (experimental; bulk dQ, two or more warpgroups): a fourth
-  /// warpgroup joins the CTA at 24 registers (the others take 240), and
+  /// --dq-writer (the deterministic default; bulk dQ, two or more
+  /// warpgroups): one more warpgroup joins the CTA at 24 registers (the
+  /// body's take 240), and
   /// one of its warps adds the staged dQ tiles, taking the turn wait, the
   /// reduce and, in deterministic mode, the wait for its completion and
   /// the release off the body's threads. They hand it each staged tile by
@@ -590,21 +591,18 @@ void WgmmaBackwardEmitter::splitBodyThreads() {
 
 void WgmmaBackwardEmitter::writeQueryGrads() {
   Type i64Type = b.getI64Type(), i32Type = b.getI32Type();
-  Value isFirst = cmpI(arith::CmpIPredicate::eq, tid, i32(threadsOf(sm80::BackwardStage::Main)));
   auto load = [&](Type type, RecordSlot slot, int64_t bytes) -> Value {
     return LLVM::LoadOp::create(b, loc, type, recordSlot(slot), bytes);
   };
+  // The writer's first thread issues and passes on.
   auto onFirst = [&](function_ref<void()> body) {
-    auto first = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(first.thenBlock()->getTerminator());
-    body();
+    onThread(threadsOf(sm80::BackwardStage::Main), body);
   };
   // The staging tile starts free.
   syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
-  auto loop = scf::WhileOp::create(b, loc, TypeRange{i32Type}, ValueRange{i32(0)});
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{i32Type}, ValueRange{});
   OpBuilder::InsertionGuard guard(b);
-  b.createBlock(&loop.getBefore(), {}, {i32Type}, {loc});
+  b.createBlock(&loop.getBefore());
   // A tile is staged (or the body is done: Bytes < 0).
   syncWithWriter(kStagedBarrier, /*wait=*/true);
   Value bytes = load(i32Type, StagedBytes, 4);
@@ -625,7 +623,7 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
   syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
   if (deterministic)
     onFirst([&] { passTurnOnceAdded(lock, released); });
-  scf::YieldOp::create(b, loc, ValueRange{i32(0)});
+  scf::YieldOp::create(b, loc, ValueRange{});
   b.setInsertionPointAfter(loop);
   onFirst([&] { emitAsm("cp.async.bulk.wait_group 0;"); });
 }

@@ -169,13 +169,15 @@ public:
   /// One CTA-wide bar.red vote on the i1 `predicate` (OR: some thread's
   /// holds, AND: every thread's); the i1 result is uniform in every thread.
   mlir::Value ctaVote(mlir::Value predicate, mlir::NVVM::BarrierReduction reduction);
-  /// Emits `body` inside `if (tid == 0)`.
   /// bar.sync / bar.arrive on named barrier `id` of `threads` threads,
   /// through LLVM's convergent intrinsics (inline asm is not convergent:
   /// LLVM may duplicate it into diverged paths).
   void syncNamedBarrier(int64_t id, int64_t threads);
   void arriveAtNamedBarrier(int64_t id, int64_t threads);
-  void onFirstThread(llvm::function_ref<void()> body);
+  /// Emits `body` inside `if (tid == thread)`.
+  void onThread(int64_t thread, llvm::function_ref<void()> body);
+  /// Emits `body` inside `if (tid == 0)`.
+  void onFirstThread(llvm::function_ref<void()> body) { onThread(0, body); }
   /// Byte offset `offset` past a pointer of any address space.
   mlir::Value gepBytes(mlir::Value base, mlir::Value offset);
   /// `offset` elements of `elementType` past a global pointer.
