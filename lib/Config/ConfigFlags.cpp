@@ -128,6 +128,7 @@ llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const 
   if (blockSummary.getNumOccurrences() && !backward)
     return llvm::createStringError("--bwd-block-summary applies to the backward: add --bwd");
   request.backwardBlockSummary = blockSummary;
+  request.deterministicBackward = deterministic;
   if (tile.empty())
     return llvm::Error::success();
   if (!backward)

@@ -142,7 +142,8 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
 
 TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
                                          int64_t headDim) const {
-  TileChoice rule = defaultBackwardTile(headDim, gemmKind, traitsOf(variant));
+  TileChoice rule =
+      defaultBackwardTile(headDim, gemmKind, traitsOf(variant), deterministicBackward);
   if (backwardBlockRows || backwardBlockCols) {
     rule.blockRows = backwardBlockRows.value_or(rule.blockRows);
     rule.blockCols = backwardBlockCols.value_or(rule.blockCols);
@@ -150,7 +151,8 @@ TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
     return rule;
   }
   bool asked = sourceText == "command line";
-  if (!asked && tunedBackward)
+  // Tuned tiles were measured in the default mode.
+  if (!asked && tunedBackward && !deterministicBackward)
     return *tunedBackward;
   if (asked && blockRows)
     rule.blockRows = *blockRows;
@@ -363,6 +365,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   result.backwardBlockRows = callerRequest.backwardBlockRows;
   result.backwardBlockCols = callerRequest.backwardBlockCols;
   result.backwardBlockSummary = callerRequest.backwardBlockSummary;
+  result.deterministicBackward = callerRequest.deterministicBackward;
   result.backwardSourceText = result.sourceText == "command line"
                                   ? std::string("command line")
                                   : std::string("default tile");

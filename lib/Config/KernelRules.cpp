@@ -172,7 +172,7 @@ int64_t config::backwardColumnSlices(int64_t headDim) {
 }
 
 TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
-                                       const VariantTraits &variant) {
+                                       const VariantTraits &variant, bool deterministic) {
   // wgmma (a warpgroup per 64 keys): dK and dV take D/2 f32 registers each,
   // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 64 fits 255 registers
   // without spills (ptxas -v) only without a score mod or tensor reads
@@ -206,6 +206,21 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // registers, several CTAs per SM) beats Br = 64, Bc = 128 by 1.31x
   // (full) and 1.44x (causal) with the pipelined query loop (H200, N = 4096,
   // flashc-tune --bwd, bench/results/2026-12-01-h200-backward-pipelined).
+  // Deterministic mode wants two warpgroups, for the dQ writer that takes
+  // the turns off the body: Br = 64, Bc = 128 with the writer ran at 0.95x
+  // the default's time (Br = 32, Bc = 64 without it: 1.63x; H100, D = 64,
+  // N = 16384, full; bench/results/2026-12-06-h100-backward-profile). With
+  // a score mod, tensor reads or keys in pieces Br = 64 spills (8 bytes
+  // for relative_bias with the body's own adds, 40 with --defer-turns):
+  // Br = 32 there, as at D >= 96.
+  if (gemmKind == "wgmma" && headDim <= 64 && deterministic &&
+      (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles))
+    return {32, 128, "the deterministic wgmma backward's tile at D <= 64 with a score mod, "
+                     "tensor reads or keys in pieces (2 warpgroups of 64 keys for the dQ "
+                     "writer, 32 queries per step)"};
+  if (gemmKind == "wgmma" && headDim <= 64 && deterministic)
+    return {64, 128, "the deterministic wgmma backward's tile at D <= 64 (2 warpgroups of 64 "
+                     "keys for the dQ writer, 64 queries per step)"};
   if (gemmKind == "wgmma" && headDim <= 64)
     return {32, 64, "the wgmma backward's tile at D <= 64 (1 warpgroup of 64 keys, 32 queries "
                     "per step)"};

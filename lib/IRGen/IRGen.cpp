@@ -592,7 +592,8 @@ void KernelEmitter::emitBackward(int64_t br, int64_t bc, int64_t headDim,
   Value delta =
       flash::LoadRowStatOp::create(builder, at, rowVector, flash::RowStat::Delta, b, h, qt);
   Scores scores = emitScores(q, k, b, h, qt, kt, keyLen, scale, br, bc);
-  Value probs = flash::RecomputeProbsOp::create(builder, at, scoreTile, scores.masked, lse);
+  Value probs = flash::RecomputeProbsOp::create(builder, at, scoreTile, scores.masked, lse,
+                                                /*score_scale=*/FloatAttr());
   Value probGrad = flash::OutputGradDotOp::create(builder, at, scoreTile, outGrad, v);
   Value scoreGrad =
       flash::SoftmaxGradOp::create(builder, at, scoreTile, probs, probGrad, delta);

@@ -155,12 +155,14 @@ LogicalResult KernelExecutor::execBackwardOp(Operation &op) {
       .Case([&](flash::RecomputeProbsOp op) {
         const Tile &s = tile(op.getScores()), &lse = tile(op.getLse());
         Tile probs(s.rows, s.cols);
+        FloatAttr scoreScale = op.getScoreScaleAttr();
+        float scale = scoreScale ? static_cast<float>(scoreScale.getValueAsDouble()) : 1.0f;
         for (int64_t r = 0; r < s.rows; ++r) {
           if (lse(r, 0) == kNegInf)
             continue; // the fully-masked-row guard: P = 0, never NaN
           for (int64_t c = 0; c < s.cols; ++c)
             if (s(r, c) != kNegInf)
-              probs(r, c) = std::exp(s(r, c) - lse(r, 0));
+              probs(r, c) = std::exp(scale * s(r, c) - lse(r, 0));
         }
         setTile(op.getResult(), std::move(probs));
         return success();

@@ -48,6 +48,10 @@ struct ConfigRequest {
   /// summary of their own tiling (--bwd-block-summary, on by default). Not
   /// a tuning knob either.
   bool backwardBlockSummary = true;
+  /// The backward adds dQ in a fixed order (--deterministic): its default
+  /// tile at D <= 64 differs. Not a tuning knob: tuned tiles are the
+  /// default mode's.
+  bool deterministicBackward = false;
 
   /// Whether any knob is set (then no tuned winner replaces them).
   bool empty() const {

@@ -130,6 +130,8 @@ private:
   std::optional<int64_t> backwardBlockRows, backwardBlockCols;
   /// --bwd-block-summary (frontend::KernelOptions::backwardBlockSummary).
   bool backwardBlockSummary = true;
+  /// --deterministic (ConfigRequest::deterministicBackward).
+  bool deterministicBackward = false;
   /// The tuning cache's backward winner (for this GEMM kind) and its source.
   std::optional<TileChoice> tunedBackward;
   std::string backwardSourceText = "default tile";

@@ -67,9 +67,10 @@ bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
 
 /// The backward kernel's tile for `gemmKind` ("wgmma" or "mma.sync"): Br
 /// query rows per step of its inner loop, Bc keys per CTA (dK and dV of the
-/// keys in registers: a warp per 16 keys, a warpgroup per 64 with wgmma).
+/// keys in registers: a warp per 16 keys, a warpgroup per 64 with wgmma),
+/// in the default or the `deterministic` mode.
 TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
-                               const VariantTraits &variant);
+                               const VariantTraits &variant, bool deterministic = false);
 
 /// The column ranges of D the backward's main kernel splits dK, dV and dQ
 /// into, one CTA each: 1 up to D = 128; above, dK and dV of a warp's keys

@@ -906,12 +906,11 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   bool readsSummary = succeeded(visibleSlice) &&
                       llvm::any_of(*visibleSlice, llvm::IsaPred<flash::BlockClassOp>);
   // Deterministic mode: a skipped tile needs no turn of its own where the
-  // turns that add into a tile can be found from its facts; otherwise it
-  // still waits for its turn and passes it on. Facts that read a block
-  // summary keep the latter (and no walk) for now: a search over other
-  // key blocks' summary bytes has not run on a GPU yet.
+  // turns that add into a tile can be found from its facts (for a block
+  // summary, by a search over the other key blocks' summary bytes);
+  // otherwise it still waits for its turn and passes it on.
   bool skipsPassTurns = deterministic && succeeded(visibleSlice) &&
-                        (readsSummary || !factsFollowKeyTile(loop, *visibleSlice));
+                        !factsFollowKeyTile(loop, *visibleSlice);
   if (readsSummary && !skipsPassTurns &&
       getConstantIntValue(loop.getStep()) == std::optional<int64_t>(1))
     return lowerVisibleWalk(loop, *visibleSlice, anyVisible, lower, upper);
@@ -1081,6 +1080,13 @@ LogicalResult BackwardEmitter::lowerVisibleWalk(scf::ForOp loop,
       return std::make_pair(next, cmpI(arith::CmpIPredicate::slt, next, upper));
     });
   scalars.map(loop.getInductionVar(), tile);
+  // Deterministic mode: the tile waits for the turn of the nearest later
+  // key block that sees it (skipped tiles pass no turn).
+  if (deterministic) {
+    awaitedTurn = turnBeforeTile(visibleSlice, anyVisible);
+    if (!awaitedTurn)
+      return error(loop, "the query tiles' any_visible fact does not lower");
+  }
   if (failed(mapFlattened(loop, loop.getRegionIterArgs(), after->getArguments().drop_front(2))))
     return failure();
   SmallVector<Value> yielded;
@@ -1335,22 +1341,31 @@ LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
   if (failed(scores) || failed(lse))
     return failure();
   Value negInf = f32(-std::numeric_limits<double>::infinity()), zero = f32(0.0);
-  SmallVector<Value> scaledLse, unseen;
+  // With score_scale the scores are a dot's through masks only: finite or
+  // -inf (flash-fold-backward-scale), so a row with LSE = -inf gets the
+  // exponent offset -inf, which makes every P of the row 0.
+  FloatAttr scoreScale = op.getScoreScaleAttr();
+  SmallVector<Value> offsets, unseen;
   BackwardValue result = **scores;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     int64_t column = columnOf(index);
-    if (column == static_cast<int64_t>(scaledLse.size())) {
+    if (column == static_cast<int64_t>(offsets.size())) {
       Value value = columnValue(**lse, column);
-      scaledLse.push_back(fmul(value, f32(-kLog2E)));
-      unseen.push_back(arith::CmpFOp::create(
-          b, loc, arith::CmpFPredicate::OEQ, value, negInf));
+      Value rowUnseen =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, value, negInf);
+      Value offset = fmul(value, f32(-kLog2E));
+      offsets.push_back(scoreScale ? select(rowUnseen, negInf, offset) : offset);
+      unseen.push_back(rowUnseen);
     }
-    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e); a row with LSE = -inf
-    // (it sees no key, or lies past N) has P = 0, never NaN: past N nothing
-    // masks the scores, and a score mod may make them +inf or NaN there
-    // (s - log(N - i)), so folding -inf into the exponent is not enough.
-    Value p = exp2Approx(fma(element, f32(kLog2E), scaledLse[column]));
-    element = select(unseen[column], zero, p);
+    // P = exp(S - LSE) = 2^(S·log2 e - LSE·log2 e). Without score_scale a
+    // row with LSE = -inf (it sees no key, or lies past N) is zeroed per
+    // element, never NaN: past N nothing masks the scores, and a score mod
+    // may make them +inf or NaN there (s - log(N - i)), so folding -inf
+    // into the exponent is not enough.
+    Value p = exp2Approx(
+        fma(element, f32(kLog2E * (scoreScale ? scoreScale.getValueAsDouble() : 1.0)),
+            offsets[column]));
+    element = scoreScale ? p : select(unseen[column], zero, p);
   }
   values[op.getResult()] = std::move(result);
   return success();

@@ -189,6 +189,20 @@ flash.backward_kernel @probs_lse attributes {config = #flash.tile<br = 32, bc = 
 
 // -----
 
+flash.backward_kernel @probs_scale attributes {config = #flash.tile<br = 32, bc = 16, head_dim = 16>,
+    element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 16>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>} preprocess {
+^bb0(%b: index, %h: index, %qt: index):
+} main {
+^bb0(%b: index, %hkv: index, %kt: index):
+  %s = arith.constant dense<1.0> : tensor<32x16xf32>
+  %l = arith.constant dense<1.0> : tensor<32xf32>
+  // expected-error @+1 {{'flash.recompute_probs' op score_scale must be positive and finite, got -5.000000e-01}}
+  %p = flash.recompute_probs %s, %l {score_scale = -0.5 : f32} : tensor<32x16xf32>, tensor<32xf32>
+}
+
+// -----
+
 flash.backward_kernel @dp_dims attributes {config = #flash.tile<br = 32, bc = 16, head_dim = 16>,
     element_type = bf16, tensors = [#flash.aux_tensor<"bias" : f32 [heads, 64]>, #flash.aux_tensor<"doc" : i32 [batch, query_len]>],
     static_sizes = array<i64: -1, -1, -1, -1, -1, 16>,

@@ -12,6 +12,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace flashc::flash;
 
@@ -502,6 +504,9 @@ LogicalResult RowDotOp::verify() {
 }
 
 LogicalResult RecomputeProbsOp::verify() {
+  if (FloatAttr attr = getScoreScaleAttr();
+      attr && !(std::isfinite(attr.getValueAsDouble()) && attr.getValueAsDouble() > 0))
+    return emitOpError("score_scale must be positive and finite, got ") << attr.getValueAsDouble();
   return expectRowVector(*this, "lse", getLse(), shapeOf(getScores())[0]);
 }
 

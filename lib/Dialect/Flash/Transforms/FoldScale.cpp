@@ -1,5 +1,6 @@
 //===- FoldScale.cpp - flash-fold-scale -----------------------------------===//
 
+#include "ScoreChain.h"
 #include "flashc/Dialect/Flash/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -19,24 +20,6 @@ namespace {
 
 constexpr double kLog2E = 1.4426950408889634;
 
-/// The qk_dot whose scores reach `scores` through masks alone, or null.
-/// Masks commute with a positive scale (-inf stays -inf), a score
-/// modification does not.
-QKDotOp traceThroughMasks(Value scores) {
-  while (Operation *def = scores.getDefiningOp()) {
-    // A second reader would see the unscaled scores.
-    if (!scores.hasOneUse())
-      return {};
-    if (auto mask = dyn_cast<MaskOp>(def))
-      scores = mask.getScores();
-    else if (auto bounds = dyn_cast<MaskKeyBoundsOp>(def))
-      scores = bounds.getScores();
-    else
-      return dyn_cast<QKDotOp>(def);
-  }
-  return {};
-}
-
 struct FlashFoldScalePass : flashc::flash::impl::FlashFoldScaleBase<FlashFoldScalePass> {
   void runOnOperation() override {
     KernelOp kernel = getOperation();
@@ -52,7 +35,7 @@ struct FlashFoldScalePass : flashc::flash::impl::FlashFoldScaleBase<FlashFoldSca
     std::optional<float> commonScale;
     bool foldDotScale = true;
     for (OnlineSoftmaxOp softmax : softmaxes) {
-      QKDotOp dot = traceThroughMasks(softmax.getScores());
+      QKDotOp dot = dotThroughMasks(softmax.getScores());
       if (!dot || !(dot.getScale().convertToFloat() > 0) ||
           (commonScale && *commonScale != dot.getScale().convertToFloat())) {
         foldDotScale = false;

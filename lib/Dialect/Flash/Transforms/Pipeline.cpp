@@ -20,4 +20,5 @@ void flashc::flash::buildFlashPipeline(mlir::OpPassManager &pm) {
   mlir::OpPassManager &backwardPM = pm.nest<BackwardKernelOp>();
   backwardPM.addPass(createFlashClassifyTiles());
   backwardPM.addPass(mlir::createCSEPass());
+  backwardPM.addPass(createFlashFoldBackwardScale());
 }

@@ -167,8 +167,15 @@ def Flash_RecomputeProbsOp : Flash_Op<"recompute_probs", [
     fully-masked-row guard: a row whose LSE is −inf saw no key in the
     forward and gets P = 0 (never exp(−inf + inf) = NaN); masked elements
     (S = −inf) get 0.
+
+    `score_scale` (set by flash-fold-backward-scale) multiplies the scores
+    first: P = exp(score_scale·S − LSE). It is set only where the scores are
+    a `flash.qk_dot`'s (its scale moved here) through masks alone, so for
+    finite Q and K they are finite or −inf and a backend may guard a row
+    through its exponent offset instead of selecting per element.
   }];
-  let arguments = (ins Flash_F32Tile:$scores, Flash_RowVector:$lse);
+  let arguments = (ins Flash_F32Tile:$scores, Flash_RowVector:$lse,
+                       OptionalAttr<F32Attr>:$score_scale);
   let results = (outs Flash_F32Tile:$result);
   let assemblyFormat = "$scores `,` $lse attr-dict `:` type($scores) `,` type($lse)";
   let hasVerifier = 1;

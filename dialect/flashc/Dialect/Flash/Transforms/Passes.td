@@ -34,6 +34,22 @@ def FlashFoldScale : Pass<"flash-fold-scale", "::flashc::flash::KernelOp"> {
   let dependentDialects = ["::flashc::flash::FlashDialect"];
 }
 
+def FlashFoldBackwardScale
+    : Pass<"flash-fold-backward-scale", "::flashc::flash::BackwardKernelOp"> {
+  let summary = "Move the dot scale into flash.recompute_probs";
+  let description = [{
+    Where a `flash.recompute_probs` reads the scores of a `flash.qk_dot`
+    through masks only (no score modification) and the dot's scale is
+    positive, the dot computes raw Q·Kᵀ and the op gets `score_scale`:
+    P = exp(scale·S − LSE) becomes one FMA and an ex2 per element on the GPU
+    instead of a multiply more. Such scores are finite or −inf for finite
+    inputs, so the backend guards a row that saw no key through the row's
+    exponent offset (−inf) rather than a select per element. Ops already
+    folded are left alone.
+  }];
+  let dependentDialects = ["::flashc::flash::FlashDialect"];
+}
+
 def FlashClassifyTiles : Pass<"flash-classify-tiles"> {
   let summary = "Prove per tile that a mask keeps every element, or none";
   let description = [{
