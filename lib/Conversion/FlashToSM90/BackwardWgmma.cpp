@@ -425,17 +425,36 @@ void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value uni
   Value ownRow = mul(threadInGroup, i32(2));
   Value base = gepBytes(smemQueryGrads, add(mul(ownRow, i32(layout.queryGradRowBytes())),
                                             mul(firstColumn, i32(4))));
+  auto rowOffset = [&](int64_t nt, int64_t e) {
+    return (8 * nt + (e & 1)) * layout.queryGradRowBytes();
+  };
+  if (!queryGradColumnInside(firstColumn)) {
+    // The staged rows lie a multiple of 128 bytes apart, so the four lanes
+    // of a quad, which hold the same columns of different rows, would hit
+    // one bank (ncu: a 4.7-way conflict on these stores, 63% of the
+    // shared-store wavefronts). Lanes 2 and 3 of each quad store their
+    // column + 8 (register e + 2) where lanes 0 and 1 store column e, and
+    // the other way around: a 2-way conflict.
+    Value swapped = cmpI(arith::CmpIPredicate::uge, threadInGroup, i32(2));
+    Value swapBytes = select(swapped, i32(32), i32(0));
+    Value first = gepBytes(base, swapBytes),
+          second = gepBytes(base, arith::SubIOp::create(b, loc, i32(32), swapBytes));
+    for (int64_t nt = 0; nt < config.br / 8; ++nt)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value low = fmul(acc[nt * 4 + e], scale), high = fmul(acc[nt * 4 + e + 2], scale);
+        LLVM::StoreOp::create(b, loc, select(swapped, high, low),
+                              gepBytes(first, i32(rowOffset(nt, e))), 4);
+        LLVM::StoreOp::create(b, loc, select(swapped, low, high),
+                              gepBytes(second, i32(rowOffset(nt, e))), 4);
+      }
+    return;
+  }
   for (int64_t e = 0; e < 4; ++e) {
     Value columnInside =
         queryGradColumnInside(e >= 2 ? add(firstColumn, i32(8)) : firstColumn);
     for (int64_t nt = 0; nt < config.br / 8; ++nt) {
-      int64_t offset = (8 * nt + (e & 1)) * layout.queryGradRowBytes() + (e >= 2 ? 32 : 0);
       Value value = fmul(acc[nt * 4 + e], scale);
-      Value address = gepBytes(base, i32(offset));
-      if (!columnInside) {
-        LLVM::StoreOp::create(b, loc, value, address, 4);
-        continue;
-      }
+      Value address = gepBytes(base, i32(rowOffset(nt, e) + (e >= 2 ? 32 : 0)));
       OpBuilder::InsertionGuard guard(b);
       auto inside = scf::IfOp::create(b, loc, columnInside, /*withElseRegion=*/false);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
