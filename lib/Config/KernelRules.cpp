@@ -213,14 +213,14 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // a score mod, tensor reads or keys in pieces Br = 64 spills (8 bytes
   // for relative_bias with the body's own adds, 40 with --defer-turns):
   // Br = 32 there, as at D >= 96.
-  if (gemmKind == "wgmma" && headDim <= 64 && deterministic &&
-      (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles))
-    return {32, 128, "the deterministic wgmma backward's tile at D <= 64 with a score mod, "
-                     "tensor reads or keys in pieces (2 warpgroups of 64 keys for the dQ "
-                     "writer, 32 queries per step)"};
-  if (gemmKind == "wgmma" && headDim <= 64 && deterministic)
+  if (gemmKind == "wgmma" && headDim <= 64 && deterministic) {
+    if (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles)
+      return {32, 128, "the deterministic wgmma backward's tile at D <= 64 with a score mod, "
+                       "tensor reads or keys in pieces (2 warpgroups of 64 keys for the dQ "
+                       "writer, 32 queries per step)"};
     return {64, 128, "the deterministic wgmma backward's tile at D <= 64 (2 warpgroups of 64 "
                      "keys for the dQ writer, 64 queries per step)"};
+  }
   if (gemmKind == "wgmma" && headDim <= 64)
     return {32, 64, "the wgmma backward's tile at D <= 64 (1 warpgroup of 64 keys, 32 queries "
                     "per step)"};

@@ -1345,6 +1345,7 @@ LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
   // -inf (flash-fold-backward-scale), so a row with LSE = -inf gets the
   // exponent offset -inf, which makes every P of the row 0.
   FloatAttr scoreScale = op.getScoreScaleAttr();
+  Value exponentScale = f32(kLog2E * (scoreScale ? scoreScale.getValueAsDouble() : 1.0));
   SmallVector<Value> offsets, unseen;
   BackwardValue result = **scores;
   for (auto [index, element] : llvm::enumerate(result.regs)) {
@@ -1362,9 +1363,7 @@ LogicalResult BackwardEmitter::lowerRecomputeProbs(flash::RecomputeProbsOp op) {
     // element, never NaN: past N nothing masks the scores, and a score mod
     // may make them +inf or NaN there (s - log(N - i)), so folding -inf
     // into the exponent is not enough.
-    Value p = exp2Approx(
-        fma(element, f32(kLog2E * (scoreScale ? scoreScale.getValueAsDouble() : 1.0)),
-            offsets[column]));
+    Value p = exp2Approx(fma(element, exponentScale, offsets[column]));
     element = scoreScale ? p : select(unseen[column], zero, p);
   }
   values[op.getResult()] = std::move(result);
