@@ -612,7 +612,8 @@ size_t tensorElements(const flashrt::KernelPackage &pkg, const flashrt::PackageT
   return count;
 }
 
-/// The workspace: Δ, then the dQ accumulator, then one semaphore per query
+/// The workspace: Δ, then the dQ accumulator (a block of blockRows x D
+/// floats per query tile, rows past N included), then one semaphore per query
 /// tile and column slice, then (deterministic packages) per float aux tensor an i64
 /// fixed-point accumulator of 1 + elements, then (packages with a block
 /// summary) the summary of the backward's tiling; each 256-byte aligned.
@@ -625,7 +626,7 @@ struct WorkspaceLayout {
                                        ((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows));
     delta = 0;
     accum = roundUp(rows * 4);
-    locks = accum + roundUp(rows * static_cast<size_t>(pkg.headDim) * 4);
+    locks = accum + roundUp(tiles * static_cast<size_t>(pkg.blockRows * pkg.headDim) * 4);
     total = locks + roundUp(tiles * static_cast<size_t>(pkg.columnSlices) * 4);
     for (const flashrt::PackageTensor &tensor : pkg.tensors) {
       if (!pkg.deterministic || tensor.elementType == "i32") {

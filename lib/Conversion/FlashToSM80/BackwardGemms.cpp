@@ -289,8 +289,8 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
   awaitQueryGradReads();
   syncBodyThreads();
   sharedReadSinceCopy = true;
-  Value accumHead = queryGradAccumHead(batch, head, columnSlice);
-  addQueryGrads((*key)->smem, queryTile, accumHead, f32(op.getScale().convertToFloat()),
+  Value accumTile = queryGradAccumTile(batch, head, queryTile, columnSlice);
+  addQueryGrads((*key)->smem, queryTile, accumTile, f32(op.getScale().convertToFloat()),
                 oneThreadLock);
   if (lock) {
     // Every add of this CTA is visible before the next turn's CTA may
@@ -319,7 +319,7 @@ void BackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
     }
 }
 
-void BackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale,
+void BackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumTile, Value scale,
                                     Value turnLock) {
   assert(!turnLock && "mma.sync adds dQ from every thread");
   BackwardLayout layout(config);
@@ -362,13 +362,12 @@ void BackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead
     Value localRow = add(mul(rowBlock, i32(16)), groupId);
     Value column = add(mul(pair, i32(16)), mul(threadInGroup, i32(2)));
     for (int64_t e = 0; e < 4; e += 2) {
-      Value row = add(firstQuery, e >= 2 ? add(localRow, i32(8)) : localRow);
-      Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
-      Value rowStart = add(accumHead, mul(toI64(select(valid, row, i32(0))),
-                                          i64(gradColumns())));
+      Value tileRow = e >= 2 ? add(localRow, i32(8)) : localRow;
+      Value valid = cmpI(arith::CmpIPredicate::slt, add(firstQuery, tileRow), queryLen);
       for (int64_t half = 0; half < 2; ++half)
         for (int64_t odd = 0; odd < 2; ++odd) {
-          Value index = add(rowStart, toI64(add(column, i32(8 * half + odd))));
+          Value index = add(accumTile, toI64(queryGradAccumElement(
+                                           tileRow, add(column, i32(8 * half + odd)))));
           atomicAdd(gepElements(queryGradAccumPtr, index, b.getF32Type()),
                     fmul(acc[half][e + odd], scale), valid);
         }

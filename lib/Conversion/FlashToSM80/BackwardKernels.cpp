@@ -229,12 +229,22 @@ Value BackwardEmitter::ownsAuxGrads(Value predicate) {
                                cmpI(arith::CmpIPredicate::eq, columnSlice, i32(0)));
 }
 
-Value BackwardEmitter::queryGradAccumHead(Value batch, Value head, Value slice) {
-  // dq_accum is [B, H, slices, N, D/slices].
-  Value rows = add(mul(batch, headCount), head);
+Value BackwardEmitter::queryGradAccumTile(Value batch, Value head, Value queryTile,
+                                          Value slice) {
+  Value tiles = arith::CeilDivUIOp::create(b, loc, queryLen, i32(config.br));
+  Value tile = add(mul(toI64(add(mul(batch, headCount), head)), toI64(tiles)), toI64(queryTile));
+  Value first = mul(tile, i64(config.br * config.headDim));
   if (slice)
-    rows = add(mul(rows, i32(columnSlices)), slice);
-  return mul(toI64(rows), mul(toI64(queryLen), i64(gradColumns())));
+    first = add(first, toI64(mul(slice, i32(config.br * gradColumns()))));
+  return first;
+}
+
+Value BackwardEmitter::queryGradAccumElement(Value row, Value column) {
+  Value pair = arith::ShRUIOp::create(b, loc, row, i32(1));
+  Value slot = arith::XOrIOp::create(
+      b, loc, pair, arith::AndIOp::create(b, loc, mul(column, i32(4)), i32(queryGradPairSwizzle())));
+  return add(mul(column, i32(config.br)),
+             add(mul(slot, i32(2)), arith::AndIOp::create(b, loc, row, i32(1))));
 }
 
 //===----------------------------------------------------------------------===//
@@ -324,17 +334,25 @@ LogicalResult BackwardEmitter::emitPreprocess() {
     if (failed(lowerScalarOp(&op)))
       return failure();
   }
-  // The row's dQ accumulator starts at 0 (the main kernel adds into it).
-  Value zero = LLVM::ZeroOp::create(b, loc, f32x4);
-  Value accumRow =
-      gepElements(queryGradAccumPtr,
-                  mul(statIndex(*this, batch, head, row), i64(config.headDim)),
-                  b.getF32Type());
-  for (int64_t chunk = 0; chunk < config.headDim / 4; ++chunk)
-    LLVM::StoreOp::create(b, loc, zero,
-                          gepElements(accumRow, i64(chunk * 4), b.getF32Type()),
-                          16);
   b.setInsertionPointAfter(inside);
+  // The tile's dQ accumulator starts at 0 (the main kernel adds into it),
+  // rows past N included: a bulk reduce adds whole tiles.
+  Value zero = LLVM::ZeroOp::create(b, loc, f32x4);
+  Value accumTile = gepElements(queryGradAccumPtr, queryGradAccumTile(batch, head, queryTile, {}),
+                                b.getF32Type());
+  int64_t threads = threadsOf(BackwardStage::Preprocess),
+          chunks = config.br * config.headDim / 4;
+  for (int64_t first = 0; first < chunks; first += threads) {
+    OpBuilder::InsertionGuard guard(b);
+    Value chunk = add(tid, i32(first));
+    if (first + threads > chunks) {
+      auto inTile = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, chunk, i32(chunks)),
+                                      /*withElseRegion=*/false);
+      b.setInsertionPoint(inTile.thenBlock()->getTerminator());
+    }
+    LLVM::StoreOp::create(b, loc, zero,
+                          gepElements(accumTile, toI64(mul(chunk, i32(4))), b.getF32Type()), 16);
+  }
   // The query tile's semaphores (deterministic dQ, one per column slice)
   // start at turn 0.
   onFirstThread([&] {
@@ -458,52 +476,57 @@ LogicalResult BackwardEmitter::emitConvert() {
   Value queryTile = NVVM::BlockIdXOp::create(b, loc, i32Type);
   Value head = NVVM::BlockIdYOp::create(b, loc, i32Type);
   Value batch = NVVM::BlockIdZOp::create(b, loc, i32Type);
-  int64_t chunksPerRow = config.headDim / 8, total = config.br * chunksPerRow;
+  // A thread converts four rows x eight columns: per column, the rows'
+  // two pairs lie in two neighbouring slots (the swizzle keeps bit 0 of
+  // the pair index), one 16-byte load. Neighbouring threads take
+  // neighbouring columns, so a row's stores are coalesced; the loads of
+  // threads one row quad apart share 32-byte sectors.
+  int64_t chunksPerRow = config.headDim / 8, total = config.br / 4 * chunksPerRow;
   auto f32x4 = VectorType::get({4}, f32Type);
   auto chunkType = VectorType::get({8}, config.elementType);
+  Value accumTile = gepElements(queryGradAccumPtr, queryGradAccumTile(batch, head, queryTile, {}),
+                                f32Type);
+  Value firstRow = mul(queryTile, i32(config.br));
   for (int64_t it = 0; it * kSmallKernelThreads < total; ++it) {
     OpBuilder::InsertionGuard guard(b);
     Value index = add(tid, i32(it * kSmallKernelThreads));
-    Value localRow = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
+    Value quad = arith::DivUIOp::create(b, loc, index, i32(chunksPerRow));
     Value chunk = arith::RemUIOp::create(b, loc, index, i32(chunksPerRow));
-    Value row = add(mul(queryTile, i32(config.br)), localRow);
-    Value valid = cmpI(arith::CmpIPredicate::slt, row, queryLen);
+    Value valid = cmpI(arith::CmpIPredicate::slt, add(firstRow, mul(quad, i32(4))), queryLen);
     if ((it + 1) * kSmallKernelThreads > total)
-      valid = arith::AndIOp::create(
-          b, loc, valid, cmpI(arith::CmpIPredicate::ult, index, i32(total)));
+      valid = arith::AndIOp::create(b, loc, valid,
+                                    cmpI(arith::CmpIPredicate::ult, index, i32(total)));
     auto inside = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
     b.setInsertionPoint(inside.thenBlock()->getTerminator());
-    Value column = toI64(mul(chunk, i32(8)));
-    Value sourceIndex;
-    if (columnSlices == 1) {
-      sourceIndex = add(mul(statIndex(*this, batch, head, row), i64(config.headDim)), column);
-    } else {
-      // The [B, H, S, N, D/S] layout: the chunk's slice, then its row.
-      int64_t sliceChunks = gradColumns() / 8;
-      Value slice = arith::DivUIOp::create(b, loc, chunk, i32(sliceChunks));
-      Value sliceColumn = mul(arith::RemUIOp::create(b, loc, chunk, i32(sliceChunks)), i32(8));
-      sourceIndex = add(add(queryGradAccumHead(batch, head, slice),
-                            mul(toI64(row), i64(gradColumns()))),
-                        toI64(sliceColumn));
-    }
-    Value source = gepElements(queryGradAccumPtr, sourceIndex, f32Type);
-    Value out = LLVM::UndefOp::create(b, loc, chunkType);
-    for (int64_t half = 0; half < 2; ++half) {
+    Value column = mul(chunk, i32(8));
+    SmallVector<Value> rows(4, LLVM::UndefOp::create(b, loc, chunkType));
+    for (int64_t e = 0; e < 8; ++e) {
       Value four = LLVM::LoadOp::create(
-          b, loc, f32x4, gepElements(source, i64(4 * half), f32Type), 16);
-      for (int64_t e = 0; e < 4; ++e) {
-        Value element = LLVM::ExtractElementOp::create(b, loc, four, i32(e));
-        Value rounded =
-            LLVM::FPTruncOp::create(b, loc, config.elementType, element);
-        out = LLVM::InsertElementOp::create(b, loc, out, rounded,
-                                            i32(4 * half + e));
+          b, loc, f32x4,
+          gepElements(accumTile,
+                      toI64(queryGradAccumElement(mul(quad, i32(4)), add(column, i32(e)))),
+                      f32Type),
+          16);
+      for (int64_t r = 0; r < 4; ++r) {
+        Value element = LLVM::ExtractElementOp::create(b, loc, four, i32(r));
+        rows[r] = LLVM::InsertElementOp::create(
+            b, loc, rows[r], LLVM::FPTruncOp::create(b, loc, config.elementType, element),
+            i32(e));
       }
     }
-    Value target = gepElements(
-        queryGradPtr,
-        add(rowOffset(*this, strides[DQS], batch, head, row), column),
-        config.elementType);
-    LLVM::StoreOp::create(b, loc, out, target, 16);
+    for (int64_t r = 0; r < 4; ++r) {
+      Value row = add(firstRow, add(mul(quad, i32(4)), i32(r)));
+      OpBuilder::InsertionGuard rowGuard(b);
+      if (r > 0) {
+        auto inN = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, row, queryLen),
+                                     /*withElseRegion=*/false);
+        b.setInsertionPoint(inN.thenBlock()->getTerminator());
+      }
+      Value target = gepElements(
+          queryGradPtr, add(rowOffset(*this, strides[DQS], batch, head, row), toI64(column)),
+          config.elementType);
+      LLVM::StoreOp::create(b, loc, rows[r], target, 16);
+    }
   }
   if (deterministic)
     convertFixedPointGrads();

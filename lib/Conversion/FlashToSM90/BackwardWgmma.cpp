@@ -14,9 +14,10 @@
 // and over the CTA, dQᵀ = Kᵀ·dSᵀ (m64nBr per 64 columns of D, the
 // warpgroups taking turns): A = K rows as k (MN-major, transposed A), B =
 // dS (Br rows of Bc keys, K-major, written by stmatrix.trans) from shared
-// memory. The f32 dQ tile is staged in shared memory as it lies in the
-// accumulator (Br rows of D words) and added by one
-// cp.reduce.async.bulk .add.f32 per tile (FlashAttention-3 adds dQ by TMA
+// memory. The f32 dQ tile is staged in shared memory as it lies in
+// dq_accum (its columns' rows in swizzled pairs, queryGradAccumTile: each
+// 8-byte store of a warp's pair of rows is free of bank conflicts) and
+// added by one cp.reduce.async.bulk .add.f32 per tile (FlashAttention-3 adds dQ by TMA
 // too): an atomic add per element cost 8-15% of the kernel at D = 64. In
 // the deterministic mode thread 0 waits for the tile's turn once the tile
 // is staged, issues the reduce, waits for it to complete and passes the
@@ -27,7 +28,7 @@
 // Shared memory (from a 1024-byte-aligned base): K, V (Bc rows), Q, dO (Br
 // rows) as 64-column panels of 128-byte swizzled rows (SharedMemory.cpp),
 // then dS (Br rows x Bc keys, the same layout), then the staged dQ tile
-// (f32, Br x D, unswizzled); Q and dO in two stages where they fit (the
+// (f32, D/S columns of Br rows, dq_accum's layout); Q and dO in two stages where they fit (the
 // query loop prefetches the next tile's). Every GEMM is waited for before
 // the next one (wait_group 0), except dPᵀ, which at D <= 64
 // pairsTransposedProducts issues right behind Sᵀ (wait_group 1 for Sᵀ, dPᵀ
@@ -71,16 +72,17 @@ struct WgmmaBackwardLayout {
   /// Q and dO of the next stage (panels stay 1024-byte aligned: Br >= 32).
   int64_t stageBytes() const { return 2 * config.br * tileRowBytes(); }
   int64_t scoreGradOffset() const { return queryOffset() + stages * stageBytes(); }
-  /// The f32 dQ tile on its way to the bulk reduce: Br rows of the CTA's
-  /// D/S columns, unpadded, as its rows lie in dq_accum (one reduce moves
-  /// the tile).
-  int64_t queryGradRowBytes() const { return gradColumns * 4; }
+  /// The f32 dQ tile on its way to the bulk reduce: the CTA's D/S columns
+  /// of Br rows each, as the tile's block lies in dq_accum (one reduce
+  /// moves the tile).
+  int64_t queryGradColumnBytes() const { return config.br * 4; }
+  int64_t queryGradBytes() const { return gradColumns * queryGradColumnBytes(); }
   int64_t queryGradOffset() const { return scoreGradOffset() + config.bc * config.br * 2; }
   /// Deferred turns or the dQ writer: the record of staged dQ tiles
   /// (WgmmaBackwardEmitter::RecordSlot, 40 bytes).
   int64_t tileRecordOffset() const {
     return llvm::alignTo(
-        queryGradOffset() + (stagesQueryGrads ? config.br * queryGradRowBytes() : 0), 8);
+        queryGradOffset() + (stagesQueryGrads ? queryGradBytes() : 0), 8);
   }
   int64_t sharedBytes() const { return tileRecordOffset() + (recordsTiles ? 40 : 0) + 1024; }
 
@@ -142,7 +144,7 @@ protected:
   SmallVector<Value> accumulateProduct(ArrayRef<Value> acc, ArrayRef<Value> scores,
                                        Value queryRows) override;
   void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
-  void addQueryGrads(Value keys, Value queryTile, Value accumHead, Value scale,
+  void addQueryGrads(Value keys, Value queryTile, Value accumTile, Value scale,
                      Value turnLock) override;
   void awaitQueryGradReads() override;
   void drainQueryGrads() override;
@@ -178,11 +180,10 @@ private:
   const bool defersTurns;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
-  void reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit, Value firstQuery,
-                              Value accumHead, Value scale);
-  /// After the staging tile is complete: one bulk reduce of its rows inside
-  /// N into dq_accum.
-  void issueQueryGradReduce(Value firstQuery, Value accumHead, Value turnLock);
+  void stageQueryGrads(ArrayRef<Value> acc, Value unit, Value scale);
+  /// After the staging tile is complete: one bulk reduce of the whole tile
+  /// (rows past N too) into its block of dq_accum at `accumTile`.
+  void issueQueryGradReduce(Value accumTile, Value turnLock);
   Value smemQueryGrads;
   /// The record of staged dQ tiles in shared memory, written by thread 0:
   /// the staged tile (its semaphore, 0 for none or outside deterministic
@@ -361,7 +362,7 @@ void WgmmaBackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
   }
 }
 
-void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumHead,
+void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumTile,
                                          Value scale, Value turnLock) {
   // dQᵀ in units of 64 columns of the CTA's D/S (one panel of K each),
   // unit u computed by warpgroup u mod warpgroups().
@@ -392,92 +393,76 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
     }
     acc = wgmma::wait(*this, 0, wgmma::commit(*this, acc));
     if (bulkQueryGrads) {
-      reduceQueryGradsInBulk(acc, unit, firstQuery, accumHead, scale);
+      stageQueryGrads(acc, unit, scale);
       continue;
     }
     Value firstColumn = firstQueryGradColumn(unit);
-    Value queryBase = add(firstQuery, mul(threadInGroup, i32(2)));
+    Value firstRow = mul(threadInGroup, i32(2));
     for (int64_t e = 0; e < 4; ++e) {
       Value column = e >= 2 ? add(firstColumn, i32(8)) : firstColumn;
       Value columnInside = queryGradColumnInside(column);
       for (int64_t nt = 0; nt < config.br / 8; ++nt) {
-        Value query = add(queryBase, i32(8 * nt + (e & 1)));
-        Value valid = cmpI(arith::CmpIPredicate::slt, query, queryLen);
+        Value row = add(firstRow, i32(8 * nt + (e & 1)));
+        Value valid = cmpI(arith::CmpIPredicate::slt, add(firstQuery, row), queryLen);
         if (columnInside)
           valid = arith::AndIOp::create(b, loc, valid, columnInside);
-        Value index = add(accumHead, add(mul(toI64(query), i64(gradColumns())), toI64(column)));
+        Value index = add(accumTile, toI64(queryGradAccumElement(row, column)));
         atomicAdd(gepElements(queryGradAccumPtr, index, b.getF32Type()),
                   fmul(acc[nt * 4 + e], scale), valid);
       }
     }
   }
   if (bulkQueryGrads)
-    issueQueryGradReduce(firstQuery, accumHead, turnLock);
+    issueQueryGradReduce(accumTile, turnLock);
 }
 
-void WgmmaBackwardEmitter::reduceQueryGradsInBulk(ArrayRef<Value> acc, Value unit,
-                                                  Value firstQuery, Value accumHead,
-                                                  Value scale) {
-  // Register nt·4 + e (firstQueryGradColumn) is stored at row query, word
-  // d. Rows past N are staged too (the reduce stops at N).
+void WgmmaBackwardEmitter::stageQueryGrads(ArrayRef<Value> acc, Value unit, Value scale) {
+  // Registers nt·4 + e and e + 1 (firstQueryGradColumn) are rows 8nt + 2t
+  // and + 1, pair p = 4nt + t, of one column: one 8-byte store into slot p
+  // ^ x of the column. The columns of a warp's store are g and g + 8 from
+  // a multiple of 16, so x = 4(g mod 4) & swizzle (Br % 32 == 0: bits 2-3,
+  // nt's low two) spreads the lanes of g mod 4 = 0..3 over a 128-byte
+  // wavefront and those of g = 4..7 over a second one: no conflict (an
+  // unswizzled column would put the eight lanes of a t in one bank).
+  // Rows past N are staged too (their block has room for them).
   WgmmaBackwardLayout layout(config, queryStages(), true);
   Value firstColumn = firstQueryGradColumn(unit);
-  Value ownRow = mul(threadInGroup, i32(2));
-  Value base = gepBytes(smemQueryGrads, add(mul(ownRow, i32(layout.queryGradRowBytes())),
-                                            mul(firstColumn, i32(4))));
-  auto rowOffset = [&](int64_t nt, int64_t e) {
-    return (8 * nt + (e & 1)) * layout.queryGradRowBytes();
-  };
-  if (!queryGradColumnInside(firstColumn)) {
-    // The staged rows lie a multiple of 128 bytes apart, so the four lanes
-    // of a quad, which hold the same columns of different rows, would hit
-    // one bank (ncu: a 4.7-way conflict on these stores, 63% of the
-    // shared-store wavefronts). Lanes 2 and 3 of each quad store their
-    // column + 8 (register e + 2) where lanes 0 and 1 store column e, and
-    // the other way around: a 2-way conflict.
-    Value swapped = cmpI(arith::CmpIPredicate::uge, threadInGroup, i32(2));
-    Value swapBytes = select(swapped, i32(32), i32(0));
-    Value first = gepBytes(base, swapBytes),
-          second = gepBytes(base, arith::SubIOp::create(b, loc, i32(32), swapBytes));
-    for (int64_t nt = 0; nt < config.br / 8; ++nt)
-      for (int64_t e = 0; e < 2; ++e) {
-        Value low = fmul(acc[nt * 4 + e], scale), high = fmul(acc[nt * 4 + e + 2], scale);
-        LLVM::StoreOp::create(b, loc, select(swapped, high, low),
-                              gepBytes(first, i32(rowOffset(nt, e))), 4);
-        LLVM::StoreOp::create(b, loc, select(swapped, low, high),
-                              gepBytes(second, i32(rowOffset(nt, e))), 4);
-      }
-    return;
-  }
-  for (int64_t e = 0; e < 4; ++e) {
-    Value columnInside =
-        queryGradColumnInside(e >= 2 ? add(firstColumn, i32(8)) : firstColumn);
-    for (int64_t nt = 0; nt < config.br / 8; ++nt) {
-      Value value = fmul(acc[nt * 4 + e], scale);
-      Value address = gepBytes(base, i32(rowOffset(nt, e) + (e >= 2 ? 32 : 0)));
-      OpBuilder::InsertionGuard guard(b);
+  Value pairSwizzle = arith::AndIOp::create(b, loc, mul(groupId, i32(4)),
+                                            i32(queryGradPairSwizzle()));
+  auto f32x2 = VectorType::get({2}, b.getF32Type());
+  for (int64_t half = 0; half < 2; ++half) {
+    Value column = half ? add(firstColumn, i32(8)) : firstColumn;
+    OpBuilder::InsertionGuard guard(b);
+    if (Value columnInside = queryGradColumnInside(column)) {
       auto inside = scf::IfOp::create(b, loc, columnInside, /*withElseRegion=*/false);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
-      LLVM::StoreOp::create(b, loc, value, address, 4);
+    }
+    Value columnBase = gepBytes(smemQueryGrads, add(mul(column, i32(layout.queryGradColumnBytes())),
+                                                    mul(threadInGroup, i32(8))));
+    for (int64_t nt = 0; nt < config.br / 8; ++nt) {
+      Value pair = LLVM::UndefOp::create(b, loc, f32x2);
+      for (int64_t odd = 0; odd < 2; ++odd)
+        pair = LLVM::InsertElementOp::create(b, loc, pair,
+                                             fmul(acc[nt * 4 + 2 * half + odd], scale), i32(odd));
+      Value slots = arith::XOrIOp::create(b, loc, i32(4 * nt), pairSwizzle);
+      LLVM::StoreOp::create(b, loc, pair, gepBytes(columnBase, mul(slots, i32(8))), 8);
     }
   }
 }
 
-void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHead,
-                                                Value turnLock) {
+void WgmmaBackwardEmitter::issueQueryGradReduce(Value accumTile, Value turnLock) {
   // The staged rows are read by the async proxy: fence, then publish them
   // (to the writer warp: at the hand-over below).
   AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
   if (!writesQueryGradsFromWarp)
     syncBodyThreads();
-  // Rows firstQuery.. of (b, h) follow each other in dq_accum, as in the
-  // staging tile: thread 0 adds the rows inside N with one reduce. Its
-  // group is waited for before the next tile's barrier that publishes dSᵀ
-  // (awaitQueryGradReads), so the tile is not overwritten while read, and
-  // before the CTA exits (drainQueryGrads).
-  Value rows = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, queryLen, firstQuery),
-                                      i32(config.br));
-  Value first = add(accumHead, mul(toI64(firstQuery), i64(gradColumns())));
+  // The tile's block of dq_accum is laid out as the staging tile: thread
+  // 0 adds it with one reduce. Its group is waited for before the next
+  // tile's barrier that publishes dSᵀ (awaitQueryGradReads), so the tile
+  // is not overwritten while read, and before the CTA exits
+  // (drainQueryGrads).
+  Value bytes = i32(WgmmaBackwardLayout(config, queryStages(), true).queryGradBytes());
+  Value first = accumTile;
   if (writesQueryGradsFromWarp || (turnLock && defersTurns)) {
     // The tile is added by the writer warp, which takes it at barrier 2,
     // or (defersTurns) by thread 0 during the next tile's first dK/dV
@@ -490,7 +475,7 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
       store(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                      gepElements(queryGradAccumPtr, first, b.getF32Type())),
             StagedDestination, 8);
-      store(mul(rows, i32(gradColumns() * 4)), StagedBytes, 4);
+      store(bytes, StagedBytes, 4);
       store(turnLock ? LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), turnLock).getResult()
                      : i64(0),
             StagedLock, 8);
@@ -509,7 +494,7 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value firstQuery, Value accumHea
   reduce.addInput(LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                            gepElements(queryGradAccumPtr, first, b.getF32Type())));
   reduce.addInput(addressOf(smemQueryGrads));
-  reduce.addInput(mul(rows, i32(gradColumns() * 4)));
+  reduce.addInput(bytes);
   reduce.addInput(arith::ExtUIOp::create(b, loc, b.getI32Type(),
                                          cmpI(arith::CmpIPredicate::eq, tid, i32(0))));
   // Deterministic: the tile's turn, for thread 0 alone.

@@ -28,15 +28,17 @@ flashrt::KernelPackage backwardPackage(bool deterministic) {
 
 size_t roundUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// dq_accum holds a whole Br x D block per query tile: the last tile's rows
+// past N too (the wgmma kernel's bulk reduce adds whole tiles).
 TEST(BackwardWorkspace, HoldsDeltaTheDqAccumulatorAndTheSemaphores) {
   flashrun::Sizes sizes{2, 4, 4, 100, 100};
   size_t rows = 2 * 4 * 100, tiles = 2 * 4 * 4; // ceil(100 / 32) = 4
   EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(backwardPackage(false), sizes),
-            roundUp(rows * 4) + roundUp(rows * 64 * 4) + roundUp(tiles * 4));
+            roundUp(rows * 4) + roundUp(tiles * 32 * 64 * 4) + roundUp(tiles * 4));
 }
 
-// Column slices (D = 256) keep dq_accum's size (the same floats, laid out
-// [B, H, S, N, D/S]) and give every query tile a semaphore per slice.
+// Column slices (D = 256) keep dq_accum's size (a slice is a block of its
+// tile's columns) and give every query tile a semaphore per slice.
 TEST(BackwardWorkspace, ColumnSlicesTakeASemaphoreEach) {
   flashrun::Sizes sizes{2, 4, 4, 1000, 1000};
   size_t rows = 2 * 4 * 1000, tiles = 2 * 4 * 32; // ceil(1000 / 32) = 32
@@ -44,7 +46,7 @@ TEST(BackwardWorkspace, ColumnSlicesTakeASemaphoreEach) {
   package.headDim = 256;
   package.columnSlices = 2;
   EXPECT_EQ(flashrun::BackwardKernel::workspaceBytes(package, sizes),
-            roundUp(rows * 4) + roundUp(rows * 256 * 4) + roundUp(tiles * 2 * 4));
+            roundUp(rows * 4) + roundUp(tiles * 32 * 256 * 4) + roundUp(tiles * 2 * 4));
 }
 
 TEST(BackwardWorkspace, DeterministicAddsOneAccumulatorPerFloatTensor) {

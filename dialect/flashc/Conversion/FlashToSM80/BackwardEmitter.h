@@ -174,14 +174,15 @@ protected:
   /// Writes the Scores registers `scoreGrads` (dSᵀ) to smemDS.
   virtual void storeScoreGrads(llvm::ArrayRef<mlir::Value> scoreGrads);
   /// After the barrier that publishes dSᵀ: adds `scale`·dS·K (the key block
-  /// at `keys`) into the f32 accumulator of query tile `queryTile`, which
-  /// starts at element `accumHead` of dq_accum. `turnLock` (deterministic
+  /// at `keys`) into the f32 accumulator of query tile `queryTile`, whose
+  /// block (this CTA's slice of it) starts at element `accumTile` of
+  /// dq_accum. `turnLock` (deterministic
   /// and addsQueryGradsFromOneThread only, else null): the tile's
   /// semaphore, which thread 0 waits for right before its add and passes on
   /// after it (with deferred turns, during the next tile:
   /// settleDeferredTurns).
   virtual void addQueryGrads(mlir::Value keys, mlir::Value queryTile,
-                             mlir::Value accumHead, mlir::Value scale,
+                             mlir::Value accumTile, mlir::Value scale,
                              mlir::Value turnLock);
   /// Before the barrier that publishes dSᵀ (after which threads overwrite
   /// what the previous tile's dQ adds read): those reads are done.
@@ -224,9 +225,26 @@ protected:
   mlir::Value columnSliceOffset(int64_t bytes);
   /// Where aux gradient adds may happen: `predicate`, and (S > 1) slice 0.
   mlir::Value ownsAuxGrads(mlir::Value predicate);
-  /// Element (i64) of dq_accum where column slice `slice` (i32; null when
-  /// S = 1) of query head (b, h) starts: N rows of D/S floats.
-  mlir::Value queryGradAccumHead(mlir::Value batch, mlir::Value head, mlir::Value slice);
+  /// dq_accum, the f32 dQ the main kernel adds into, is ours to lay out:
+  /// per (b, h, query tile) a block of Br x D floats (rows past N too),
+  /// column after column, each column's rows in pairs (2p, 2p + 1) of which
+  /// pair p lies in slot p ^ (4c & queryGradPairSwizzle()). The wgmma
+  /// kernel's staged dQᵀ tile has that layout, so its stores are free of
+  /// bank conflicts and one bulk reduce adds the whole tile; the dQ
+  /// conversion undoes it. Column slice s is columns s·D/S.. of the block.
+  /// Element (i64) of dq_accum where query tile `queryTile` of (b, h)
+  /// starts, from slice `slice` (i32; null when S = 1) on.
+  mlir::Value queryGradAccumTile(mlir::Value batch, mlir::Value head, mlir::Value queryTile,
+                                 mlir::Value slice);
+  /// Element (i32) of (row, column) of a tile inside its block (both i32,
+  /// the column counted from the slice's first).
+  mlir::Value queryGradAccumElement(mlir::Value row, mlir::Value column);
+  /// The pair-index bits the column swizzles: bits 2-3 where Br % 32 == 0
+  /// (a wgmma dQᵀ store of a warp covers two 128-byte wavefronts), bit 2
+  /// where Br % 16 == 0, none otherwise (the pairs stay inside the column).
+  int64_t queryGradPairSwizzle() const {
+    return config.br % 32 == 0 ? 12 : config.br % 16 == 0 ? 4 : 0;
+  }
   /// dQ adds in a fixed order (FlashAttention-3's deterministic backward):
   /// CTA x of a (kv_head, b) has turn r = x / S and takes the r-th key
   /// block from the last (shortest first under a causal or window mask);
