@@ -129,6 +129,9 @@ llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const 
     return llvm::createStringError("--bwd-block-summary applies to the backward: add --bwd");
   request.backwardBlockSummary = blockSummary;
   request.deterministicBackward = deterministic;
+  // The caller chose how dQ is added.
+  request.orderedQueryGradsByDefault = !queryGradWriter.getNumOccurrences() && !deferTurns &&
+                                       !rotateQueryTiles;
   if (tile.empty())
     return llvm::Error::success();
   if (!backward)
@@ -157,7 +160,9 @@ llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) co
   // The writer takes the turns off the body's barriers: measured 0.89-0.97x
   // the default's time against 1.33-1.48x without it (H100, D = 128,
   // bench/results/2026-12-05e-h100-dq-writer). Without the turns it buys
-  // nothing (1.00-1.02x), so the default keeps the body's own adds.
+  // nothing (1.00-1.02x), so the default keeps the body's own adds. (A
+  // kernel marked ordered_query_grads takes turns and the writer without
+  // --deterministic.)
   target.queryGradWriter = queryGradWriter.getNumOccurrences()
                                ? queryGradWriter
                                : deterministic && !deferTurns;

@@ -99,6 +99,7 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
   traits.scored = bool(variant.score);
   traits.readsTensors = !variant.tensors.empty();
   traits.maskMayLeaveHoles = mayLeaveHoles(variant.mask.get());
+  traits.maskKeys = variant.mask ? keySetOf(variant.mask.get()) : KeySet::Row;
   return traits;
 }
 
@@ -172,7 +173,15 @@ frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_
     TileChoice tile = config.backwardTileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
   };
+  options.ordersQueryGradsFor = [config = *this](const frontend::Variant &variant, int64_t d) {
+    return config.ordersQueryGradsFor(variant, d);
+  };
   return options;
+}
+
+bool KernelConfig::ordersQueryGradsFor(const frontend::Variant &variant, int64_t headDim) const {
+  return orderedQueryGradsByDefault && !deterministicBackward &&
+         ordersQueryGradsByDefault(headDim, gemmKind, traitsOf(variant));
 }
 
 std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
@@ -366,6 +375,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   result.backwardBlockCols = callerRequest.backwardBlockCols;
   result.backwardBlockSummary = callerRequest.backwardBlockSummary;
   result.deterministicBackward = callerRequest.deterministicBackward;
+  result.orderedQueryGradsByDefault = callerRequest.orderedQueryGradsByDefault;
   result.backwardSourceText = result.sourceText == "command line"
                                   ? std::string("command line")
                                   : std::string("default tile");

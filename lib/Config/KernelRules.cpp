@@ -233,6 +233,24 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   return {64, 128, "the backward's tile at D <= 64 (8 warps of 16 keys, 64 queries per step)"};
 }
 
+bool config::ordersQueryGradsByDefault(int64_t headDim, llvm::StringRef gemmKind,
+                                       const VariantTraits &variant) {
+  // With dq_accum's own layout, the deterministic mode's order (each key
+  // block's dQ adds into a query tile wait for the previous block's, the
+  // dQ writer taking the waits off the body) ran at 0.93-0.97x the time of
+  // adding in any order at D = 128 (full and causal, N = 4096 and 16384;
+  // 1.03x / 0.97x at N = 1024) and 0.96x / 0.99x at D = 256 (N = 4096);
+  // H100, bench/results/2026-12-06d-h100-ordered-dq. The CTAs of a head
+  // then no longer add into the same dQ tile at once. Not taken where it
+  // was slower or not measured: D <= 64 (another tile, 1.33x at N =
+  // 1024), masks with a lower bound or pieces (a 1024-key window ran at
+  // 1.27x), tensor reads (documents: 1.21-1.28x; aux gradients would go
+  // fixed point), score mods, mma.sync.
+  bool prefixOfKeys = variant.maskKeys == KeySet::Row || variant.maskKeys == KeySet::Prefix;
+  return gemmKind == "wgmma" && headDim >= 128 && prefixOfKeys && !variant.scored &&
+         !variant.readsTensors;
+}
+
 KeySet config::intersectKeySets(KeySet x, KeySet y) {
   if (x == KeySet::Pieces || y == KeySet::Pieces)
     return KeySet::Pieces;

@@ -539,7 +539,7 @@ void KernelEmitter::emitBackward(int64_t br, int64_t bc, int64_t headDim,
   auto kernel = flash::BackwardKernelOp::create(
       builder, at, builder.getStringAttr(variant.name), sig.config, sig.elementType,
       sig.params, sig.tensors, sig.staticSizes, sig.dimClasses,
-      /*block_summary=*/nullptr);
+      /*block_summary=*/nullptr, /*ordered_query_grads=*/nullptr);
   OpBuilder::InsertionGuard guard(builder);
 
   // preprocess(b, h, qt): Δ = rowsum(dO ∘ O).
@@ -840,8 +840,11 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       }
       KernelEmitter(builder, variant, sourceMgr, fileName)
           .emitBackward(br, bc, *headDim, *derivatives);
+      auto kernel = cast<flash::BackwardKernelOp>(result->getBody()->back());
       if (options.blockSummary && options.backwardBlockSummary)
-        requestBlockSummary(cast<flash::BackwardKernelOp>(result->getBody()->back()));
+        requestBlockSummary(kernel);
+      if (options.ordersQueryGradsFor && options.ordersQueryGradsFor(variant, *headDim))
+        kernel.setOrderedQueryGrads(true);
       continue;
     }
     // Only a variant whose KV heads may be fewer than its query heads has

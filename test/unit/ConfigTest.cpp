@@ -159,6 +159,42 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   EXPECT_EQ(config::backwardColumnSlices(256), 2);
 }
 
+// The backward adds dQ in key-block order by default where that measured
+// faster: wgmma at D >= 128, keys admitted as a prefix or all of them, no
+// score mod and no tensor reads; never where the caller chose (an
+// explicit --deterministic takes the order anyway, as determinism).
+TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  config::KernelConfig hopper = resolve(parsed, "sm_90a", 128, 4096);
+  auto ordered = [&](const config::KernelConfig &resolved, llvm::StringRef variant,
+                     int64_t headDim) {
+    return resolved.ordersQueryGradsFor(parsed.variant(variant), headDim);
+  };
+  EXPECT_TRUE(ordered(hopper, "causal", 128));
+  EXPECT_TRUE(ordered(hopper, "full", 128));
+  EXPECT_TRUE(ordered(hopper, "prefix_lm", 128));
+  EXPECT_TRUE(ordered(hopper, "causal", 256));
+  EXPECT_FALSE(ordered(hopper, "causal", 64));
+  EXPECT_FALSE(ordered(hopper, "full", 96));
+  EXPECT_FALSE(ordered(hopper, "document", 128));
+  EXPECT_FALSE(ordered(hopper, "softcap", 128));
+  EXPECT_FALSE(ordered(resolve(parsed, "sm_80", 128, std::nullopt), "causal", 128));
+  config::ConfigRequest chosen;
+  chosen.orderedQueryGradsByDefault = false;
+  EXPECT_FALSE(ordered(resolve(parsed, "sm_90a", 128, 4096, chosen), "causal", 128));
+  config::ConfigRequest deterministic;
+  deterministic.deterministicBackward = true;
+  EXPECT_FALSE(ordered(resolve(parsed, "sm_90a", 128, 4096, deterministic), "causal", 128));
+  // A window bounds the keys from below: not ordered (it measured slower).
+  config::VariantTraits window;
+  window.masked = true;
+  window.maskKeys = config::KeySet::Interval;
+  EXPECT_FALSE(config::ordersQueryGradsByDefault(128, "wgmma", window));
+  window.maskKeys = config::KeySet::Prefix;
+  EXPECT_TRUE(config::ordersQueryGradsByDefault(128, "wgmma", window));
+}
+
 TEST(KernelConfig, ARequestWinsKnobByKnob) {
   Parsed parsed;
   ASSERT_TRUE(parsed.ast) << parsed.diagnostics;

@@ -24,16 +24,6 @@
 
 namespace flashc::config {
 
-/// What the default-tile rules look at in a variant.
-struct VariantTraits {
-  bool masked = false;       // it has a mask
-  bool scored = false;       // it has a score modification
-  bool readsTensors = false; // it declares aux tensors
-  /// The keys its mask admits may come in pieces (KeySet::Pieces), so whole
-  /// key blocks inside the visible range can be empty.
-  bool maskMayLeaveHoles = false;
-};
-
 /// For one query row, the shape of the set of keys a boolean admits: the
 /// same for every key (all or none), a prefix (j < e), a suffix (j > e),
 /// an interval, or a union of pieces. The lattice both analyses of a mask
@@ -48,6 +38,18 @@ KeySet negateKeySet(KeySet x);
 /// (predicates on tensor elements at j: sorted document ids, key lengths).
 KeySet comparisonKeySet(std::optional<int64_t> lhsCoefficient,
                         std::optional<int64_t> rhsCoefficient, bool below, bool above);
+
+/// What the default-tile rules look at in a variant.
+struct VariantTraits {
+  bool masked = false;       // it has a mask
+  bool scored = false;       // it has a score modification
+  bool readsTensors = false; // it declares aux tensors
+  /// The keys its mask admits may come in pieces (KeySet::Pieces), so whole
+  /// key blocks inside the visible range can be empty.
+  bool maskMayLeaveHoles = false;
+  /// For one query row, the keys its mask admits (Row when unmasked).
+  KeySet maskKeys = KeySet::Row;
+};
 
 /// A tile and why it was chosen (one phrase, for --verbose).
 struct TileChoice {
@@ -71,6 +73,12 @@ bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
 /// in the default or the `deterministic` mode.
 TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
                                const VariantTraits &variant, bool deterministic = false);
+
+/// Whether the backward adds dQ in the deterministic mode's key-block order
+/// (`ordered_query_grads`) by default, though determinism was not asked
+/// for: where that order measured faster than adding in any order.
+bool ordersQueryGradsByDefault(int64_t headDim, llvm::StringRef gemmKind,
+                               const VariantTraits &variant);
 
 /// The column ranges of D the backward's main kernel splits dK, dV and dQ
 /// into, one CTA each: 1 up to D = 128; above, dK and dV of a warp's keys

@@ -36,6 +36,10 @@ struct KernelOptions {
   /// the summary of its own tiling empties and unmasks the full ones
   /// (flashc --bwd-block-summary, on by default).
   bool backwardBlockSummary = true;
+  /// Backward: whether a variant's kernel adds dQ in key-block order
+  /// (`ordered_query_grads`) though determinism was not asked for; unset:
+  /// never.
+  std::function<bool(const Variant &, int64_t headDim)> ordersQueryGradsFor;
   /// Forward kernels whose key range may be split at run time
   /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
   /// a combine step.

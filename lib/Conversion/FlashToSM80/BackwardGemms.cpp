@@ -376,13 +376,11 @@ void BackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accumTile
 }
 
 Value BackwardEmitter::lockAddress(Value batch, Value head, Value queryTile, Value slice) {
-  Value tiles = arith::CeilDivUIOp::create(b, loc, queryLen, i32(config.br));
-  Value index = add(mul(toI64(add(mul(batch, headCount), head)), toI64(tiles)),
-                    toI64(queryTile));
+  Value index = queryTileIndex(batch, head, queryTile);
   // A semaphore per column slice: the slices' dQ adds touch other columns.
   if (slice)
-    index = add(mul(index, i64(columnSlices)), toI64(slice));
-  return gepElements(queryGradLockPtr, index, b.getI32Type());
+    index = add(mul(index, i32(columnSlices)), slice);
+  return gepElements(queryGradLockPtr, toI64(index), b.getI32Type());
 }
 
 void BackwardEmitter::waitForTurn(Value address) {

@@ -229,10 +229,17 @@ Value BackwardEmitter::ownsAuxGrads(Value predicate) {
                                cmpI(arith::CmpIPredicate::eq, columnSlice, i32(0)));
 }
 
+Value BackwardEmitter::queryTileIndex(Value batch, Value head, Value queryTile) {
+  Value tiles = arith::CeilDivUIOp::create(b, loc, queryLen, i32(config.br));
+  return add(mul(add(mul(batch, headCount), head), tiles), queryTile);
+}
+
 Value BackwardEmitter::queryGradAccumTile(Value batch, Value head, Value queryTile,
                                           Value slice) {
-  Value tiles = arith::CeilDivUIOp::create(b, loc, queryLen, i32(config.br));
-  Value tile = add(mul(toI64(add(mul(batch, headCount), head)), toI64(tiles)), toI64(queryTile));
+  // In i32 up to the tile's index (B·H·tiles stays far below 2^31 where
+  // dq_accum fits a GPU): a 64-bit product of the loop-invariant factors
+  // would be hoisted out of the query loop and held in two registers.
+  Value tile = toI64(queryTileIndex(batch, head, queryTile));
   Value first = mul(tile, i64(config.br * config.headDim));
   if (slice)
     first = add(first, toI64(mul(slice, i32(config.br * gradColumns()))));
@@ -1772,8 +1779,9 @@ LogicalResult sm80::lowerBackwardKernels(ModuleOp module, StringRef pass,
       },
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) {
-        return std::make_unique<BackwardEmitter>(kernel, config, gpuModule,
-                                                 pass, deterministic, stageAuxGrads);
+        return std::make_unique<BackwardEmitter>(kernel, config, gpuModule, pass,
+                                                 deterministic || kernel.getOrderedQueryGrads(),
+                                                 stageAuxGrads);
       });
 }
 

@@ -418,3 +418,15 @@ flash.backward_kernel @acc_type attributes {config = #flash.tile<br = 32, bc = 1
   // expected-error @+1 {{'flash.accumulate_transposed' op tile element type 'f16' differs from the kernel's element type 'bf16'}}
   %y = flash.accumulate_transposed %a, %x, %r : tensor<16x16xf32>, tensor<32x16xf32>, tensor<32x16xf16>
 }
+
+// -----
+
+// expected-error @+1 {{'flash.backward_kernel' op ordered_query_grads applies to kernels without aux tensors (their gradients would need the deterministic mode's fixed-point scratch)}}
+flash.backward_kernel @ordered_with_tensors attributes {config = #flash.tile<br = 32, bc = 16, head_dim = 16>,
+    element_type = bf16, tensors = [#flash.aux_tensor<"bias" : f32 [heads, 64]>],
+    static_sizes = array<i64: -1, -1, -1, -1, -1, 16>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, ordered_query_grads} preprocess {
+^bb0(%b: index, %h: index, %qt: index):
+} main {
+^bb0(%b: index, %hkv: index, %kt: index):
+}

@@ -236,6 +236,8 @@ protected:
   /// starts, from slice `slice` (i32; null when S = 1) on.
   mlir::Value queryGradAccumTile(mlir::Value batch, mlir::Value head, mlir::Value queryTile,
                                  mlir::Value slice);
+  /// (b·H + h)·tiles + qt (i32): query tile qt of (b, h) among all.
+  mlir::Value queryTileIndex(mlir::Value batch, mlir::Value head, mlir::Value queryTile);
   /// Element (i32) of (row, column) of a tile inside its block (both i32,
   /// the column counted from the slice's first).
   mlir::Value queryGradAccumElement(mlir::Value row, mlir::Value column);

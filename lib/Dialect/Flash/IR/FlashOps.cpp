@@ -419,7 +419,14 @@ LogicalResult FinalizeOp::verify() {
 // Backward pass
 //===----------------------------------------------------------------------===//
 
-LogicalResult BackwardKernelOp::verify() { return verifySignature(*this); }
+LogicalResult BackwardKernelOp::verify() {
+  // Ordered adds take the deterministic mode's paths, whose aux gradients
+  // are fixed point in scratch that only a deterministic package has.
+  if (getOrderedQueryGrads() && !getTensors().empty())
+    return emitOpError("ordered_query_grads applies to kernels without aux tensors (their "
+                       "gradients would need the deterministic mode's fixed-point scratch)");
+  return verifySignature(*this);
+}
 
 LogicalResult BackwardKernelOp::verifyRegions() {
   auto takesThreeIndices = [](Block &block) {

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Call M: dq_accum in our own layout (per query tile, column-major, row
+# pairs swizzled; conflict-free 8-byte staging stores, one whole-tile
+# reduce; the conversion undoes the swizzle). Checks (ragged N, slices,
+# mma.sync, deterministic), then base (HEAD e4ebcb5) vs new timing, peers.
+set -u
+cd "$(dirname "$0")/.."
+T=$(mktemp -d); tar -C "$T" -xJf .device-carry/flashc-tools.tar.xz
+TB=$(mktemp -d); tar -C "$TB" -xJf .device-carry/base-run.tar.xz
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/gpu.txt
+one() {
+  out=$(FLASHC_CACHE_DIR=$T/cache-check timeout 90 $T/flash-run "$@" --bwd --iters 0 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then echo "ok    $*"; else echo "FAIL  $* ($rc)"; echo "$out" | tail -6; fi
+}
+export -f one; export T
+{
+for D in 64 128; do
+  for f in full causal sliding_window prefix_lm document key_padding sink_window alibi softcap relative_bias gqa; do echo "examples/$f.flash --shape B=2,H=4,N=1000,D=$D"; done
+  for f in full causal document relative_bias sink_window; do echo "examples/$f.flash --shape B=2,H=4,N=1000,D=$D --deterministic"; done
+done
+echo "examples/full.flash --shape B=1,H=4,HKV=2,N=700,M=300,D=64"
+echo "examples/gqa.flash --shape B=2,H=8,HKV=2,N=1000,M=1100,D=128"
+echo "examples/causal.flash --shape B=1,H=2,N=777,D=256"
+echo "examples/full.flash --shape B=2,H=2,N=1000,D=256 --deterministic"
+echo "examples/full.flash --shape B=1,H=2,N=777,D=96"
+echo "examples/causal.flash --shape B=1,H=2,N=777,D=96 --deterministic"
+echo "examples/full.flash --shape B=2,H=4,N=1000,D=128 --gemm=mma.sync"
+echo "examples/causal.flash --shape B=2,H=4,N=1000,D=64 --gemm=mma.sync --deterministic"
+echo "examples/full.flash --shape B=1,H=2,N=1000,D=64 --gemm=mma.sync --bwd-tile Br=48,Bc=64"
+echo "examples/causal.flash --shape B=1,H=2,N=1000,D=128 --bwd-tile Br=128,Bc=128"
+echo "examples/causal.flash --shape B=1,H=2,N=1000,D=128 --bwd-tile Br=32,Bc=128"
+echo "examples/full.flash --shape B=3,H=2,N=17,D=128"
+echo "examples/full.flash --shape B=2,H=2,N=1,M=100,D=64"
+echo "test/GPU/past-rows.flash --shape B=2,H=4,N=333,D=128"
+echo "test/GPU/summary-masks.flash --variant doc_gqa_heads --shape B=2,H=8,HKV=2,N=1000,D=128 --deterministic"
+echo "test/GPU/gqa_per_head.flash --shape B=2,H=8,HKV=2,N=1000,D=64 --deterministic"
+echo "test/GPU/aux-grads.flash --variant two_tables --shape B=2,H=4,N=500,D=128"
+} > $T/cases.txt
+echo "== checks ($(wc -l < $T/cases.txt))"
+xargs -d '\n' -P 12 -I{} bash -c 'one $1' _ {} < $T/cases.txt > $OUT/checks.log 2>&1
+echo "ok $(grep -c '^ok' $OUT/checks.log), FAIL $(grep -c '^FAIL' $OUT/checks.log)"; grep -A6 '^FAIL' $OUT/checks.log | head -40
+echo "== timing"
+row() { local mode=$1 run=$2 ex=$3 D=$4 N=$5; shift 5; local H=$((2048 / D)) B=$((16384 / N)) fl=
+  [ $ex = causal ] && fl=--causal
+  r=$(FLASHC_CACHE_DIR=$run.cache timeout 60 $run/flash-run examples/$ex.flash --bwd $fl "$@" --csv --shape B=$B,H=$H,N=$N,D=$D --iters 12 2>$OUT/last.log | tail -1)
+  [ -n "$r" ] || r="$ex,FAILED"
+  echo "$mode;$r" | tee -a $OUT/time.csv | awk -F'[;,]' '{printf "%-8s %-8s D=%s N=%s %s ms %s TFLOP/s\n", $1, $2, $9, $7, $12, $13}'; }
+for c in 128:16384:full 128:16384:causal 64:16384:full; do IFS=: read -r D N ex <<< "$c"
+  row base $TB $ex $D $N; row new $T $ex $D $N; row base2 $TB $ex $D $N; row new2 $T $ex $D $N; done
+for c in 128:1024:full 64:1024:causal 128:4096:causal; do IFS=: read -r D N ex <<< "$c"
+  row base $TB $ex $D $N; row new $T $ex $D $N; done
+for c in 128:4096:full 64:4096:full 64:4096:causal 128:1024:causal 64:1024:full 64:16384:causal 256:4096:full 256:4096:causal; do IFS=: read -r D N ex <<< "$c"; row new $T $ex $D $N; done
+row det-new $T full 128 16384 --deterministic
+row det-new $T full 64 16384 --deterministic
+echo "== peers (same run)"
+timeout 200 python3 .device-carry/peers.py --bwd --hdims 128,64 --seqs 1024,4096,16384 --peers sdpa-cudnn,sdpa-flash > $OUT/peers.csv 2>$OUT/peers.log; grep bwd $OUT/peers.csv
+timeout 60 python3 .device-carry/peers.py --bwd --hdims 256 --seqs 4096 --peers sdpa-flash,sdpa-cudnn >> $OUT/peers.csv 2>>$OUT/peers.log; grep "bwd" $OUT/peers.csv | grep ",256," 
