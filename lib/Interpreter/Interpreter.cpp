@@ -626,7 +626,8 @@ LogicalResult KernelExecutor::execMask(flash::MaskOp mask) {
   int64_t bandRows = result.rows / static_cast<int64_t>(bands.size());
   for (auto [band, visible] : llvm::enumerate(bands))
     if (scalar(visible) == 0)
-      for (int64_t r = band * bandRows; r < (band + 1) * bandRows; ++r)
+      for (int64_t r = static_cast<int64_t>(band) * bandRows;
+           r < static_cast<int64_t>(band + 1) * bandRows; ++r)
         for (int64_t c = 0; c < result.cols; ++c)
           result(r, c) = kNegInf;
   setTile(mask.getResult(), std::move(result));

@@ -208,7 +208,7 @@ std::optional<TuningKey> tuning::makeKey(mlir::MLIRContext &context,
   void *handlerContext = sourceMgr.getDiagContext();
   sourceMgr.setDiagHandler([](const llvm::SMDiagnostic &, void *) {});
   auto restore =
-      llvm::make_scope_exit([&] { sourceMgr.setDiagHandler(handler, handlerContext); });
+      llvm::scope_exit([&] { sourceMgr.setDiagHandler(handler, handlerContext); });
   frontend::KernelOptions options;
   options.blockRows = kKeyTileRows;
   options.blockCols = kKeyTileCols;
@@ -378,7 +378,7 @@ llvm::Error TuningCache::record(const TuningEntry &entry, std::string &warnings)
     llvm::sys::Process::SafelyCloseFileDescriptor(lockFd);
     return llvm::createStringError(error, "cannot lock " + lockPath + ": " + error.message());
   }
-  auto unlock = llvm::make_scope_exit([&] {
+  auto unlock = llvm::scope_exit([&] {
     llvm::sys::fs::unlockFile(lockFd);
     llvm::sys::Process::SafelyCloseFileDescriptor(lockFd);
   });

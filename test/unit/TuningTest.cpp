@@ -28,12 +28,14 @@ TEST(SearchSpaceTest, EnumeratesTheProductWithoutSynonyms) {
   // rows-per-warp.
   EXPECT_EQ(configs.size(), 30u);
   for (const TileConfig &config : configs) {
-    if (config.gemm == "wgmma")
+    if (config.gemm == "wgmma") {
       EXPECT_EQ(config.rowsPerWarp, 0) << config.str();
-    else
+    } else {
       EXPECT_EQ(config.kvCopy, "cp.async") << config.str();
-    if (config.kvCopy != "tma" || config.blockRows >= 128)
+    }
+    if (config.kvCopy != "tma" || config.blockRows >= 128) {
       EXPECT_FALSE(config.overlapSoftmax) << config.str();
+    }
     // Only warp-specialized tiles name their grid.
     EXPECT_EQ(config.persistent.has_value(),
               config.gemm == "wgmma" && config.kvCopy == "tma" && config.blockRows >= 128)
