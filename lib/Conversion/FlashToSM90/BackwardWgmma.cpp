@@ -114,6 +114,9 @@ public:
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
   }
+  /// Whether the dQ writer warpgroup adds the staged tiles (--dq-writer
+  /// and it applies).
+  bool writesQueryGrads() const { return writesQueryGradsFromWarp; }
 
   Value sharedChunkOffset(Value row, Value chunk, int64_t rows) override {
     return wgmma::panelChunkOffset(*this, row, chunk, rows);
@@ -704,11 +707,18 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
           gpu::GPUModuleOp gpuModule) -> std::unique_ptr<sm80::BackwardEmitter> {
-        // ordered_query_grads: the deterministic order, with the writer
-        // (without it the turns cost 1.33-1.48x).
-        bool ordered = kernel.getOrderedQueryGrads();
-        return std::make_unique<WgmmaBackwardEmitter>(
-            kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
-            queryGradWriter || (ordered && !deferTurns), rotateQueryTiles && !ordered);
+        auto make = [&](bool ordered) {
+          return std::make_unique<WgmmaBackwardEmitter>(
+              kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
+              queryGradWriter || (ordered && !deferTurns), rotateQueryTiles && !ordered);
+        };
+        // ordered_query_grads: the deterministic order, with the writer.
+        // Without it (one warpgroup of keys, or no room for the staged dQ
+        // tile: a tile from --bwd-tile or the tuning cache) the turns cost
+        // 1.33-1.48x, so such a kernel adds dQ in any order.
+        std::unique_ptr<WgmmaBackwardEmitter> emitter = make(kernel.getOrderedQueryGrads());
+        if (kernel.getOrderedQueryGrads() && !deterministic && !emitter->writesQueryGrads())
+          emitter = make(false);
+        return emitter;
       });
 }

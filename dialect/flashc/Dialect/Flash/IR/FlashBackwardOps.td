@@ -47,9 +47,11 @@ def Flash_BackwardKernelOp : Flash_Op<"backward_kernel", [
     drop the mask. GPU backends compute it with a fourth kernel first.
 
     `ordered_query_grads`: GPU backends add dQ in the deterministic mode's
-    key-block order (its semaphores, and on wgmma its dQ writer) though
+    key-block order (its semaphores and the wgmma dQ writer) though
     determinism was not asked for, because that order measured faster for
-    this variant (config::ordersQueryGradsByDefault). The results are the
+    this variant (config::ordersQueryGradsByDefault); where the writer
+    cannot serve the tile (one warpgroup of keys, no room for the staged
+    dQ tile) they add in any order. The results are the
     same as the default's up to the order of f32 adds (and bitwise the same
     from run to run); the interpreter, which adds in one order anyway,
     ignores it.
