@@ -172,7 +172,8 @@ int64_t config::backwardColumnSlices(int64_t headDim) {
 }
 
 TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
-                                       const VariantTraits &variant, bool deterministic) {
+                                       const VariantTraits &variant, bool deterministic,
+                                       std::optional<int64_t> queryLength) {
   // wgmma (a warpgroup per 64 keys): dK and dV take D/2 f32 registers each,
   // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 64 fits 255 registers
   // without spills (ptxas -v) only without a score mod or tensor reads
@@ -202,28 +203,39 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
       (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles))
     return {32, 128, "the wgmma backward's tile at D >= 96 with a score mod, tensor reads or "
                      "keys in pieces (2 warpgroups of 64 keys, 32 queries per step)"};
-  // At D <= 64 one warpgroup of 64 keys with 32 queries per step (139-168
-  // registers, several CTAs per SM) beats Br = 64, Bc = 128 by 1.31x
-  // (full) and 1.44x (causal) with the pipelined query loop (H200, N = 4096,
-  // flashc-tune --bwd, bench/results/2026-12-01-h200-backward-pipelined).
-  // Deterministic mode wants two warpgroups, for the dQ writer that takes
-  // the turns off the body: Br = 64, Bc = 128 with the writer ran at 0.95x
-  // the default's time (Br = 32, Bc = 64 without it: 1.63x; H100, D = 64,
-  // N = 16384, full; bench/results/2026-12-06-h100-backward-profile). With
-  // a score mod, tensor reads or keys in pieces Br = 64 spills (8 bytes
-  // for relative_bias with the body's own adds, 40 with --defer-turns):
-  // Br = 32 there, as at D >= 96.
-  if (gemmKind == "wgmma" && headDim <= 64 && deterministic) {
-    if (variant.scored || variant.readsTensors || variant.maskMayLeaveHoles)
+  // At D <= 64 FlashAttention-3's 128 x 128 (two warpgroups of 64 keys,
+  // 128 queries per step: Sᵀ and dPᵀ take 64 registers each, dK and dV 32)
+  // fits 240 registers without spills since Br is free of {32, 64, 128}'s
+  // old limits and the dQ writer gives the body its registers. Against
+  // one warpgroup of 64 keys with 32 queries per step (several CTAs per
+  // SM) it ran 1.12x (full) and 1.16x (causal) faster at N = 16384, 1.05x
+  // and 1.04x at 4096 without the writer; with the writer in key-block
+  // order (ordersQueryGradsByDefault) 1.25x / 1.23x at 16384, 1.15x / 1.19x
+  // at 8192, 1.02x / 1.13x at 4096, 0.93x / 1.04x at 2048, and 0.84-0.95x
+  // at N <= 1024 (H100, same runs, bench/results/2026-12-06f-h100-bwd-tiles):
+  // the one warpgroup stays up to N = 1024, and up to 2048 without a mask.
+  // With a score mod, tensor
+  // reads or keys in pieces Br = 64 spilled (8 bytes for relative_bias, 40
+  // with --defer-turns): one warpgroup, or Br = 32 with two in
+  // deterministic mode (the dQ writer needs two), as at D >= 96.
+  if (gemmKind == "wgmma" && headDim <= 64) {
+    bool plain = !variant.scored && !variant.readsTensors && !variant.maskMayLeaveHoles;
+    bool shortQueries = queryLength && *queryLength <= (variant.masked ? 1024 : 2048);
+    if (plain && !shortQueries)
+      return {128, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 128 "
+                        "queries per step)"};
+    if (deterministic && plain)
+      return {64, 128, "the deterministic wgmma backward's tile at D <= 64 and short N (2 "
+                       "warpgroups of 64 keys for the dQ writer, 64 queries per step)"};
+    if (deterministic)
       return {32, 128, "the deterministic wgmma backward's tile at D <= 64 with a score mod, "
                        "tensor reads or keys in pieces (2 warpgroups of 64 keys for the dQ "
                        "writer, 32 queries per step)"};
-    return {64, 128, "the deterministic wgmma backward's tile at D <= 64 (2 warpgroups of 64 "
-                     "keys for the dQ writer, 64 queries per step)"};
+    return {32, 64, plain ? "the wgmma backward's tile at D <= 64 and N <= 1024 (2048 without "
+                            "a mask) (1 warpgroup of 64 keys, 32 queries per step)"
+                          : "the wgmma backward's tile at D <= 64 with a score mod, tensor reads "
+                            "or keys in pieces (1 warpgroup of 64 keys, 32 queries per step)"};
   }
-  if (gemmKind == "wgmma" && headDim <= 64)
-    return {32, 64, "the wgmma backward's tile at D <= 64 (1 warpgroup of 64 keys, 32 queries "
-                    "per step)"};
   if (gemmKind == "wgmma")
     return {64, 128, "the wgmma backward's tile (2 warpgroups of 64 keys, 64 queries per step)"};
   // mma.sync: the same per thread; at D >= 96 only Br = 32 stays within 255
@@ -240,15 +252,17 @@ bool config::ordersQueryGradsByDefault(int64_t headDim, llvm::StringRef gemmKind
   // dQ writer taking the waits off the body) ran at 0.93-0.97x the time of
   // adding in any order at D = 128 (full and causal, N = 4096 and 16384;
   // 1.03x / 0.97x at N = 1024) and 0.96x / 0.99x at D = 256 (N = 4096);
-  // H100, bench/results/2026-12-06d-h100-ordered-dq. The CTAs of a head
-  // then no longer add into the same dQ tile at once. Not taken where it
-  // was slower or not measured: D <= 64 (another tile, 1.33x at N =
-  // 1024), masks with a lower bound or pieces (a 1024-key window ran at
-  // 1.27x), tensor reads (documents: 1.21-1.28x; aux gradients would go
-  // fixed point), score mods, mma.sync.
+  // H100, bench/results/2026-12-06d-h100-ordered-dq. At D <= 64 on the
+  // 128 x 128 tile it ran at 0.89x (full) and 0.95x (causal) the time of
+  // the writer alone at N = 16384, 1.06x / 0.93x at 4096 (-06f); on the
+  // one warpgroup of N <= 1024 it does not apply (no writer). The CTAs of
+  // a head then no longer add into the same dQ tile at once. Not taken
+  // where it was slower or not measured: D = 96, masks with a lower bound
+  // or pieces (a 1024-key window ran at 1.27x), tensor reads (documents:
+  // 1.21-1.28x; aux gradients would go fixed point), score mods, mma.sync.
   bool prefixOfKeys = variant.maskKeys == KeySet::Row || variant.maskKeys == KeySet::Prefix;
-  return gemmKind == "wgmma" && headDim >= 128 && prefixOfKeys && !variant.scored &&
-         !variant.readsTensors;
+  return gemmKind == "wgmma" && (headDim >= 128 || headDim <= 64) && prefixOfKeys &&
+         !variant.scored && !variant.readsTensors;
 }
 
 KeySet config::intersectKeySets(KeySet x, KeySet y) {

@@ -127,10 +127,33 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
     return Tile(tile.blockRows, tile.blockCols);
   };
   config::KernelConfig hopper = resolve(parsed, "sm_90a", 128, 4096);
-  // wgmma: one warpgroup of 64 keys and Br = 32 at D <= 64, two warpgroups
-  // and Br = 64 above, Br = 32 again with a score mod or tensor reads.
-  EXPECT_EQ(backwardTile(hopper, "causal", 64), Tile(32, 64));
+  // wgmma: two warpgroups of 64 keys and Br = 128 at D <= 64, one
+  // warpgroup and Br = 32 there for N <= 1024 (2048 unmasked) or with a score mod, tensor
+  // reads or keys in pieces; two warpgroups and Br = 64 above, Br = 32
+  // again with a score mod or tensor reads.
+  EXPECT_EQ(backwardTile(hopper, "causal", 64), Tile(128, 128));
+  EXPECT_EQ(backwardTile(hopper, "full", 64), Tile(128, 128));
   EXPECT_EQ(backwardTile(hopper, "softcap", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(hopper, "document", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(hopper, "sink_window", 64), Tile(32, 64));
+  config::KernelConfig hopperShort = resolve(parsed, "sm_90a", 64, 1024);
+  EXPECT_EQ(backwardTile(hopperShort, "causal", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1025), "causal", 64), Tile(128, 128));
+  // Without a mask the one warpgroup stays up to N = 2048.
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "full", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "causal", 64), Tile(128, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2049), "full", 64), Tile(128, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, std::nullopt), "causal", 64),
+            Tile(128, 128));
+  // Deterministic mode wants two warpgroups (the dQ writer) at any N.
+  config::ConfigRequest deterministic;
+  deterministic.deterministicBackward = true;
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1024, deterministic), "causal", 64),
+            Tile(64, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1024, deterministic), "softcap", 64),
+            Tile(32, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 4096, deterministic), "causal", 64),
+            Tile(128, 128));
   EXPECT_EQ(backwardTile(hopper, "causal", 128), Tile(64, 128));
   EXPECT_EQ(backwardTile(hopper, "full", 96), Tile(64, 128));
   EXPECT_EQ(backwardTile(hopper, "softcap", 128), Tile(32, 128));
@@ -140,7 +163,7 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   config::ConfigRequest request;
   request.backwardBlockRows = 64;
   config::KernelConfig asked = resolve(parsed, "sm_90a", 128, 4096, request);
-  EXPECT_EQ(backwardTile(asked, "causal", 64), Tile(64, 64));
+  EXPECT_EQ(backwardTile(asked, "causal", 64), Tile(64, 128));
   EXPECT_EQ(tileOf(asked, parsed.variant("causal"), 128), Tile(128, 128));
   EXPECT_EQ(asked.backwardSource(), "command line");
   config::KernelConfig ampere = resolve(parsed, "sm_80", 128, std::nullopt);
@@ -160,7 +183,7 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
 }
 
 // The backward adds dQ in key-block order by default where that measured
-// faster: wgmma at D >= 128, keys admitted as a prefix or all of them, no
+// faster: wgmma at D >= 128 or <= 64, keys admitted as a prefix or all of them, no
 // score mod and no tensor reads; never where the caller chose (an
 // explicit --deterministic takes the order anyway, as determinism).
 TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
@@ -175,7 +198,9 @@ TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   EXPECT_TRUE(ordered(hopper, "full", 128));
   EXPECT_TRUE(ordered(hopper, "prefix_lm", 128));
   EXPECT_TRUE(ordered(hopper, "causal", 256));
-  EXPECT_FALSE(ordered(hopper, "causal", 64));
+  EXPECT_TRUE(ordered(hopper, "causal", 64));
+  EXPECT_TRUE(ordered(hopper, "full", 64));
+  EXPECT_FALSE(ordered(hopper, "softcap", 64));
   EXPECT_FALSE(ordered(hopper, "full", 96));
   EXPECT_FALSE(ordered(hopper, "document", 128));
   EXPECT_FALSE(ordered(hopper, "softcap", 128));

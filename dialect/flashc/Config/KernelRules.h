@@ -70,9 +70,11 @@ bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
 /// The backward kernel's tile for `gemmKind` ("wgmma" or "mma.sync"): Br
 /// query rows per step of its inner loop, Bc keys per CTA (dK and dV of the
 /// keys in registers: a warp per 16 keys, a warpgroup per 64 with wgmma),
-/// in the default or the `deterministic` mode.
+/// in the default or the `deterministic` mode, for N = `queryLength` where
+/// known.
 TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
-                               const VariantTraits &variant, bool deterministic = false);
+                               const VariantTraits &variant, bool deterministic = false,
+                               std::optional<int64_t> queryLength = std::nullopt);
 
 /// Whether the backward adds dQ in the deterministic mode's key-block order
 /// (`ordered_query_grads`) by default, though determinism was not asked

@@ -685,11 +685,14 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
   FailureOr<KernelConfig> config = sm80::backwardBaseConfig(kernel, pass);
   if (failed(config))
     return failure();
-  if (config->br != 32 && config->br != 64 && config->br != 128)
+  // Br is the N of Sᵀ, dPᵀ and dQᵀ and the K of dV and dK: a multiple of
+  // 16 (wgmma's k step, and whole 8 x 8 stmatrix pairs of dS).
+  if (config->br % 16 || config->br < 32 || config->br > 128)
     return sm80::rejectBackwardConfig(
         kernel, pass,
         "Br = " + Twine(config->br) +
-            " must be 32, 64 or 128 for the wgmma backward (use --gemm=mma.sync for others)");
+            " must be a multiple of 16 in [32, 128] for the wgmma backward (use "
+            "--gemm=mma.sync for others)");
   if (config->bc % 64 || config->bc < 64 || config->bc > 256)
     return sm80::rejectBackwardConfig(
         kernel, pass,
