@@ -38,6 +38,18 @@ for D in 64 128; do
     run "$f" --shape "B=2,H=4,N=1000,D=$D$extra"
   done
 done
+# D = 64 above N = 1024: the default 128 x 128 tile (dQ in key-block order
+# on full and prefix masks), every example, ragged; BSHD, f16, GQA.
+for f in examples/*.flash; do
+  grep -qE '^ *(paged|varlen) ' "$f" && continue
+  extra=""
+  [[ $f == *gqa.flash ]] && extra=",H=8,HKV=2,M=1400"
+  run "$f" --shape "B=1,H=2,N=1500,D=64$extra"
+done
+run examples/causal.flash --shape B=2,H=4,N=1300,D=64 --layout bshd
+run test/GPU/dtypes.flash --variant causal_f16 --shape B=1,H=8,HKV=2,N=1300,M=1500,D=64
+run examples/full.flash --shape B=1,H=2,N=2049,D=64
+run examples/causal.flash --shape B=1,H=2,N=1300,D=64 --deterministic
 run examples/causal.flash --shape B=1,H=2,N=777,D=96
 run examples/full.flash --shape B=1,H=2,N=333,D=96
 run examples/full.flash --shape B=2,H=8,HKV=1,N=515,M=700,D=128     # MQA, M > N

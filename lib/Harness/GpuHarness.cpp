@@ -658,11 +658,22 @@ void harness::launchBackward(const flashrun::BackwardKernel &kernel, flashrt::St
   kernel.launch(stream, t, p.sizes(), p.params, aux);
 }
 
+bool BackwardValidation::gradientPasses(const interp::ErrorStats &stats) const {
+  // A gradient that cancels to about 0 (a one-hot row: dP - Δ = 0 up to
+  // f32 rounding, so dQ and dK are rounding noise on both sides) has no
+  // relative error to speak of: it passes where every element is within
+  // 1e-3 of the bound of the interpreter's, in absolute terms. NaN never
+  // passes.
+  constexpr double kCancelledGradientFloor = 1e-3;
+  return stats.passes(bound) || (stats.nonFinite == 0 && stats.mismatchedInf == 0 &&
+                                 stats.maxAbs <= bound * kCancelledGradientFloor);
+}
+
 bool BackwardValidation::passed() const {
-  bool ok = dq.passes(bound) && dk.passes(bound) && dv.passes(bound) &&
+  bool ok = gradientPasses(dq) && gradientPasses(dk) && gradientPasses(dv) &&
             (!summary || summary->passed());
   for (const auto &[name, stats] : tensorGrads)
-    ok &= stats.passes(bound);
+    ok &= gradientPasses(stats);
   return ok;
 }
 

@@ -12,6 +12,7 @@
 
 #include "flashc/Frontend/Derivative.h"
 #include "flashc/Frontend/Frontend.h"
+#include "flashc/Harness/GpuHarness.h"
 #include "flashc/IRGen/IRGen.h"
 #include "flashc/InitAllDialects.h"
 #include "flashc/Interpreter/BackwardCheck.h"
@@ -550,3 +551,30 @@ TEST(Backward, RejectsMismatchedForwardOutputs) {
 }
 
 } // namespace
+
+// The GPU check's gradient criterion: relative to the interpreter's, except
+// for a gradient that cancels to about 0 (one-hot rows), whose rounding
+// noise passes within 1e-3 of the bound absolutely; NaN never passes.
+TEST(BackwardValidation, CancelledGradientsPassOnTheirAbsoluteError) {
+  harness::BackwardValidation v;
+  v.bound = 1e-2;
+  interp::ErrorStats close;
+  close.relative = 5e-3;
+  close.maxAbs = 0.5;
+  EXPECT_TRUE(v.gradientPasses(close));
+  interp::ErrorStats cancelled; // a fuzz case's dQ: rel 1.46e+04, max 1.28e-06
+  cancelled.relative = 1.46e4;
+  cancelled.maxAbs = 1.28e-6;
+  EXPECT_TRUE(v.gradientPasses(cancelled));
+  interp::ErrorStats wrong = cancelled;
+  wrong.maxAbs = 2e-5;
+  EXPECT_FALSE(v.gradientPasses(wrong));
+  interp::ErrorStats poisoned = cancelled;
+  poisoned.nonFinite = 1;
+  EXPECT_FALSE(v.gradientPasses(poisoned));
+  v.dq = v.dk = cancelled;
+  v.dv = close;
+  EXPECT_TRUE(v.passed());
+  v.dk = wrong;
+  EXPECT_FALSE(v.passed());
+}

@@ -167,6 +167,9 @@ struct BackwardValidation {
   /// A package with a block summary: the GPU's summary of the backward's
   /// tiling (from the workspace) against the interpreter's (no order).
   std::optional<SummaryCheck> summary;
+  /// Within the bound relatively, or (a gradient that cancels to about 0)
+  /// within 1e-3 of it absolutely; never with NaN.
+  bool gradientPasses(const interp::ErrorStats &stats) const;
   bool passed() const;
 };
 
