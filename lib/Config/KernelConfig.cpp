@@ -93,6 +93,47 @@ static bool mayLeaveHoles(const frontend::Expr *expr) {
   return expr && keySetOf(expr) == KeySet::Pieces;
 }
 
+/// Whether `expr` contains a node of kind `kind`.
+static bool mentions(const frontend::Expr *expr, frontend::ExprKind kind) {
+  if (!expr)
+    return false;
+  if (expr->kind == kind)
+    return true;
+  return llvm::any_of(expr->operands,
+                      [&](const std::unique_ptr<frontend::Expr> &e) { return mentions(e.get(), kind); });
+}
+
+/// Whether every aux tensor element `expr` reads is indexed without i or j.
+static bool readsUniformTensors(const frontend::Expr *expr) {
+  if (!expr)
+    return true;
+  if (expr->kind == frontend::ExprKind::Index &&
+      llvm::any_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &e) {
+        return mentions(e.get(), frontend::ExprKind::Query) ||
+               mentions(e.get(), frontend::ExprKind::Key);
+      }))
+    return false;
+  return llvm::all_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &e) {
+    return readsUniformTensors(e.get());
+  });
+}
+
+/// s, s + f, f + s or s - f (recursively), f free of s.
+static bool isBiasOfScore(const frontend::Expr *expr) {
+  using frontend::BinaryOp, frontend::ExprKind;
+  if (expr->kind == ExprKind::Score)
+    return true;
+  if (expr->kind != ExprKind::Binary || expr->operands.size() != 2)
+    return false;
+  const frontend::Expr *lhs = expr->operands[0].get(), *rhs = expr->operands[1].get();
+  if (expr->binaryOp == BinaryOp::Add)
+    return (isBiasOfScore(lhs) && !mentions(rhs, ExprKind::Score)) ||
+           (isBiasOfScore(rhs) && !mentions(lhs, ExprKind::Score));
+  if (expr->binaryOp == BinaryOp::Sub)
+    return isBiasOfScore(lhs) && !mentions(rhs, ExprKind::Score);
+  return false;
+}
+
 VariantTraits config::traitsOf(const frontend::Variant &variant) {
   VariantTraits traits;
   traits.masked = bool(variant.mask);
@@ -100,6 +141,10 @@ VariantTraits config::traitsOf(const frontend::Variant &variant) {
   traits.readsTensors = !variant.tensors.empty();
   traits.maskMayLeaveHoles = mayLeaveHoles(variant.mask.get());
   traits.maskKeys = variant.mask ? keySetOf(variant.mask.get()) : KeySet::Row;
+  traits.tensorReadsAreUniform = readsUniformTensors(variant.score.get()) &&
+                                 readsUniformTensors(variant.mask.get()) &&
+                                 readsUniformTensors(variant.scale.get());
+  traits.scoreIsBias = variant.score && isBiasOfScore(variant.score.get());
   return traits;
 }
 

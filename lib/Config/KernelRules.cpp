@@ -205,36 +205,49 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
                      "keys in pieces (2 warpgroups of 64 keys, 32 queries per step)"};
   // At D <= 64 FlashAttention-3's 128 x 128 (two warpgroups of 64 keys,
   // 128 queries per step: Sᵀ and dPᵀ take 64 registers each, dK and dV 32)
-  // fits 240 registers without spills since Br is free of {32, 64, 128}'s
-  // old limits and the dQ writer gives the body its registers. Against
-  // one warpgroup of 64 keys with 32 queries per step (several CTAs per
-  // SM) it ran 1.12x (full) and 1.16x (causal) faster at N = 16384, 1.05x
-  // and 1.04x at 4096 without the writer; with the writer in key-block
-  // order (ordersQueryGradsByDefault) 1.25x / 1.23x at 16384, 1.15x / 1.19x
-  // at 8192, 1.02x / 1.13x at 4096, 0.93x / 1.04x at 2048, and 0.84-0.95x
-  // at N <= 1024 (H100, same runs, bench/results/2026-12-06f-h100-bwd-tiles):
-  // the one warpgroup stays up to N = 1024, and up to 2048 without a mask.
-  // With a score mod, tensor
-  // reads or keys in pieces Br = 64 spilled (8 bytes for relative_bias, 40
-  // with --defer-turns): one warpgroup, or Br = 32 with two in
-  // deterministic mode (the dQ writer needs two), as at D >= 96.
+  // fits without spills (ptxas -v) where the score element's work is the
+  // plain one's: no score mod but a bias (ALiBi), tensor reads only per
+  // (b, h) (slopes[h], kv_len[b]); keys in pieces too. Against one
+  // warpgroup of 64 keys with 32 queries per step (several CTAs per SM),
+  // H100, same runs (bench/results/2026-12-06f-h100-bwd-tiles): full /
+  // causal 1.25x / 1.23x faster at N = 16384, 1.15x / 1.19x at 8192, 1.02x
+  // / 1.13x at 4096, 0.93x / 1.04x at 2048 and 0.84-0.95x at N <= 1024
+  // (with the writer in key-block order, ordersQueryGradsByDefault: 1.04-
+  // 1.18x without it at 4096 and 16384); an attention sink beside a window
+  // 1.58x (16384) and 1.09x (4096), key padding 1.20x and 1.08x. So the
+  // one warpgroup stays up to N = 1024, and up to 2048 without a mask.
+  // ALiBi at 128 x 128 ran 1.87x (16384) but sits at 255 registers (196
+  // bytes of spills with --bwd-rotate-tiles' few more): a bias score takes
+  // 64 x 128 (210 registers), 1.71x (16384) and 1.52x (4096) faster than
+  // the one warpgroup. Per-element tensor reads spill at 128 (documents:
+  // 36 bytes; relative_bias 664) or a score mod's derivative (softcap: 108
+  // bytes, and 64 x 128 ran 0.82x): those keep the one warpgroup, or two
+  // with Br = 32 in deterministic mode (the dQ writer needs two), where
+  // the writer's 240 registers leave room at 128 x 128 only without a
+  // score mod or tensor reads (ALiBi spills 56 bytes there).
   if (gemmKind == "wgmma" && headDim <= 64) {
-    bool plain = !variant.scored && !variant.readsTensors && !variant.maskMayLeaveHoles;
+    bool plain = !variant.scored && !variant.readsTensors;
+    bool plainElements = (!variant.scored || variant.scoreIsBias) &&
+                         (!variant.readsTensors || variant.tensorReadsAreUniform);
     bool shortQueries = queryLength && *queryLength <= (variant.masked ? 1024 : 2048);
-    if (plain && !shortQueries)
+    if (!shortQueries && (deterministic ? plain : plainElements && !variant.scored))
       return {128, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 128 "
                         "queries per step)"};
-    if (deterministic && plain)
+    if (!shortQueries && !deterministic && plainElements)
+      return {64, 128, "the wgmma backward's tile at D <= 64 with a bias score (2 warpgroups of "
+                       "64 keys, 64 queries per step)"};
+    if (deterministic && plain && !variant.maskMayLeaveHoles)
       return {64, 128, "the deterministic wgmma backward's tile at D <= 64 and short N (2 "
                        "warpgroups of 64 keys for the dQ writer, 64 queries per step)"};
     if (deterministic)
       return {32, 128, "the deterministic wgmma backward's tile at D <= 64 with a score mod, "
                        "tensor reads or keys in pieces (2 warpgroups of 64 keys for the dQ "
                        "writer, 32 queries per step)"};
-    return {32, 64, plain ? "the wgmma backward's tile at D <= 64 and N <= 1024 (2048 without "
-                            "a mask) (1 warpgroup of 64 keys, 32 queries per step)"
-                          : "the wgmma backward's tile at D <= 64 with a score mod, tensor reads "
-                            "or keys in pieces (1 warpgroup of 64 keys, 32 queries per step)"};
+    return {32, 64, plainElements ? "the wgmma backward's tile at D <= 64 and N <= 1024 (2048 "
+                                    "without a mask) (1 warpgroup of 64 keys, 32 queries per step)"
+                                  : "the wgmma backward's tile at D <= 64 with a score mod or "
+                                    "tensor reads per element (1 warpgroup of 64 keys, 32 "
+                                    "queries per step)"};
   }
   if (gemmKind == "wgmma")
     return {64, 128, "the wgmma backward's tile (2 warpgroups of 64 keys, 64 queries per step)"};

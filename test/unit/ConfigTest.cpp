@@ -42,6 +42,21 @@ attention sink_window {
   mask = j < 4 || (j <= i && i - j < 256)
 }
 attention softcap { score = 30.0 * tanh(s / 30.0) }
+attention alibi {
+  tensor slopes: f32[H]
+  score = s - slopes[h] * (i - j)
+  mask = j <= i
+}
+attention key_padding {
+  tensor kv_len: i32[B]
+  mask = j < kv_len[b]
+}
+attention relative_bias {
+  tensor bias: f32[H, 128]
+  score = s + bias[h, min(i - j, 127)]
+}
+attention reversed { score = 2.0 - s }
+attention biased_twice { score = 1.0 + (s - 0.5 * i) }
 )";
 
 struct Parsed {
@@ -135,7 +150,12 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   EXPECT_EQ(backwardTile(hopper, "full", 64), Tile(128, 128));
   EXPECT_EQ(backwardTile(hopper, "softcap", 64), Tile(32, 64));
   EXPECT_EQ(backwardTile(hopper, "document", 64), Tile(32, 64));
-  EXPECT_EQ(backwardTile(hopper, "sink_window", 64), Tile(32, 64));
+  // Keys in pieces and tensor reads per (b, h) keep the plain score
+  // element's work: the 128 x 128 tile; a bias score (ALiBi), 64 x 128.
+  EXPECT_EQ(backwardTile(hopper, "sink_window", 64), Tile(128, 128));
+  EXPECT_EQ(backwardTile(hopper, "alibi", 64), Tile(64, 128));
+  EXPECT_EQ(backwardTile(hopper, "relative_bias", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(hopper, "key_padding", 64), Tile(128, 128));
   config::KernelConfig hopperShort = resolve(parsed, "sm_90a", 64, 1024);
   EXPECT_EQ(backwardTile(hopperShort, "causal", 64), Tile(32, 64));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1025), "causal", 64), Tile(128, 128));
@@ -218,6 +238,25 @@ TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   EXPECT_FALSE(config::ordersQueryGradsByDefault(128, "wgmma", window));
   window.maskKeys = config::KeySet::Prefix;
   EXPECT_TRUE(config::ordersQueryGradsByDefault(128, "wgmma", window));
+}
+
+// What the backward's D <= 64 tile rule reads in a score and a mask: a
+// score mod that adds a term free of s, tensor reads indexed without i, j.
+TEST(KernelConfig, TraitsTellBiasesAndUniformTensorReads) {
+  Parsed parsed;
+  ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
+  auto traits = [&](llvm::StringRef variant) { return config::traitsOf(parsed.variant(variant)); };
+  EXPECT_TRUE(traits("alibi").scoreIsBias);
+  EXPECT_TRUE(traits("alibi").tensorReadsAreUniform);
+  EXPECT_TRUE(traits("key_padding").tensorReadsAreUniform);
+  EXPECT_FALSE(traits("key_padding").scoreIsBias);
+  EXPECT_FALSE(traits("document").tensorReadsAreUniform);
+  EXPECT_TRUE(traits("relative_bias").scoreIsBias);
+  EXPECT_FALSE(traits("relative_bias").tensorReadsAreUniform);
+  EXPECT_FALSE(traits("softcap").scoreIsBias);
+  EXPECT_FALSE(traits("reversed").scoreIsBias);
+  EXPECT_TRUE(traits("biased_twice").scoreIsBias);
+  EXPECT_TRUE(traits("full").tensorReadsAreUniform);
 }
 
 TEST(KernelConfig, ARequestWinsKnobByKnob) {

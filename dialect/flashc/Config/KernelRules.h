@@ -49,6 +49,13 @@ struct VariantTraits {
   bool maskMayLeaveHoles = false;
   /// For one query row, the keys its mask admits (Row when unmasked).
   KeySet maskKeys = KeySet::Row;
+  /// Every aux tensor element it reads is indexed by neither i nor j (a
+  /// per-(b, h) value such as ALiBi's slopes[h] or kv_len[b]): one value
+  /// per CTA, not one per score element.
+  bool tensorReadsAreUniform = true;
+  /// Its score modification adds a term free of s to s (s + f, s - f:
+  /// ALiBi, a bias), so its derivative in s is 1.
+  bool scoreIsBias = false;
 };
 
 /// A tile and why it was chosen (one phrase, for --verbose).
