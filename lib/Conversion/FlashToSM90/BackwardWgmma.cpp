@@ -135,6 +135,11 @@ protected:
   int64_t queryStageBytes() const override {
     return WgmmaBackwardLayout(config, 1, false).stageBytes();
   }
+  /// This kernel's shared memory, at its query stages.
+  WgmmaBackwardLayout sharedLayout() const {
+    return WgmmaBackwardLayout(config, queryStages(), bulkQueryGrads,
+                               defersTurns || writesQueryGradsFromWarp);
+  }
   flash::GemmKind gemmKind() const override { return flash::GemmKind::Wgmma; }
   void fenceSharedWrites() override {
     AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
@@ -261,7 +266,7 @@ private:
 } // namespace
 
 void WgmmaBackwardEmitter::assignSharedBuffers() {
-  WgmmaBackwardLayout layout(config, queryStages(), bulkQueryGrads);
+  WgmmaBackwardLayout layout = sharedLayout();
   Value raw = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(),
                                        sharedMemoryBase(/*alignment=*/1024));
   Value aligned = arith::AndIOp::create(b, loc, add(raw, i64(1023)), i64(~int64_t(1023)));
@@ -428,7 +433,7 @@ void WgmmaBackwardEmitter::stageQueryGrads(ArrayRef<Value> acc, Value unit, Valu
   // wavefront and those of g = 4..7 over a second one: no conflict (an
   // unswizzled column would put the eight lanes of a t in one bank).
   // Rows past N are staged too (their block has room for them).
-  WgmmaBackwardLayout layout(config, queryStages(), true);
+  int64_t columnBytes = sharedLayout().queryGradColumnBytes();
   Value firstColumn = firstQueryGradColumn(unit);
   Value pairSwizzle = arith::AndIOp::create(b, loc, mul(groupId, i32(4)),
                                             i32(queryGradPairSwizzle()));
@@ -440,7 +445,7 @@ void WgmmaBackwardEmitter::stageQueryGrads(ArrayRef<Value> acc, Value unit, Valu
       auto inside = scf::IfOp::create(b, loc, columnInside, /*withElseRegion=*/false);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
     }
-    Value columnBase = gepBytes(smemQueryGrads, add(mul(column, i32(layout.queryGradColumnBytes())),
+    Value columnBase = gepBytes(smemQueryGrads, add(mul(column, i32(columnBytes)),
                                                     mul(threadInGroup, i32(8))));
     for (int64_t nt = 0; nt < config.br / 8; ++nt) {
       Value pair = LLVM::UndefOp::create(b, loc, f32x2);
@@ -464,7 +469,7 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value accumTile, Value turnLock)
   // tile's barrier that publishes dSᵀ (awaitQueryGradReads), so the tile
   // is not overwritten while read, and before the CTA exits
   // (drainQueryGrads).
-  Value bytes = i32(WgmmaBackwardLayout(config, queryStages(), true).queryGradBytes());
+  Value bytes = i32(sharedLayout().queryGradBytes());
   Value first = accumTile;
   if (writesQueryGradsFromWarp || (turnLock && defersTurns)) {
     // The tile is added by the writer warp, which takes it at barrier 2,
