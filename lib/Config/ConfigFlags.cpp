@@ -85,9 +85,9 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
     : deterministic("deterministic",
                     cl::desc("With --bwd: dQ added in key-block order and aux gradients in "
                              "fixed point, bitwise the same from run to run (flash-run checks "
-                             "3 runs; on wgmma at D >= 128 full and prefix masks without a "
-                             "score mod or tensors add dQ in that order by default, where it "
-                             "measured faster)"),
+                             "3 runs; on wgmma at D >= 128 and D <= 64 full and prefix "
+                             "masks without a score mod or tensors add dQ in that order by "
+                             "default, where it measured faster)"),
                     cl::cat(category)),
       stageAuxGrads("stage-aux-grads",
                     cl::desc("With --bwd: sum each tile's aux gradient adds in shared memory "
@@ -106,7 +106,7 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                                "tiles, with --deterministic also waiting for and passing on "
                                "their turns (default: on with --deterministic, where it "
                                "applies, and where dQ is added in key-block order by default: "
-                               "D >= 128, full and prefix masks without a score mod or "
+                               "D >= 128 and D <= 64, full and prefix masks without a score mod or "
                                "tensors; giving --dq-writer either way turns that order off)"),
                       cl::cat(category)),
       rotateQueryTiles(

@@ -11,12 +11,17 @@ using namespace flashc::config;
 
 namespace {
 
-bool readsKey(const frontend::Expr *expr) {
-  return expr->kind == frontend::ExprKind::Key ||
-         llvm::any_of(expr->operands, [](const std::unique_ptr<frontend::Expr> &operand) {
-           return readsKey(operand.get());
+/// Whether `expr` contains a node of kind `kind`.
+bool mentions(const frontend::Expr *expr, frontend::ExprKind kind) {
+  if (!expr)
+    return false;
+  return expr->kind == kind ||
+         llvm::any_of(expr->operands, [&](const std::unique_ptr<frontend::Expr> &operand) {
+           return mentions(operand.get(), kind);
          });
 }
+
+bool readsKey(const frontend::Expr *expr) { return mentions(expr, frontend::ExprKind::Key); }
 
 /// The coefficient c of j in `expr` = c * j + (terms without j), where j
 /// enters through +, - and products with integer literals; std::nullopt
@@ -91,16 +96,6 @@ KeySet keySetOf(const frontend::Expr *expr) {
 /// the visible range can be empty: j < prefix || j <= i is one prefix.
 static bool mayLeaveHoles(const frontend::Expr *expr) {
   return expr && keySetOf(expr) == KeySet::Pieces;
-}
-
-/// Whether `expr` contains a node of kind `kind`.
-static bool mentions(const frontend::Expr *expr, frontend::ExprKind kind) {
-  if (!expr)
-    return false;
-  if (expr->kind == kind)
-    return true;
-  return llvm::any_of(expr->operands,
-                      [&](const std::unique_ptr<frontend::Expr> &e) { return mentions(e.get(), kind); });
 }
 
 /// Whether every aux tensor element `expr` reads is indexed without i or j.
