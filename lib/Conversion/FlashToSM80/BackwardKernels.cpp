@@ -369,11 +369,12 @@ LogicalResult BackwardEmitter::emitPreprocess() {
     LLVM::StoreOp::create(b, loc, delta, address, 4);
   }
   // The tile's dQ accumulator starts at 0 (the main kernel adds into it),
-  // rows past N included: a bulk reduce adds whole tiles.
+  // rows past N included: a bulk reduce adds whole tiles. Where the first
+  // add stores the tile, nothing is written (half this kernel's bytes).
   Value zero = LLVM::ZeroOp::create(b, loc, f32x4);
   Value accumTile = gepElements(queryGradAccumPtr, queryGradAccumTile(batch, head, queryTile, {}),
                                 b.getF32Type());
-  int64_t chunks = config.br * config.headDim / 4;
+  int64_t chunks = firstAddStoresQueryGrads() ? 0 : config.br * config.headDim / 4;
   for (int64_t first = 0; first < chunks; first += threads) {
     OpBuilder::InsertionGuard guard(b);
     Value chunk = add(tid, i32(first));
@@ -532,6 +533,18 @@ LogicalResult BackwardEmitter::emitConvert() {
     b.setInsertionPoint(inside.thenBlock()->getTerminator());
     Value column = mul(chunk, i32(8));
     SmallVector<Value> rows(4, LLVM::UndefOp::create(b, loc, chunkType));
+    // A tile no turn added (no key block sees it) was never written: zeros.
+    Value untouched;
+    if (firstAddStoresQueryGrads()) {
+      Value slice = columnSlices > 1
+                        ? arith::DivUIOp::create(b, loc, column,
+                                                 i32(config.headDim / columnSlices))
+                              .getResult()
+                        : Value();
+      Value turns = LLVM::LoadOp::create(b, loc, i32Type,
+                                         lockAddress(batch, head, queryTile, slice), 4);
+      untouched = cmpI(arith::CmpIPredicate::eq, turns, i32(0));
+    }
     for (int64_t e = 0; e < 8; ++e) {
       Value four = LLVM::LoadOp::create(
           b, loc, f32x4,
@@ -539,6 +552,8 @@ LogicalResult BackwardEmitter::emitConvert() {
                       toI64(queryGradAccumElement(mul(quad, i32(4)), add(column, i32(e)))),
                       f32Type),
           16);
+      if (untouched)
+        four = select(untouched, LLVM::ZeroOp::create(b, loc, f32x4), four);
       for (int64_t r = 0; r < 4; ++r) {
         Value element = LLVM::ExtractElementOp::create(b, loc, four, i32(r));
         rows[r] = LLVM::InsertElementOp::create(
@@ -821,6 +836,31 @@ static flash::MaskOp classifiedMaskOf(scf::ForOp loop) {
     if (mask.isClassified())
       return mask;
   return {};
+}
+
+bool BackwardEmitter::everyTurnAdds() {
+  if (!deterministic)
+    return false;
+  bool every = true;
+  kernel.getMainBlock().walk([&](scf::ForOp loop) {
+    if (loop.getBody()->getOps<flash::QueryGradAddOp>().empty())
+      return;
+    // The ops of the body that any_visible is computed from (a superset
+    // of the slice lowerFor hoists: this one needs no lowered values).
+    SmallVector<Operation *> slice;
+    if (flash::MaskOp mask = classifiedMaskOf(loop)) {
+      llvm::SetVector<Operation *> ops;
+      SmallVector<Value> worklist{mask.getAnyVisible()};
+      while (!worklist.empty()) {
+        Operation *def = worklist.pop_back_val().getDefiningOp();
+        if (def && loop->isAncestor(def) && ops.insert(def))
+          worklist.append(def->operand_begin(), def->operand_end());
+      }
+      slice.assign(ops.begin(), ops.end());
+    }
+    every &= factsFollowKeyTile(loop, slice);
+  });
+  return every;
 }
 
 /// Batch, head and query tile of a Br-row copy (flash.load_q, flash.load_rows).

@@ -110,6 +110,7 @@ public:
         writesQueryGradsFromWarp(queryGradWriter && bulkQueryGrads && warpgroups() >= 2),
         defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
+    storesFirstAdd = writesQueryGradsFromWarp && deterministic && everyTurnAdds();
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
@@ -158,6 +159,7 @@ protected:
   void drainQueryGrads() override;
   void completeQueryGrads() override;
   bool addsQueryGradsFromOneThread() const override { return deterministic && bulkQueryGrads; }
+  bool firstAddStoresQueryGrads() const override { return storesFirstAdd; }
   void settleDeferredTurns() override;
   int64_t auxiliaryThreads() const override { return writesQueryGradsFromWarp ? 128 : 0; }
   void splitBodyThreads() override;
@@ -186,6 +188,10 @@ private:
   /// turn has come; if not, it waits for the turn before the barrier after
   /// which the staging tile is written again.
   const bool defersTurns;
+  /// The writer, where every turn adds (everyTurnAdds): the tile's first
+  /// add (it awaits turn 0) copies the staged tile into dq_accum instead of
+  /// adding it, so the preprocess does not zero dq_accum.
+  bool storesFirstAdd = false;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
   void stageQueryGrads(ArrayRef<Value> acc, Value unit, Value scale);
@@ -230,8 +236,10 @@ private:
   /// staging tile at `destination` by one bulk reduce; `afterAcquire`: the
   /// turn was just acquired (generic proxy), so the reduce (async proxy)
   /// is fenced behind it; `awaitRead`: waits until the reduce has read the
-  /// tile.
-  void reduceStagedTile(Value destination, Value bytes, bool afterAcquire, bool awaitRead);
+  /// tile; `awaited` (i32, storesFirstAdd): the turn the add waited for,
+  /// 0 making it the tile's first add, a plain bulk copy.
+  void reduceStagedTile(Value destination, Value bytes, bool afterAcquire, bool awaitRead,
+                        Value awaited = Value());
   /// The same thread, once its reduces are complete: sets `lock` to
   /// `next`, passing the turn on.
   void passTurnOnceAdded(Value lock, Value next);
@@ -536,12 +544,22 @@ void WgmmaBackwardEmitter::passAddedTurn() {
 }
 
 void WgmmaBackwardEmitter::reduceStagedTile(Value destination, Value bytes, bool afterAcquire,
-                                            bool awaitRead) {
-  emitAsm(std::string(afterAcquire ? "fence.proxy.async.global;\n\t" : "") +
-              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t"
-              "cp.async.bulk.commit_group;" +
-              (awaitRead ? "\n\tcp.async.bulk.wait_group.read 0;" : ""),
-          "l,l,r", {destination, addressOf(smemQueryGrads), bytes});
+                                            bool awaitRead, Value awaited) {
+  std::string fence = afterAcquire ? "fence.proxy.async.global;\n\t" : "";
+  std::string tail = std::string("cp.async.bulk.commit_group;") +
+                     (awaitRead ? "\n\tcp.async.bulk.wait_group.read 0;" : "");
+  if (!awaited) {
+    emitAsm(fence + "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t" +
+                tail,
+            "l,l,r", {destination, addressOf(smemQueryGrads), bytes});
+    return;
+  }
+  emitAsm("{\n\t.reg .pred first;\n\tsetp.eq.b32 first, $3, 0;\n\t" + fence +
+              "@first cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;\n\t"
+              "@!first cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], "
+              "$2;\n\t" +
+              tail + "\n\t}",
+          "l,l,r,r", {destination, addressOf(smemQueryGrads), bytes, awaited});
 }
 
 void WgmmaBackwardEmitter::passTurnOnceAdded(Value lock, Value next) {
@@ -630,7 +648,7 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
     if (deterministic)
       spinForTurn(lock, awaited);
     reduceStagedTile(destination, after->getArgument(0), /*afterAcquire=*/deterministic,
-                     /*awaitRead=*/true);
+                     /*awaitRead=*/true, storesFirstAdd ? awaited : Value());
   });
   syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
   if (deterministic)

@@ -198,6 +198,11 @@ protected:
   /// computed and staged, right before the reduce, and passes the turn on
   /// itself once the reduce is complete, without a CTA barrier.
   virtual bool addsQueryGradsFromOneThread() const { return false; }
+  /// Deterministic mode: whether the first add into each query tile (the one
+  /// that awaits turn 0) stores its dQ tile instead of adding it, so the
+  /// preprocess leaves dq_accum unwritten and the conversion reads a tile
+  /// no turn added (its semaphore still 0) as zeros.
+  virtual bool firstAddStoresQueryGrads() const { return false; }
   /// Deterministic mode with deferred turns (--defer-turns): thread 0 adds
   /// the tile it has staged but not added (once it is the tile's turn) and
   /// passes on every turn it owes, each once its add is complete.
@@ -365,6 +370,13 @@ protected:
   /// block gives that block's facts (turnBeforeTile applies).
   bool factsFollowKeyTile(mlir::scf::ForOp loop,
                           llvm::ArrayRef<mlir::Operation *> visibleSlice);
+  /// Deterministic mode: whether every CTA that passes a query tile's turn
+  /// on has added into the tile, i.e. no query-tile loop passes the turns
+  /// of tiles it skips (its facts or bounds depend on more than the key
+  /// tile: lowerFor's skipsPassTurns). Then the add that awaits turn 0 is
+  /// the tile's first. Decided from the IR alone, so that the preprocess
+  /// and conversion kernels agree with the main one.
+  bool everyTurnAdds();
   /// Deterministic mode, for the query tile the loop's induction variable
   /// is mapped to: one past the turn of the nearest later key block whose
   /// `anyVisible` holds for the tile (the last earlier turn that adds into
