@@ -108,9 +108,9 @@ public:
                     rowStatBytes(2) + stagingBytes() <=
                 kMaxSharedBytes),
         writesQueryGradsFromWarp(queryGradWriter && bulkQueryGrads && warpgroups() >= 2),
-        defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp) {
+        defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp),
+        storesFirstAdd(writesQueryGradsFromWarp && deterministic && everyTurnAdds()) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
-    storesFirstAdd = writesQueryGradsFromWarp && deterministic && everyTurnAdds();
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
@@ -191,7 +191,7 @@ private:
   /// The writer, where every turn adds (everyTurnAdds): the tile's first
   /// add (it awaits turn 0) copies the staged tile into dq_accum instead of
   /// adding it, so the preprocess does not zero dq_accum.
-  bool storesFirstAdd = false;
+  const bool storesFirstAdd;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
   void stageQueryGrads(ArrayRef<Value> acc, Value unit, Value scale);
@@ -546,19 +546,17 @@ void WgmmaBackwardEmitter::passAddedTurn() {
 void WgmmaBackwardEmitter::reduceStagedTile(Value destination, Value bytes, bool afterAcquire,
                                             bool awaitRead, Value awaited) {
   std::string fence = afterAcquire ? "fence.proxy.async.global;\n\t" : "";
+  std::string reduce =
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t";
   std::string tail = std::string("cp.async.bulk.commit_group;") +
                      (awaitRead ? "\n\tcp.async.bulk.wait_group.read 0;" : "");
   if (!awaited) {
-    emitAsm(fence + "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;\n\t" +
-                tail,
-            "l,l,r", {destination, addressOf(smemQueryGrads), bytes});
+    emitAsm(fence + reduce + tail, "l,l,r", {destination, addressOf(smemQueryGrads), bytes});
     return;
   }
   emitAsm("{\n\t.reg .pred first;\n\tsetp.eq.b32 first, $3, 0;\n\t" + fence +
-              "@first cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;\n\t"
-              "@!first cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], "
-              "$2;\n\t" +
-              tail + "\n\t}",
+              "@first cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;\n\t@!first " +
+              reduce + tail + "\n\t}",
           "l,l,r,r", {destination, addressOf(smemQueryGrads), bytes, awaited});
 }
 
