@@ -26,6 +26,7 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
@@ -78,21 +79,56 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   Value firstKey = mul(keyTile, i32(scores.cols));
   Value negInf = f32(-std::numeric_limits<double>::infinity());
   int64_t nTiles = scores.cols / 8;
+  // A mask's loads at the key (doc[b, j] on a partial tile) are predicated
+  // loads whose address keeps the column's constant offset
+  // (KernelEmitter::predicatesMaskKeyLoads): one compare and one load per
+  // column, where the clamped 64-bit index took ~10 instructions; the
+  // region's batch argument is the kernel's own batch, so a dimension of
+  // extent B needs no check. Score mods and masks without such loads keep
+  // the clamped form and their key arithmetic (predicated, a score mod's
+  // loads at every element took 50 more registers at D = 64).
+  Block &region = op->getRegion(0).front();
+  Value keyArgument = region.getArgument(isMask ? 3 : 4);
+  bool loadsAtKey = false;
+  op->getRegion(0).walk([&](flash::AuxLoadOp load) {
+    loadsAtKey |= llvm::is_contained(load.getIndices(), keyArgument);
+  });
+  bool predicated = isMask && loadsAtKey && predicatesMaskKeyLoads();
+  batchArgumentInside = predicated ? region.getArgument(0) : Value();
+  predicatedAuxLoads = predicated;
+  auto forget = llvm::make_scope_exit([&] {
+    batchArgumentInside = Value();
+    predicatedAuxLoads = false;
+    wideKeys.clear();
+  });
+  Value keyBase, wideKeyBase;
+  if (predicated) {
+    keyBase = add(firstKey, mul(threadInGroup, i32(2)));
+    wideKeyBase = toI64(keyBase);
+  }
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
-    for (int64_t nt = 0; nt < nTiles; ++nt) {
+    for (int64_t nt = 0; nt < nTiles; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
         Value &element = result.regs[(mb * nTiles + nt) * 4 + e];
         SmallVector<Value, 1> leading;
         if (!isMask)
           leading.push_back(element);
         QueryRow row = queryRow(head, queryTile, mb, e);
-        FailureOr<Value> yielded = emitRegionElement(op, leading, batch, row.head, row.position,
-                                                     add(firstKey, fragmentCol(nt, e)));
+        Value key = add(firstKey, fragmentCol(nt, e));
+        if (predicated) {
+          // The key as the thread's first column plus a constant, and its
+          // i64 form with that constant last (no wrap: keys are below 2^31).
+          int64_t column = 8 * nt + (e & 1);
+          key = add(keyBase, i32(column));
+          wideKeys[key] = arith::AddIOp::create(b, loc, wideKeyBase, i64(column),
+                                                arith::IntegerOverflowFlags::nsw);
+        }
+        FailureOr<Value> yielded =
+            emitRegionElement(op, leading, batch, row.head, row.position, key);
         if (failed(yielded))
           return failure();
         element = isMask ? select(*yielded, element, negInf) : *yielded;
       }
-    }
   if (fullTile) {
     scf::YieldOp::create(b, loc, result.regs);
     b.setInsertionPointAfter(fullTile);
@@ -141,51 +177,79 @@ LogicalResult KernelEmitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
 
 LogicalResult EmitterCore::auxElementIndex(Operation *op, flash::AuxTensorAttr decl,
                                            ArrayRef<Value> indices, Value &valid,
-                                           Value &linear) {
+                                           Value &linear, ArrayRef<bool> knownInside) {
   if (static_cast<int64_t>(indices.size()) != decl.getRank())
     return error(op, "index count does not match the tensor's rank");
   // Dense row-major; any index outside the tensor reads 0.
   valid = Value();
   linear = i64(0);
-  for (auto [position, extent] : llvm::zip(indices, decl.getExtents())) {
+  for (auto [k, position, extent] : llvm::enumerate(indices, decl.getExtents())) {
     Value size = flash::AuxTensorAttr::isRole(extent)
                      ? launchSizeOf(flash::AuxTensorAttr::decodeRole(extent))
                      : i32(extent);
-    // One unsigned compare checks 0 <= position < size.
-    Value inside = cmpI(arith::CmpIPredicate::ult, position, size);
-    valid = valid ? Value(arith::AndIOp::create(b, loc, valid, inside)) : inside;
-    linear = add(mul(linear, toI64(size)), toI64(position));
+    if (k >= knownInside.size() || !knownInside[k]) {
+      // One unsigned compare checks 0 <= position < size.
+      Value inside = cmpI(arith::CmpIPredicate::ult, position, size);
+      valid = valid ? Value(arith::AndIOp::create(b, loc, valid, inside)) : inside;
+    }
+    Value wide = wideKeys.lookup(position);
+    linear = add(mul(linear, toI64(size)), wide ? wide : toI64(position));
   }
   return success();
 }
 
 FailureOr<Value> EmitterCore::lowerAuxLoad(flash::AuxLoadOp op) {
   SmallVector<Value> indices;
-  for (Value index : op.getIndices())
+  SmallVector<bool> knownInside;
+  flash::AuxTensorAttr decl = signature.lookupTensor(op.getTensor());
+  for (auto [k, index] : llvm::enumerate(op.getIndices())) {
     indices.push_back(lookupScalar(index));
-  return lowerAuxLoadAt(op, indices);
+    bool batchExtent = decl && k < decl.getExtents().size() &&
+                       decl.getExtents()[k] == flash::AuxTensorAttr::encodeRole(flash::DimRole::Batch);
+    knownInside.push_back(batchArgumentInside && index == batchArgumentInside && batchExtent);
+  }
+  return lowerAuxLoadAt(op, indices, knownInside);
 }
 
-FailureOr<Value> EmitterCore::lowerAuxLoadAt(flash::AuxLoadOp op, ArrayRef<Value> indices) {
+FailureOr<Value> EmitterCore::lowerAuxLoadAt(flash::AuxLoadOp op, ArrayRef<Value> indices,
+                                             ArrayRef<bool> knownInside) {
   flash::AuxTensorAttr decl = signature.lookupTensor(op.getTensor());
   Value pointer = auxPointers.lookup(op.getTensor());
   if (!decl || !pointer)
     return error(op, "unknown aux tensor '") << op.getTensor() << "'";
   Value valid, linear;
-  if (failed(auxElementIndex(op, decl, indices, valid, linear)))
+  if (failed(auxElementIndex(op, decl, indices, valid, linear, knownInside)))
     return failure();
   Type elementType = decl.getElementType();
-  Value address = gepElements(pointer, select(valid, linear, i64(0)), elementType);
-  Value loaded = LLVM::LoadOp::create(b, loc, elementType, address,
-                                      elementType.getIntOrFloatBitWidth() / 8,
-                                      /*isVolatile=*/false, /*isNonTemporal=*/false,
-                                      /*isInvariant=*/true);
   Type resultType = op.getType();
-  if (elementType != resultType) {
-    if (!resultType.isF32() || !isa<FloatType>(elementType))
-      return error(op, "aux tensor element type does not convert to the result type");
-    loaded = LLVM::FPExtOp::create(b, loc, resultType, loaded);
+  if (elementType != resultType && (!resultType.isF32() || !isa<FloatType>(elementType)))
+    return error(op, "aux tensor element type does not convert to the result type");
+  auto converted = [&](Value loaded) -> Value {
+    return elementType == resultType ? loaded
+                                     : Value(LLVM::FPExtOp::create(b, loc, resultType, loaded));
+  };
+  unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
+  // A mask's load at a tile's key (predicatedAuxLoads): a load under its
+  // predicate (0 outside) at the unclamped address, which keeps the
+  // column's constant offset: a compare and a load per column.
+  bool atTileKey = llvm::any_of(indices, [&](Value index) { return wideKeys.contains(index); });
+  if (valid && predicatedAuxLoads && atTileKey) {
+    auto vectorOf = [](Type element) { return VectorType::get({1}, element); };
+    Value first = i32(0);
+    Value mask = LLVM::InsertElementOp::create(
+        b, loc, LLVM::PoisonOp::create(b, loc, vectorOf(b.getI1Type())), valid, first);
+    Value zeros = LLVM::ZeroOp::create(b, loc, vectorOf(elementType));
+    Value lane = LLVM::MaskedLoadOp::create(b, loc, vectorOf(elementType),
+                                            gepElements(pointer, linear, elementType), mask,
+                                            zeros, b.getI32IntegerAttr(alignment), UnitAttr());
+    return converted(LLVM::ExtractElementOp::create(b, loc, lane, first));
   }
+  Value address = gepElements(pointer, valid ? select(valid, linear, i64(0)) : linear, elementType);
+  Value loaded = converted(LLVM::LoadOp::create(b, loc, elementType, address, alignment,
+                                                /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                                /*isInvariant=*/true));
+  if (!valid)
+    return loaded;
   Value zero = resultType.isF32() ? f32(0.0) : i32(0);
   return select(valid, loaded, zero);
 }

@@ -47,6 +47,7 @@ public:
   /// key_padding at D = 64 on sm_90a, ptxas -v): summary-full tiles keep
   /// the predicate, summary-empty ones are still skipped.
   bool unmasksSummaryFullTiles() const override { return false; }
+  bool predicatesMaskKeyLoads() const override { return false; }
 
   // SharedMemory.cpp
   void emitSharedMemoryLayout() override;

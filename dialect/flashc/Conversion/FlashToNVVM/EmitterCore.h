@@ -232,16 +232,30 @@ public:
   /// emitter knows it.
   virtual mlir::LogicalResult lowerRegionEffect(mlir::Operation *op);
   /// The element of aux tensor `decl` at the lowered `indices`: its dense
-  /// row-major `linear` index (i64) and whether every index is inside.
+  /// row-major `linear` index (i64) and whether every index is inside
+  /// (indices whose `knownInside` entry is set are not checked).
   mlir::LogicalResult auxElementIndex(mlir::Operation *op,
                                       flash::AuxTensorAttr decl,
                                       llvm::ArrayRef<mlir::Value> indices,
-                                      mlir::Value &valid, mlir::Value &linear);
+                                      mlir::Value &valid, mlir::Value &linear,
+                                      llvm::ArrayRef<bool> knownInside = {});
   /// Dense row-major aux tensor read; indices outside the tensor read 0.
   mlir::FailureOr<mlir::Value> lowerAuxLoad(flash::AuxLoadOp op);
   /// The element of `op`'s tensor at lowered i32 `indices` (0 outside it).
   mlir::FailureOr<mlir::Value> lowerAuxLoadAt(flash::AuxLoadOp op,
-                                              llvm::ArrayRef<mlir::Value> indices);
+                                              llvm::ArrayRef<mlir::Value> indices,
+                                              llvm::ArrayRef<bool> knownInside = {});
+  /// While set, the batch argument of the region being emitted: a batch the
+  /// kernel runs, so inside every dimension whose extent is B.
+  mlir::Value batchArgumentInside;
+  /// While set, aux loads that may fall outside their tensor are masked
+  /// loads at their unclamped address (the score tile's elements: constant
+  /// column offsets stay in the address); otherwise a load at a clamped
+  /// index and a select (fewer registers: the block summary's 36).
+  bool predicatedAuxLoads = false;
+  /// The i64 form of lowered keys the emitter built as sums with constant
+  /// parts, so that a load's address keeps its constant column offset.
+  llvm::DenseMap<mlir::Value, mlir::Value> wideKeys;
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
   /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
   /// row bands) depend on, in order, or failure when they depend on more

@@ -353,6 +353,11 @@ public:
   /// The i1 that selects the unmasked copy of the mask (all_visible, or its
   /// intervals' part where unmasksSummaryFullTiles() is false).
   mlir::Value fullTileFact(flash::MaskOp mask);
+  /// Whether a mask's aux loads at the tile's keys are predicated loads at
+  /// [column base + constant] (KernelEmitter::lowerElementRegion): fewer
+  /// instructions and registers in the wgmma kernels; the mma.sync kernel,
+  /// at its 255 registers, spills with them (document at D = 64, ptxas -v).
+  virtual bool predicatesMaskKeyLoads() const { return true; }
   /// True in every thread when some element of the block's Br x Bc tile
   /// survives `mask` (a CTA-wide bar.red.or).
   mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
