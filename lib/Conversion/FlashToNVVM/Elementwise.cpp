@@ -80,32 +80,19 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   Value negInf = f32(-std::numeric_limits<double>::infinity());
   int64_t nTiles = scores.cols / 8;
   // A mask's loads at the key (doc[b, j] on a partial tile) are predicated
-  // loads whose address keeps the column's constant offset
-  // (KernelEmitter::predicatesMaskKeyLoads): one compare and one load per
-  // column, where the clamped 64-bit index took ~10 instructions; the
-  // region's batch argument is the kernel's own batch, so a dimension of
-  // extent B needs no check. Score mods and masks without such loads keep
-  // the clamped form and their key arithmetic (predicated, a score mod's
-  // loads at every element took 50 more registers at D = 64).
+  // (EmitterCore::beginColumnLoads) where predicatesMaskKeyLoads(); score
+  // mods keep the clamped form (predicated, their loads at every element
+  // took 50 more registers at D = 64).
   Block &region = op->getRegion(0).front();
-  Value keyArgument = region.getArgument(isMask ? 3 : 4);
-  bool loadsAtKey = false;
-  op->getRegion(0).walk([&](flash::AuxLoadOp load) {
-    loadsAtKey |= llvm::is_contained(load.getIndices(), keyArgument);
-  });
-  bool predicated = isMask && loadsAtKey && predicatesMaskKeyLoads();
-  batchArgumentInside = predicated ? region.getArgument(0) : Value();
-  predicatedAuxLoads = predicated;
-  auto forget = llvm::make_scope_exit([&] {
-    batchArgumentInside = Value();
-    predicatedAuxLoads = false;
-    wideKeys.clear();
-  });
+  bool predicated =
+      isMask && predicatesMaskKeyLoads() && regionLoadsAt(op, region.getArgument(3));
   Value keyBase, wideKeyBase;
   if (predicated) {
+    beginColumnLoads(region.getArgument(0));
     keyBase = add(firstKey, mul(threadInGroup, i32(2)));
     wideKeyBase = toI64(keyBase);
   }
+  auto end = llvm::make_scope_exit([&] { endColumnLoads(); });
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t nt = 0; nt < nTiles; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
@@ -114,15 +101,8 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
         if (!isMask)
           leading.push_back(element);
         QueryRow row = queryRow(head, queryTile, mb, e);
-        Value key = add(firstKey, fragmentCol(nt, e));
-        if (predicated) {
-          // The key as the thread's first column plus a constant, and its
-          // i64 form with that constant last (no wrap: keys are below 2^31).
-          int64_t column = 8 * nt + (e & 1);
-          key = add(keyBase, i32(column));
-          wideKeys[key] = arith::AddIOp::create(b, loc, wideKeyBase, i64(column),
-                                                arith::IntegerOverflowFlags::nsw);
-        }
+        Value key = predicated ? columnIndex(keyBase, wideKeyBase, 8 * nt + (e & 1))
+                               : add(firstKey, fragmentCol(nt, e));
         FailureOr<Value> yielded =
             emitRegionElement(op, leading, batch, row.head, row.position, key);
         if (failed(yielded))
@@ -175,6 +155,33 @@ LogicalResult KernelEmitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
   return success();
 }
 
+void EmitterCore::beginColumnLoads(Value batchArgument) {
+  batchArgumentInside = batchArgument;
+  predicatedAuxLoads = true;
+}
+
+void EmitterCore::endColumnLoads() {
+  batchArgumentInside = Value();
+  predicatedAuxLoads = false;
+  wideColumns.clear();
+}
+
+Value EmitterCore::columnIndex(Value base, Value wideBase, int64_t column) {
+  Value index = add(base, i32(column));
+  if (predicatedAuxLoads)
+    wideColumns[index] =
+        arith::AddIOp::create(b, loc, wideBase, i64(column), arith::IntegerOverflowFlags::nsw);
+  return index;
+}
+
+bool EmitterCore::regionLoadsAt(Operation *op, Value argument) {
+  bool found = false;
+  op->getRegion(0).walk([&](flash::AuxLoadOp load) {
+    found |= llvm::is_contained(load.getIndices(), argument);
+  });
+  return found;
+}
+
 LogicalResult EmitterCore::auxElementIndex(Operation *op, flash::AuxTensorAttr decl,
                                            ArrayRef<Value> indices, Value &valid,
                                            Value &linear, ArrayRef<bool> knownInside) {
@@ -192,7 +199,7 @@ LogicalResult EmitterCore::auxElementIndex(Operation *op, flash::AuxTensorAttr d
       Value inside = cmpI(arith::CmpIPredicate::ult, position, size);
       valid = valid ? Value(arith::AndIOp::create(b, loc, valid, inside)) : inside;
     }
-    Value wide = wideKeys.lookup(position);
+    Value wide = wideColumns.lookup(position);
     linear = add(mul(linear, toI64(size)), wide ? wide : toI64(position));
   }
   return success();
@@ -229,11 +236,10 @@ FailureOr<Value> EmitterCore::lowerAuxLoadAt(flash::AuxLoadOp op, ArrayRef<Value
                                      : Value(LLVM::FPExtOp::create(b, loc, resultType, loaded));
   };
   unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
-  // A mask's load at a tile's key (predicatedAuxLoads): a load under its
-  // predicate (0 outside) at the unclamped address, which keeps the
-  // column's constant offset: a compare and a load per column.
-  bool atTileKey = llvm::any_of(indices, [&](Value index) { return wideKeys.contains(index); });
-  if (valid && predicatedAuxLoads && atTileKey) {
+  // At a tile's column inside beginColumnLoads(): a load under its
+  // predicate (0 outside) at the unclamped address.
+  bool atColumn = llvm::any_of(indices, [&](Value index) { return wideColumns.contains(index); });
+  if (valid && predicatedAuxLoads && atColumn) {
     auto vectorOf = [](Type element) { return VectorType::get({1}, element); };
     Value first = i32(0);
     Value mask = LLVM::InsertElementOp::create(

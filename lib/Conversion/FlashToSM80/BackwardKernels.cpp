@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/SaveAndRestore.h"
@@ -1368,13 +1369,28 @@ LogicalResult BackwardEmitter::lowerElementRegion(Operation *op) {
   Value firstQuery = mul(queryTile, i32(config.br)),
         firstKey = mul(keyTile, i32(config.bc));
   Value negInf = f32(-std::numeric_limits<double>::infinity());
+  // The tiles are transposed: a mask's loads at the query (doc[b, i]) run
+  // along the columns, and are predicated loads at [column base + 4c]
+  // (EmitterCore::beginColumnLoads), as the forward's at the key.
+  Block &region = op->getRegion(0).front();
+  bool predicated = isMask && regionLoadsAt(op, region.getArgument(2));
+  Value queryBase, wideQueryBase;
+  if (predicated) {
+    beginColumnLoads(region.getArgument(0));
+    queryBase = add(firstQuery, mul(threadInGroup, i32(2)));
+    wideQueryBase = toI64(queryBase);
+  }
+  auto end = llvm::make_scope_exit([&] { endColumnLoads(); });
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     SmallVector<Value, 1> leading;
     if (!isMask)
       leading.push_back(element);
-    FailureOr<Value> yielded =
-        emitRegionElement(op, leading, batch, head, queryOf(firstQuery, index),
-                          keyOf(firstKey, index));
+    // The key first: the order the IR had before (argument order).
+    Value key = keyOf(firstKey, index);
+    int64_t column = 8 * (index / 4) + (index % 2);
+    Value query = predicated ? columnIndex(queryBase, wideQueryBase, column)
+                             : queryOf(firstQuery, index);
+    FailureOr<Value> yielded = emitRegionElement(op, leading, batch, head, query, key);
     if (failed(yielded))
       return failure();
     element = isMask ? select(*yielded, element, negInf) : *yielded;

@@ -245,17 +245,26 @@ public:
   mlir::FailureOr<mlir::Value> lowerAuxLoadAt(flash::AuxLoadOp op,
                                               llvm::ArrayRef<mlir::Value> indices,
                                               llvm::ArrayRef<bool> knownInside = {});
-  /// While set, the batch argument of the region being emitted: a batch the
-  /// kernel runs, so inside every dimension whose extent is B.
+  /// Predicated aux loads at a score tile's columns (the keys of the
+  /// forward's S, the queries of the backward's transposed tiles): while
+  /// set, a load indexed by a column index from columnIndex() is a masked
+  /// load at its unclamped address, which keeps the column's constant
+  /// offset (a compare and a load per column, where the clamped 64-bit
+  /// index took ~10 instructions), and a dimension of extent B indexed by
+  /// the region's batch argument (the kernel's own batch) is not checked.
+  /// Other loads: an index clamped into the tensor and a select.
+  void beginColumnLoads(mlir::Value batchArgument);
+  void endColumnLoads();
+  /// Column `column` of the thread's tile row: `base` (its first column,
+  /// i32) plus the constant; inside beginColumnLoads() also recorded with
+  /// its i64 form `wideBase + column` (no wrap: indices stay below 2^31).
+  mlir::Value columnIndex(mlir::Value base, mlir::Value wideBase, int64_t column);
+  /// Whether an aux load in the region of `op` indexes a dimension by the
+  /// region's `argument` directly.
+  static bool regionLoadsAt(mlir::Operation *op, mlir::Value argument);
   mlir::Value batchArgumentInside;
-  /// While set, aux loads that may fall outside their tensor are masked
-  /// loads at their unclamped address (the score tile's elements: constant
-  /// column offsets stay in the address); otherwise a load at a clamped
-  /// index and a select (fewer registers: the block summary's 36).
   bool predicatedAuxLoads = false;
-  /// The i64 form of lowered keys the emitter built as sums with constant
-  /// parts, so that a load's address keeps its constant column offset.
-  llvm::DenseMap<mlir::Value, mlir::Value> wideKeys;
+  llvm::DenseMap<mlir::Value, mlir::Value> wideColumns;
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
   /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
   /// row bands) depend on, in order, or failure when they depend on more
