@@ -101,6 +101,8 @@ LogicalResult KernelEmitter::emit() {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(config.numThreads), 1, 1}));
+  if (std::optional<int64_t> cap = registerCap())
+    func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(*cap));
   // Every pointer is distinct from the others; all but o and lse are
   // read-only. The backend annotates its own arguments.
   for (unsigned i = 0; i < firstTargetArgument; ++i) {

@@ -23,6 +23,21 @@ using namespace flashc;
 using namespace flashc::lowering;
 using namespace flashc::sm90;
 
+std::optional<int64_t> SM90Emitter::registerCap() {
+  if (hopper.warpSpecialized || config.numThreads != 128 || config.headDim > 64)
+    return std::nullopt;
+  bool scored = false, masksAtKey = false;
+  kernel.walk([&](Operation *op) {
+    if (isa<flash::ScoreModOp>(op))
+      scored = true;
+    if (auto mask = dyn_cast<flash::MaskOp>(op))
+      masksAtKey |= regionLoadsAt(mask, mask.getBody().front().getArgument(3));
+  });
+  if (scored || !masksAtKey)
+    return std::nullopt;
+  return 128;
+}
+
 namespace {
 
 /// Whether `loops` (all of the kernel's) are one loop in the kernel's entry

@@ -104,6 +104,13 @@ public:
   bool storesWide() const override { return true; }
   int64_t dynamicSharedBytes() const override { return hopper.sharedBytes(); }
   bool persistentGrid() const override { return hopper.persistent; }
+  /// One warpgroup up to D = 64 whose mask reads aux tensors at the key
+  /// (packed documents) and that has no score mod: 128 registers, so four
+  /// CTAs share an SM as in the dense kernels (136 registers gave three).
+  /// ptxas then spills 8 bytes in the document kernel; on the H100 it
+  /// measured 1.16x (N = 32k) and 1.15x (16k) faster, the same at 8k
+  /// (bench/results/2026-12-06h-h100-document-loads).
+  std::optional<int64_t> registerCap() override;
 
   // TensorMemoryAccess.cpp: the CUtensorMap arguments (k and v with TMA; q
   // too on a persistent grid), grid-constant byval parameters.

@@ -358,6 +358,9 @@ public:
   /// instructions and registers in the wgmma kernels; the mma.sync kernel,
   /// at its 255 registers, spills with them (document at D = 64, ptxas -v).
   virtual bool predicatesMaskKeyLoads() const { return true; }
+  /// A register cap for the kernel (nvvm.maxnreg) where the backend sets
+  /// one to fit more CTAs on an SM; none by default.
+  virtual std::optional<int64_t> registerCap() { return std::nullopt; }
   /// True in every thread when some element of the block's Br x Bc tile
   /// survives `mask` (a CTA-wide bar.red.or).
   mlir::FailureOr<mlir::Value> emitMaskVote(flash::MaskOp mask);
