@@ -86,12 +86,8 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
   Block &region = op->getRegion(0).front();
   bool predicated =
       isMask && predicatesMaskKeyLoads() && regionLoadsAt(op, region.getArgument(3));
-  Value keyBase, wideKeyBase;
-  if (predicated) {
-    beginColumnLoads(region.getArgument(0));
-    keyBase = add(firstKey, mul(threadInGroup, i32(2)));
-    wideKeyBase = toI64(keyBase);
-  }
+  if (predicated)
+    beginColumnLoads(region.getArgument(0), firstKey);
   auto end = llvm::make_scope_exit([&] { endColumnLoads(); });
   for (int64_t mb = 0; mb < config.rowBlocks(); ++mb)
     for (int64_t nt = 0; nt < nTiles; ++nt)
@@ -101,7 +97,7 @@ LogicalResult KernelEmitter::lowerElementRegion(Operation *op, bool isMask) {
         if (!isMask)
           leading.push_back(element);
         QueryRow row = queryRow(head, queryTile, mb, e);
-        Value key = predicated ? columnIndex(keyBase, wideKeyBase, 8 * nt + (e & 1))
+        Value key = predicated ? columnIndex(8 * nt + (e & 1))
                                : add(firstKey, fragmentCol(nt, e));
         FailureOr<Value> yielded =
             emitRegionElement(op, leading, batch, row.head, row.position, key);
@@ -155,22 +151,22 @@ LogicalResult KernelEmitter::lowerMaskKeyBounds(flash::MaskKeyBoundsOp op) {
   return success();
 }
 
-void EmitterCore::beginColumnLoads(Value batchArgument) {
+void EmitterCore::beginColumnLoads(Value batchArgument, Value firstColumn) {
   batchArgumentInside = batchArgument;
-  predicatedAuxLoads = true;
+  columnBase = add(firstColumn, mul(threadInGroup, i32(2)));
+  wideColumnBase = toI64(columnBase);
 }
 
 void EmitterCore::endColumnLoads() {
-  batchArgumentInside = Value();
-  predicatedAuxLoads = false;
+  batchArgumentInside = columnBase = wideColumnBase = Value();
   wideColumns.clear();
 }
 
-Value EmitterCore::columnIndex(Value base, Value wideBase, int64_t column) {
-  Value index = add(base, i32(column));
-  if (predicatedAuxLoads)
-    wideColumns[index] =
-        arith::AddIOp::create(b, loc, wideBase, i64(column), arith::IntegerOverflowFlags::nsw);
+Value EmitterCore::columnIndex(int64_t column) {
+  assert(columnBase && "columnIndex outside beginColumnLoads");
+  Value index = add(columnBase, i32(column));
+  wideColumns[index] =
+      arith::AddIOp::create(b, loc, wideColumnBase, i64(column), arith::IntegerOverflowFlags::nsw);
   return index;
 }
 
@@ -239,7 +235,7 @@ FailureOr<Value> EmitterCore::lowerAuxLoadAt(flash::AuxLoadOp op, ArrayRef<Value
   // At a tile's column inside beginColumnLoads(): a load under its
   // predicate (0 outside) at the unclamped address.
   bool atColumn = llvm::any_of(indices, [&](Value index) { return wideColumns.contains(index); });
-  if (valid && predicatedAuxLoads && atColumn) {
+  if (valid && atColumn) {
     auto vectorOf = [](Type element) { return VectorType::get({1}, element); };
     Value first = i32(0);
     Value mask = LLVM::InsertElementOp::create(

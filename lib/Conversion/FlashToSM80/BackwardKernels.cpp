@@ -1374,12 +1374,8 @@ LogicalResult BackwardEmitter::lowerElementRegion(Operation *op) {
   // (EmitterCore::beginColumnLoads), as the forward's at the key.
   Block &region = op->getRegion(0).front();
   bool predicated = isMask && regionLoadsAt(op, region.getArgument(2));
-  Value queryBase, wideQueryBase;
-  if (predicated) {
-    beginColumnLoads(region.getArgument(0));
-    queryBase = add(firstQuery, mul(threadInGroup, i32(2)));
-    wideQueryBase = toI64(queryBase);
-  }
+  if (predicated)
+    beginColumnLoads(region.getArgument(0), firstQuery);
   auto end = llvm::make_scope_exit([&] { endColumnLoads(); });
   for (auto [index, element] : llvm::enumerate(result.regs)) {
     SmallVector<Value, 1> leading;
@@ -1387,8 +1383,7 @@ LogicalResult BackwardEmitter::lowerElementRegion(Operation *op) {
       leading.push_back(element);
     // The key first: the order the IR had before (argument order).
     Value key = keyOf(firstKey, index);
-    int64_t column = 8 * (index / 4) + (index % 2);
-    Value query = predicated ? columnIndex(queryBase, wideQueryBase, column)
+    Value query = predicated ? columnIndex(8 * (index / 4) + (index % 2))
                              : queryOf(firstQuery, index);
     FailureOr<Value> yielded = emitRegionElement(op, leading, batch, head, query, key);
     if (failed(yielded))

@@ -253,17 +253,19 @@ public:
   /// index took ~10 instructions), and a dimension of extent B indexed by
   /// the region's batch argument (the kernel's own batch) is not checked.
   /// Other loads: an index clamped into the tensor and a select.
-  void beginColumnLoads(mlir::Value batchArgument);
+  /// `firstColumn` is the tile's first column index (i32); the thread's
+  /// columns start 2 x threadInGroup after it (the accumulator layout).
+  void beginColumnLoads(mlir::Value batchArgument, mlir::Value firstColumn);
   void endColumnLoads();
-  /// Column `column` of the thread's tile row: `base` (its first column,
-  /// i32) plus the constant; inside beginColumnLoads() also recorded with
-  /// its i64 form `wideBase + column` (no wrap: indices stay below 2^31).
-  mlir::Value columnIndex(mlir::Value base, mlir::Value wideBase, int64_t column);
+  /// The thread's column index `column` of the tile: inside
+  /// beginColumnLoads() its first column plus the constant, recorded with
+  /// its i64 form (the constant last; no wrap: indices stay below 2^31).
+  mlir::Value columnIndex(int64_t column);
   /// Whether an aux load in the region of `op` indexes a dimension by the
   /// region's `argument` directly.
   static bool regionLoadsAt(mlir::Operation *op, mlir::Value argument);
-  mlir::Value batchArgumentInside;
-  bool predicatedAuxLoads = false;
+  /// Set between beginColumnLoads() and endColumnLoads().
+  mlir::Value batchArgumentInside, columnBase, wideColumnBase;
   llvm::DenseMap<mlir::Value, mlir::Value> wideColumns;
   mlir::FailureOr<mlir::Value> lowerMathOp(mlir::Operation *op);
   /// The loop-body scalar ops the i1 `facts` (a mask's any_visible, its
