@@ -397,6 +397,9 @@ std::optional<SummaryCheck> harness::checkBlockSummary(const flashrun::Attention
   std::vector<uint8_t> first(bytes), gpu(bytes);
   for (std::vector<uint8_t> *result : {&first, &gpu}) {
     problem.summary->fill(0xFF); // no valid class, no valid order
+    // The fill runs on the legacy default stream, which a non-blocking
+    // stream does not wait for.
+    stream.context().synchronize();
     computeSummary(kernel, stream, problem, stream.context());
     stream.synchronize();
     problem.summary->copyToHost(result->data(), bytes);
