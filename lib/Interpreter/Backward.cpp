@@ -89,16 +89,11 @@ void KernelExecutor::addQueryGrad(flash::QueryGradAddOp op) {
 }
 
 LogicalResult KernelExecutor::execScoreModGrad(flash::ScoreModGradOp op) {
-  FailureOr<const RegionProgram *> compiled = regionProgram(op);
-  if (failed(compiled))
+  FailureOr<BoundRegion> bound = bindRegion(op);
+  if (failed(bound))
     return failure();
-  const RegionProgram &program = **compiled;
-  std::vector<double> slots(program.numSlots, 0.0);
-  for (auto [slot, value] : program.captures) {
-    if (get(value).tile)
-      return fail(op, "a region may capture scalars only, not tiles");
-    slots[slot] = scalar(value);
-  }
+  const RegionProgram &program = *bound->program;
+  std::vector<double> &slots = bound->slots;
   const Tile &grads = tile(op.getGrads()), &scores = tile(op.getScores());
   Tile result(grads.rows, grads.cols);
   int64_t firstQuery = index(op.getQueryTile()) * grads.rows;

@@ -277,15 +277,26 @@ FailureOr<const RegionProgram *> KernelExecutor::regionProgram(Operation *op) {
   return &it->second;
 }
 
-LogicalResult KernelExecutor::visitTileElements(
-    flash::MaskOp mask, function_ref<bool(int64_t, int64_t, bool)> visit) {
-  FailureOr<const RegionProgram *> compiled = regionProgram(mask);
+FailureOr<KernelExecutor::BoundRegion> KernelExecutor::bindRegion(Operation *op) {
+  FailureOr<const RegionProgram *> compiled = regionProgram(op);
   if (failed(compiled))
     return failure();
-  const RegionProgram &program = **compiled;
-  std::vector<double> slots(program.numSlots, 0.0);
-  for (auto [slot, value] : program.captures)
-    slots[slot] = scalar(value);
+  BoundRegion bound{*compiled, std::vector<double>((*compiled)->numSlots, 0.0)};
+  for (auto [slot, value] : bound.program->captures) {
+    if (get(value).tile)
+      return fail(op, "a region may capture scalars only, not tiles");
+    bound.slots[slot] = scalar(value);
+  }
+  return bound;
+}
+
+LogicalResult KernelExecutor::visitTileElements(
+    flash::MaskOp mask, function_ref<bool(int64_t, int64_t, bool)> visit) {
+  FailureOr<BoundRegion> bound = bindRegion(mask);
+  if (failed(bound))
+    return failure();
+  const RegionProgram &program = *bound->program;
+  std::vector<double> &slots = bound->slots;
   auto type = cast<RankedTensorType>(mask.getType());
   int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
   int64_t queryTile = index(mask.getQueryTile()), head = index(mask.getHead());
@@ -429,16 +440,11 @@ LogicalResult KernelExecutor::loadBlockSummary() {
 LogicalResult KernelExecutor::execElementRegion(Operation *op, Value scores, Value batch,
                                                 Value head, Value queryTile,
                                                 Value keyTile, bool isMask) {
-  FailureOr<const RegionProgram *> compiled = regionProgram(op);
-  if (failed(compiled))
+  FailureOr<BoundRegion> bound = bindRegion(op);
+  if (failed(bound))
     return failure();
-  const RegionProgram &program = **compiled;
-  std::vector<double> slots(program.numSlots, 0.0);
-  for (auto [slot, value] : program.captures) {
-    if (get(value).tile)
-      return fail(op, "a region may capture scalars only, not tiles");
-    slots[slot] = scalar(value);
-  }
+  const RegionProgram &program = *bound->program;
+  std::vector<double> &slots = bound->slots;
 
   const Tile &input = tile(scores);
   Tile result = input;

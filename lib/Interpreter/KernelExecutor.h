@@ -88,6 +88,13 @@ private:
   mlir::LogicalResult execMask(flash::MaskOp mask);
   /// The compiled program of a score_mod, mask or score_mod_grad region.
   mlir::FailureOr<const RegionProgram *> regionProgram(mlir::Operation *op);
+  /// A region's program with its slots, the captured scalars filled in (the
+  /// arguments' slots are the caller's to set); fails on a captured tile.
+  struct BoundRegion {
+    const RegionProgram *program;
+    std::vector<double> slots;
+  };
+  mlir::FailureOr<BoundRegion> bindRegion(mlir::Operation *op);
   /// RunOptions::checkClassification: evaluates `mask` on every element of
   /// its tile inside the problem (i < N, j < M) and fails when a claim of
   /// flash-classify-tiles (tile empty, tile full, row band empty) is false.
