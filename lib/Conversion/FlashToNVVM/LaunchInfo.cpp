@@ -14,27 +14,33 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::lowering;
 
-FailureOr<KernelConfig> lowering::baseConfig(flash::KernelOp kernel, StringRef passName,
-                                             flash::GemmKind gemm) {
+FailureOr<KernelConfig> lowering::checkedTileConfig(Operation *op, flash::TileConfigAttr tile,
+                                                    Type elementType, StringRef passName,
+                                                    const Twine &kernelKind) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
-    kernel.emitOpError() << passName << ": " << message;
+    op->emitOpError() << passName << ": " << message;
     return failure();
   };
   KernelConfig config;
-  flash::TileConfigAttr tile = kernel.getConfig();
   config.br = tile.getBr();
   config.bc = tile.getBc();
   config.headDim = tile.getHeadDim();
-  config.elementType = kernel.getElementType();
-  if (config.elementType.isF32())
+  config.elementType = elementType;
+  if (elementType.isF32())
     return fail("f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
-  if (!config.elementType.isBF16() && !config.elementType.isF16())
+  if (!elementType.isBF16() && !elementType.isF16())
     return fail("element type must be bf16 or f16");
   int64_t d = config.headDim;
   if (d != 64 && d != 96 && d != 128 && d != 256)
-    return fail("head dim " + Twine(d) + " is not supported by the " +
-                flash::stringifyGemmKind(gemm) + " kernel " + "(supported: 64, 96, 128, 256)");
+    return fail("head dim " + Twine(d) + " is not supported by the " + kernelKind +
+                " (supported: 64, 96, 128, 256)");
   return config;
+}
+
+FailureOr<KernelConfig> lowering::baseConfig(flash::KernelOp kernel, StringRef passName,
+                                             flash::GemmKind gemm) {
+  return checkedTileConfig(kernel, kernel.getConfig(), kernel.getElementType(), passName,
+                           flash::stringifyGemmKind(gemm) + " kernel");
 }
 
 flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {

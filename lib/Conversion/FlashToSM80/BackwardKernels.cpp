@@ -1800,23 +1800,14 @@ FailureOr<KernelConfig> sm80::backwardBaseConfig(flash::BackwardKernelOp kernel,
   auto fail = [&](const Twine &message) {
     return rejectBackwardConfig(kernel, pass, message);
   };
-  KernelConfig config;
-  flash::TileConfigAttr tile = kernel.getConfig();
-  config.br = tile.getBr();
-  config.bc = tile.getBc();
-  config.headDim = tile.getHeadDim();
-  config.elementType = kernel.getElementType();
+  FailureOr<KernelConfig> checked = checkedTileConfig(kernel, kernel.getConfig(),
+                                                      kernel.getElementType(), pass,
+                                                      "backward kernel");
+  if (failed(checked))
+    return failure();
+  KernelConfig config = *checked;
   config.rowsPerWarp = 16;
-  if (config.elementType.isF32())
-    return fail(
-        "f32 inputs are interpreter-only on the GPU path (use bf16 or f16)");
-  if (!config.elementType.isBF16() && !config.elementType.isF16())
-    return fail("element type must be bf16 or f16");
   int64_t d = config.headDim;
-  if (d != 64 && d != 96 && d != 128 && d != 256)
-    return fail(
-        "head dim " + Twine(d) +
-        " is not supported by the backward kernel (supported: 64, 96, 128, 256)");
   // Column slices address whole 64-column panels (wgmma) and 16-column
   // mma.sync units: each slice must be a multiple of 64 columns.
   int64_t slices = config::backwardColumnSlices(d);
