@@ -14,13 +14,14 @@ using namespace mlir;
 using namespace flashc;
 using namespace flashc::lowering;
 
-FailureOr<KernelConfig> lowering::checkedTileConfig(Operation *op, flash::TileConfigAttr tile,
-                                                    Type elementType, StringRef passName,
-                                                    const Twine &kernelKind) {
+FailureOr<KernelConfig> lowering::checkedTileConfig(flash::KernelSignature kernel,
+                                                    StringRef passName, const Twine &kernelKind) {
   auto fail = [&](const Twine &message) -> FailureOr<KernelConfig> {
-    op->emitOpError() << passName << ": " << message;
+    kernel->emitOpError() << passName << ": " << message;
     return failure();
   };
+  flash::TileConfigAttr tile = kernel.getConfig();
+  Type elementType = kernel.getElementType();
   KernelConfig config;
   config.br = tile.getBr();
   config.bc = tile.getBc();
@@ -39,8 +40,7 @@ FailureOr<KernelConfig> lowering::checkedTileConfig(Operation *op, flash::TileCo
 
 FailureOr<KernelConfig> lowering::baseConfig(flash::KernelOp kernel, StringRef passName,
                                              flash::GemmKind gemm) {
-  return checkedTileConfig(kernel, kernel.getConfig(), kernel.getElementType(), passName,
-                           flash::stringifyGemmKind(gemm) + " kernel");
+  return checkedTileConfig(kernel, passName, flash::stringifyGemmKind(gemm) + " kernel");
 }
 
 flash::LaunchAttr KernelEmitter::launchAttr(flash::GemmKind gemm) {

@@ -1800,9 +1800,7 @@ FailureOr<KernelConfig> sm80::backwardBaseConfig(flash::BackwardKernelOp kernel,
   auto fail = [&](const Twine &message) {
     return rejectBackwardConfig(kernel, pass, message);
   };
-  FailureOr<KernelConfig> checked = checkedTileConfig(kernel, kernel.getConfig(),
-                                                      kernel.getElementType(), pass,
-                                                      "backward kernel");
+  FailureOr<KernelConfig> checked = checkedTileConfig(kernel, pass, "backward kernel");
   if (failed(checked))
     return failure();
   KernelConfig config = *checked;

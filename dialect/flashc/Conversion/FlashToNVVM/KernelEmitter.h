@@ -438,12 +438,12 @@ flash::LaunchAttr emitSplitCombineKernel(flash::KernelOp kernel, const KernelCon
 /// sm_80 allows 163 KiB, sm_86/89 99 KiB: the driver checks at launch).
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
-/// The tile, head dim and element type of a kernel op (`tile`,
-/// `elementType`), checked against what every GPU kernel supports
-/// (bf16/f16; D = 64, 96, 128, 256); errors on `op` name `passName` and
-/// `kernelKind` ("wgmma kernel", "backward kernel").
-mlir::FailureOr<KernelConfig> checkedTileConfig(mlir::Operation *op, flash::TileConfigAttr tile,
-                                                mlir::Type elementType, llvm::StringRef passName,
+/// The tile, head dim and element type of a forward or backward `kernel`,
+/// checked against what every GPU kernel supports (bf16/f16; D = 64, 96,
+/// 128, 256); errors name `passName` and `kernelKind` ("wgmma kernel",
+/// "backward kernel").
+mlir::FailureOr<KernelConfig> checkedTileConfig(flash::KernelSignature kernel,
+                                                llvm::StringRef passName,
                                                 const llvm::Twine &kernelKind);
 
 /// checkedTileConfig of a forward `kernel` for the `gemm` kernel.
