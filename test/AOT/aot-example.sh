@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds python-free-driver/examples/aot against this build tree's flashc
 # CMake package: flashc --emit=aot writes the causal kernel (D = 128) and the
-# varlen/dense pair of bench/inputs/varlen_pair.flash, CMake finds
-# flashc::flashrun, compiles the generated C++ sources, the C header as C,
-# and links aot-causal and aot-varlen. No GPU needed.
+# varlen/dense pair of bench/inputs/varlen_pair.flash and the packed
+# documents of examples/document.flash (D = 64), CMake finds
+# flashc::flashrun, compiles the generated C++ sources, the C headers as C,
+# and links aot-causal, aot-varlen and aot-documents. No GPU needed.
 #   aot-example.sh FLASHC BUILD_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 flashc=$1 build=$2 src=$3 work=$4
@@ -14,6 +15,12 @@ mkdir -p "$work"
 # kernel per sequence through the C entry points).
 "$flashc" "$src/bench/inputs/varlen_pair.flash" --emit=aot --shape H=8,HKV=2,D=128 --ptxas=none \
   -o "$work/gen-varlen"
+# The packed-documents program's kernel: a mask that reads aux tensors adds
+# the cached block summary's entry points.
+"$flashc" "$src/examples/document.flash" --emit=aot --shape D=64 --ptxas=none -o "$work/gen-doc"
+grep -q "flashc_document_launch_with_summary" "$work/gen-doc/document.h" ||
+  { echo "document.h declares no launch_with_summary" >&2; exit 1; }
+cc -fsyntax-only -x c "$work/gen-doc/document.h"
 for file in causal.h causal.cpp causal.ptx; do
   [ -s "$work/gen/$file" ] || { echo "flashc --emit=aot wrote no $file" >&2; exit 1; }
 done
@@ -22,17 +29,11 @@ command -v ninja > /dev/null && generator=(-G Ninja)
 cmake -S "$src/python-free-driver/examples/aot" -B "$work/build" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE=Release -Dflashc_DIR="$build/lib/cmake/flashc" \
   -DFLASHC_AOT_DIR="$work/gen" -DFLASHC_VARLEN_AOT_DIR="$work/gen-varlen" \
+  -DFLASHC_DOCUMENT_AOT_DIR="$work/gen-doc" \
   > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build"
-[ -x "$work/build/aot-varlen" ] || { echo "aot-varlen was not built" >&2; exit 1; }
-echo "built $work/build/aot-causal and $work/build/aot-varlen"
+for program in aot-varlen aot-documents; do
+  [ -x "$work/build/$program" ] || { echo "$program was not built" >&2; exit 1; }
+done
+echo "built $work/build/aot-causal, aot-varlen and aot-documents"
 
-# A mask that reads aux tensors adds the cached block summary's entry
-# points: the generated source compiles against the runtime's headers, the
-# header as C.
-"$flashc" "$src/examples/document.flash" --emit=aot --shape D=64 --ptxas=none -o "$work/gen-doc"
-grep -q "flashc_document_launch_with_summary" "$work/gen-doc/document.h" ||
-  { echo "document.h declares no launch_with_summary" >&2; exit 1; }
-c++ -std=c++17 -fsyntax-only -I"$src/runtime/include" -I"$work/gen-doc" "$work/gen-doc/document.cpp"
-cc -fsyntax-only -x c "$work/gen-doc/document.h"
-echo "compiled $work/gen-doc/document.cpp"
