@@ -168,23 +168,30 @@ int main() {
     for (size_t r = 0; r < rows; ++r)
       differing += std::memcmp(&lseOwn[r], &lseShared[r], 4) != 0;
     Reference want = reference(hq, hk, hv, doc);
-    double worst = 0, worstLse = 0;
+    // O: ||O - ref||_2 / ||ref||_2, as flash-run checks it (an element of
+    // a row with few keys carries P's bf16 rounding, a few percent of
+    // itself); LSE per row, relative to 1 + |ref|. NaN never passes.
+    double squaredError = 0, squaredReference = 0, worstLse = 0;
+    int64_t nonFinite = 0;
     for (size_t e = 0; e < elements; ++e) {
       float got = fromBf16(gotShared[e]);
-      double error = std::fabs(got - want.o[e]) / (std::fabs(want.o[e]) + 0.05);
-      worst = std::isfinite(got) ? std::max(worst, error) : INFINITY;
+      nonFinite += !std::isfinite(got);
+      squaredError += (got - want.o[e]) * (got - want.o[e]);
+      squaredReference += want.o[e] * want.o[e];
     }
     for (size_t r = 0; r < rows; ++r) {
-      double error = std::fabs(lseShared[r] - want.lse[r]) / (1 + std::fabs(want.lse[r]));
-      worstLse = std::isfinite(lseShared[r]) ? std::max(worstLse, error) : INFINITY;
+      nonFinite += !std::isfinite(lseShared[r]);
+      worstLse = std::max(worstLse, std::fabs(lseShared[r] - want.lse[r]) / (1 + std::fabs(want.lse[r])));
     }
-    bool layerOk = worst <= 2e-2 && worstLse <= 1e-4 && differing == 0;
-    std::printf("aot-documents: layer %d B=%lld H=%lld N=%lld D=%lld  max rel |O - fp64| %.2e, "
-                "|LSE - fp64| %.2e, shared-summary values differing from the own-summary "
-                "launch's %lld: %s\n",
+    double relative = std::sqrt(squaredError / squaredReference);
+    bool layerOk = nonFinite == 0 && relative <= 1e-2 && worstLse <= 1e-4 && differing == 0;
+    std::printf("aot-documents: layer %d B=%lld H=%lld N=%lld D=%lld  rel ||O - fp64|| %.2e, "
+                "max rel |LSE - fp64| %.2e, non-finite %lld, shared-summary values differing "
+                "from the own-summary launch's %lld: %s\n",
                 layer, static_cast<long long>(B), static_cast<long long>(H),
-                static_cast<long long>(N), static_cast<long long>(D), worst, worstLse,
-                static_cast<long long>(differing), layerOk ? "ok" : "FAIL");
+                static_cast<long long>(N), static_cast<long long>(D), relative, worstLse,
+                static_cast<long long>(nonFinite), static_cast<long long>(differing),
+                layerOk ? "ok" : "FAIL");
     ok = ok && layerOk;
   }
 
