@@ -82,8 +82,9 @@ struct ParsedCase {
 /// PTX for `chip` at the default tile and head dim `headDim` (of the
 /// backward kernels with `backward`; `exactAuxGrads`: deterministic, aux
 /// gradients staged, and on odd seeds the dQ turns deferred; a backward
-/// on every fourth seed takes the dQ writer warp, and on another fourth
-/// the rotated query-tile walk), assembled by `ptxas`
+/// on every fourth seed takes the dQ writer warp, on another fourth
+/// the rotated query-tile walk, and on every third seed waits for the dK
+/// and dV products at once), assembled by `ptxas`
 /// when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
@@ -91,12 +92,14 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   bool deferTurns = exactAuxGrads && c.seed % 2;
   bool queryGradWriter = backward && c.seed % 4 == 2;
   bool rotateQueryTiles = backward && !exactAuxGrads && c.seed % 4 == 3;
+  bool overlapAccumulates = !(backward && c.seed % 3 == 1);
   std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
                       (headDim != 64 ? " D = " + std::to_string(headDim) : std::string()) +
                       (exactAuxGrads ? " --deterministic --stage-aux-grads" : "") +
                       (deferTurns ? " --defer-turns" : "") +
                       (queryGradWriter ? " --dq-writer" : "") +
-                      (rotateQueryTiles ? " --bwd-rotate-tiles" : "");
+                      (rotateQueryTiles ? " --bwd-rotate-tiles" : "") +
+                      (overlapAccumulates ? "" : " --bwd-overlap-accumulates=false");
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
@@ -135,6 +138,7 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   target.deferTurns = deferTurns;
   target.queryGradWriter = queryGradWriter;
   target.rotateQueryTiles = rotateQueryTiles;
+  target.overlapAccumulates = overlapAccumulates;
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);

@@ -51,6 +51,7 @@ struct BackwardFlags {
   llvm::cl::opt<bool> deferTurns;
   llvm::cl::opt<bool> queryGradWriter;
   llvm::cl::opt<bool> rotateQueryTiles;
+  llvm::cl::opt<bool> overlapAccumulates;
   llvm::cl::opt<bool> blockSummary;
   llvm::cl::opt<std::string> tile;
 

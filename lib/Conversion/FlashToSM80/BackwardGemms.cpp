@@ -89,7 +89,11 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
   BackwardValue result;
   result.kind = BackwardValue::Kind::Scores;
   if (auto issued = productsInFlight.find(op); issued != productsInFlight.end()) {
-    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/0);
+    // dVᵀ, if ready, joins the pipe before dPᵀ is waited for.
+    flash::AccumulateTransposedOp ahead = accumulateReadyAfter(op);
+    if (ahead)
+      issueAccumulateAhead(ahead);
+    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/ahead ? 1 : 0);
     productsInFlight.erase(issued);
   } else {
     FailureOr<const BackwardValue *> keys =
@@ -112,7 +116,11 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
       productsInFlight[partner] = issueTransposedProduct(
           values.find(partner.getValue())->second.smem,
           values.find(partner.getOutputGrad())->second.smem);
-    result.regs = completeTransposedProduct(result.regs, partner ? 1 : 0);
+    flash::AccumulateTransposedOp ahead =
+        isa<flash::OutputGradDotOp>(op) ? accumulateReadyAfter(op) : nullptr;
+    if (ahead)
+      issueAccumulateAhead(ahead);
+    result.regs = completeTransposedProduct(result.regs, (partner || ahead) ? 1 : 0);
   }
   if (scale != 1.0f)
     for (Value &element : result.regs)
@@ -157,6 +165,12 @@ BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
     return failure();
   if ((*rows)->keyRows)
     return error(op, "expects a Br-row tile (Q, dO)");
+  if (overlapsAccumulates) {
+    // In flight until read; the one issued before (dVᵀ) completes here.
+    issueAccumulateAhead(op);
+    settleAccumulates(/*keepNewest=*/1);
+    return success();
+  }
   acquireCopies();
   sharedReadSinceCopy = true;
   BackwardValue result;
@@ -164,6 +178,66 @@ BackwardEmitter::lowerAccumulateTransposed(flash::AccumulateTransposedOp op) {
   result.regs = accumulateProduct((*acc)->regs, (*lhs)->regs, (*rows)->smem);
   values[op.getResult()] = std::move(result);
   return success();
+}
+
+flash::AccumulateTransposedOp BackwardEmitter::accumulateReadyAfter(Operation *dot) {
+  // Beside a dPᵀ issued with Sᵀ (D <= 64), dVᵀ's operands and accumulators
+  // held through the wait spill 16-72 bytes (ptxas -v, full and causal at
+  // Br = 128): there dKᵀ alone stays in flight.
+  if (!overlapsAccumulates || pairsTransposedProducts)
+    return {};
+  for (Operation *op = dot->getNextNode(); op; op = op->getNextNode()) {
+    auto accumulate = dyn_cast<flash::AccumulateTransposedOp>(op);
+    if (!accumulate || loweredAhead.contains(op))
+      continue;
+    auto lowered = [&](Value value, BackwardValue::Kind kind) {
+      auto it = values.find(value);
+      return it != values.end() && it->second.kind == kind;
+    };
+    if (lowered(accumulate.getAcc(), BackwardValue::Kind::KeyAcc) &&
+        lowered(accumulate.getLhs(), BackwardValue::Kind::Scores) &&
+        lowered(accumulate.getRows(), BackwardValue::Kind::Shared) &&
+        !values.find(accumulate.getRows())->second.keyRows)
+      return accumulate;
+  }
+  return {};
+}
+
+void BackwardEmitter::issueAccumulateAhead(flash::AccumulateTransposedOp op) {
+  const BackwardValue &acc = values.find(op.getAcc())->second;
+  acquireCopies();
+  sharedReadSinceCopy = true;
+  accumulatesInFlight.push_back(
+      {op.getResult(),
+       issueAccumulate(acc.regs, values.find(op.getLhs())->second.regs,
+                       values.find(op.getRows())->second.smem),
+       acc.regs.size()});
+  loweredAhead.insert(op);
+}
+
+void BackwardEmitter::settleAccumulates(int64_t keepNewest) {
+  int64_t settled = static_cast<int64_t>(accumulatesInFlight.size()) - keepNewest;
+  if (settled > 0)
+    defineSettled(awaitProducts(keepNewest, inFlightAccumulatorRegs(settled)), settled);
+}
+
+SmallVector<Value> BackwardEmitter::inFlightAccumulatorRegs(size_t count) const {
+  SmallVector<Value> regs;
+  for (const AccumulateInFlight &product : ArrayRef(accumulatesInFlight).take_front(count))
+    regs.append(product.regs);
+  return regs;
+}
+
+void BackwardEmitter::defineSettled(ArrayRef<Value> tied, size_t count) {
+  for (const AccumulateInFlight &product : ArrayRef(accumulatesInFlight).take_front(count)) {
+    BackwardValue result;
+    result.kind = BackwardValue::Kind::KeyAcc;
+    result.regs.assign(tied.begin(), tied.begin() + product.accRegs);
+    tied = tied.drop_front(product.regs.size());
+    values[product.result] = std::move(result);
+  }
+  accumulatesInFlight.erase(accumulatesInFlight.begin(),
+                            accumulatesInFlight.begin() + std::min(count, accumulatesInFlight.size()));
 }
 
 SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,

@@ -631,11 +631,17 @@ LogicalResult BackwardEmitter::lowerBlock(Block &block) {
   for (Operation &op : block.without_terminator())
     if (!loweredAhead.contains(&op) && failed(lowerOp(&op)))
       return failure();
+  // The terminator yields the accumulators.
+  settleAccumulates();
   return success();
 }
 
 LogicalResult BackwardEmitter::lowerOp(Operation *op) {
   loc = op->getLoc();
+  // Products in flight overlap dS's element-wise work, the other
+  // accumulating product and the dQ add only.
+  if (!isa<flash::SoftmaxGradOp, flash::AccumulateTransposedOp, flash::QueryGradAddOp>(op))
+    settleAccumulates();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](scf::ForOp loop) { return lowerFor(loop); })
       .Case([&](flash::LoadKVOp load) {

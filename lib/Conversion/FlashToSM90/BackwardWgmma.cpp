@@ -29,11 +29,15 @@
 // rows) as 64-column panels of 128-byte swizzled rows (SharedMemory.cpp),
 // then dS (Br rows x Bc keys, the same layout), then the staged dQ tile
 // (f32, D/S columns of Br rows, dq_accum's layout); Q and dO in two stages where they fit (the
-// query loop prefetches the next tile's). Every GEMM is waited for before
-// the next one (wait_group 0), except dPᵀ, which at D <= 64
-// pairsTransposedProducts issues right behind Sᵀ (wait_group 1 for Sᵀ, dPᵀ
-// completed where used): the CTA barrier before the next query tile's
-// copies then also guarantees no wgmma still reads Q, dO or dSᵀ. What the
+// query loop prefetches the next tile's). At D <= 64 pairsTransposedProducts
+// issues dPᵀ right behind Sᵀ (wait_group 1 for Sᵀ, dPᵀ completed where
+// used). With overlapsAccumulates (the default, --bwd-overlap-accumulates)
+// dVᵀ is issued before dPᵀ is waited for (D > 64: beside a paired dPᵀ it
+// spills), dKᵀ before dVᵀ is waited for, and dKᵀ completes at the dQ
+// product's wait: 1.02-1.06x at D = 128 (H100, bench/results/2026-12-07-*).
+// Every product is complete by the tile's end, so the CTA barrier before
+// the next query tile's copies also guarantees no wgmma still reads Q, dO
+// or dSᵀ. What the
 // threads write (cp.async copies, dSᵀ stores) goes through the generic
 // proxy and wgmma reads through the async proxy:
 // `fence.proxy.async.shared::cta` before the barrier that publishes it.
@@ -97,7 +101,8 @@ class WgmmaBackwardEmitter : public sm80::BackwardEmitter {
 public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
                        gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads,
-                       bool deferTurns, bool queryGradWriter, bool rotateQueryTiles)
+                       bool deferTurns, bool queryGradWriter, bool rotateQueryTiles,
+                       bool overlapAccumulates)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
         bulkQueryGrads(
             config.headDim % 4 == 0 &&
@@ -111,6 +116,7 @@ public:
         defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp),
         storesFirstAdd(writesQueryGradsFromWarp && deterministic && everyTurnAdds()) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
+    overlapsAccumulates = overlapAccumulates;
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*).
@@ -152,6 +158,11 @@ protected:
   }
   SmallVector<Value> accumulateProduct(ArrayRef<Value> acc, ArrayRef<Value> scores,
                                        Value queryRows) override;
+  SmallVector<Value> issueAccumulate(ArrayRef<Value> acc, ArrayRef<Value> scores,
+                                     Value queryRows) override;
+  SmallVector<Value> awaitProducts(int64_t pending, ArrayRef<Value> inFlight) override {
+    return wgmma::wait(*this, pending, inFlight);
+  }
   void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
   void addQueryGrads(Value keys, Value queryTile, Value accumTile, Value scale,
                      Value turnLock) override;
@@ -308,6 +319,14 @@ SmallVector<Value> WgmmaBackwardEmitter::issueTransposedProduct(Value keyRows,
 SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
                                                            ArrayRef<Value> x,
                                                            Value queryRows) {
+  SmallVector<Value> regs = wgmma::wait(*this, 0, issueAccumulate(acc, x, queryRows));
+  regs.resize(acc.size());
+  return regs;
+}
+
+SmallVector<Value> WgmmaBackwardEmitter::issueAccumulate(ArrayRef<Value> acc,
+                                                         ArrayRef<Value> x,
+                                                         Value queryRows) {
   // The Sᵀ-layout accumulators of n-tiles 2k and 2k+1, packed in pairs, are
   // the A fragment of k-step k (as P is in the forward's P·V).
   SmallVector<Value> operands(acc);
@@ -343,8 +362,6 @@ SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
     });
     settledThisTile = true;
   }
-  regs = wgmma::wait(*this, 0, regs);
-  regs.resize(acc.size());
   return regs;
 }
 
@@ -384,6 +401,11 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
   // unit u computed by warpgroup u mod warpgroups().
   int64_t units = (gradColumns() + 63) / 64;
   int64_t slots = (units + warpgroups() - 1) / warpgroups();
+  // The accumulating products in flight complete at the wait of a product
+  // every thread issues; otherwise before it.
+  bool tiesInFlight = slots == 1 && units == warpgroups();
+  if (!tiesInFlight)
+    settleAccumulates();
   Value firstQuery = mul(queryTile, i32(config.br));
   Value keyBase = addressOf(keys), scoreGrads = addressOf(smemDS);
   if (Value slice = columnSliceOffset(gradColumns() / 64 * config.bc * 128))
@@ -407,7 +429,16 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
       acc = wgmma::mma(*this, config.br, acc,
                        {a, {}, y, /*transposeA=*/true, /*transposeB=*/false});
     }
-    acc = wgmma::wait(*this, 0, wgmma::commit(*this, acc));
+    acc = wgmma::commit(*this, acc);
+    if (tiesInFlight) {
+      size_t dqRegs = acc.size();
+      acc.append(inFlightAccumulatorRegs());
+      acc = wgmma::wait(*this, 0, acc);
+      defineSettled(ArrayRef<Value>(acc).drop_front(dqRegs));
+      acc.resize(dqRegs);
+    } else {
+      acc = wgmma::wait(*this, 0, acc);
+    }
     if (bulkQueryGrads) {
       stageQueryGrads(acc, unit, scale);
       continue;
@@ -726,7 +757,8 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
 
 LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
                                          bool stageAuxGrads, bool deferTurns,
-                                         bool queryGradWriter, bool rotateQueryTiles) {
+                                         bool queryGradWriter, bool rotateQueryTiles,
+                                         bool overlapAccumulates) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
@@ -734,7 +766,8 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
         auto make = [&](bool ordered) {
           return std::make_unique<WgmmaBackwardEmitter>(
               kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
-              queryGradWriter || (ordered && !deferTurns), rotateQueryTiles && !ordered);
+              queryGradWriter || (ordered && !deferTurns), rotateQueryTiles && !ordered,
+              overlapAccumulates);
         };
         // ordered_query_grads: the deterministic order, with the writer.
         // Without it (one warpgroup of keys, or no room for the staged dQ

@@ -170,7 +170,7 @@ struct ConvertFlashToSM90Pass
     };
     if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads,
                                                deferTurns, queryGradWriter,
-                                               rotateQueryTiles)) ||
+                                               rotateQueryTiles, overlapAccumulates)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

@@ -88,6 +88,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.deferTurns = options.deferTurns;
     sm90.queryGradWriter = options.queryGradWriter;
     sm90.rotateQueryTiles = options.rotateQueryTiles;
+    sm90.overlapAccumulates = options.overlapAccumulates;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {
     ConvertFlashToSM80Options sm80;

@@ -220,7 +220,8 @@ std::string CompileCache::key(Operation *kernel, const nvptx::TargetOptions &opt
      << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << options.persistentWithTensors << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << options.deterministic << options.stageAuxGrads << options.deferTurns
-     << options.queryGradWriter << options.rotateQueryTiles << '|'
+     << options.queryGradWriter << options.rotateQueryTiles << options.overlapAccumulates
+     << '|'
      << FLASHC_VERSION << '|' << buildIdentity();
   return packageKernelName(kernel) + "-" +
          llvm::utohexstr(llvm::xxh3_64bits(text), /*LowerCase=*/true);

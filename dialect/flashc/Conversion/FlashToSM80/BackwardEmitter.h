@@ -171,6 +171,20 @@ protected:
   virtual llvm::SmallVector<mlir::Value>
   accumulateProduct(llvm::ArrayRef<mlir::Value> acc,
                     llvm::ArrayRef<mlir::Value> scores, mlir::Value queryRows);
+  /// accumulateProduct's product issued only: the registers it returns
+  /// (the accumulators first, then what the product reads) are in flight
+  /// until awaitProducts ties them. Here computed at once.
+  virtual llvm::SmallVector<mlir::Value>
+  issueAccumulate(llvm::ArrayRef<mlir::Value> acc, llvm::ArrayRef<mlir::Value> scores,
+                  mlir::Value queryRows) {
+    return accumulateProduct(acc, scores, queryRows);
+  }
+  /// `inFlight` readable once at most `pending` of the products issued
+  /// last remain in flight.
+  virtual llvm::SmallVector<mlir::Value> awaitProducts(int64_t pending,
+                                                      llvm::ArrayRef<mlir::Value> inFlight) {
+    return llvm::SmallVector<mlir::Value>(inFlight);
+  }
   /// Writes the Scores registers `scoreGrads` (dSᵀ) to smemDS.
   virtual void storeScoreGrads(llvm::ArrayRef<mlir::Value> scoreGrads);
   /// After the barrier that publishes dSᵀ: adds `scale`·dS·K (the key block
@@ -456,6 +470,35 @@ protected:
   bool addsAuxGrads = false;
   /// Transposed products issued ahead of their op (dPᵀ behind Sᵀ).
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> productsInFlight;
+  /// Whether dKᵀ and dVᵀ products stay in flight past their op (set by
+  /// the target): dVᵀ = Pᵀ·dO is issued before dPᵀ is waited for and runs
+  /// under dS's element-wise work, dKᵀ = dSᵀ·Q under the dSᵀ store, the
+  /// barrier and the dQ product. Waited for where their accumulators are
+  /// read (settleAccumulates).
+  bool overlapsAccumulates = false;
+  /// An accumulating product in flight: `regs` (accumulators first,
+  /// `accRegs` of them) become op's result once waited for.
+  struct AccumulateInFlight {
+    mlir::Value result;
+    llvm::SmallVector<mlir::Value> regs;
+    size_t accRegs;
+  };
+  /// Oldest first.
+  llvm::SmallVector<AccumulateInFlight> accumulatesInFlight;
+  /// Issues `op` (its operands lowered) and leaves it in flight.
+  void issueAccumulateAhead(flash::AccumulateTransposedOp op);
+  /// The accumulating product after `dot` (dPᵀ) whose operands are all
+  /// lowered already (dVᵀ = Pᵀ·dO), if overlapsAccumulates; null if none.
+  flash::AccumulateTransposedOp accumulateReadyAfter(mlir::Operation *dot);
+  /// Waits until at most `keepNewest` accumulating products (the newest)
+  /// remain in flight, no other product being in flight, and gives the
+  /// others' ops their results.
+  void settleAccumulates(int64_t keepNewest = 0);
+  /// The registers of the `count` oldest accumulating products in flight,
+  /// to be tied to a wait that completes them; defineSettled gives their
+  /// ops the results from the wait's outputs (`tied`, the same order).
+  llvm::SmallVector<mlir::Value> inFlightAccumulatorRegs(size_t count = SIZE_MAX) const;
+  void defineSettled(llvm::ArrayRef<mlir::Value> tied, size_t count = SIZE_MAX);
   mlir::FailureOr<const BackwardValue *>
   lookup(mlir::Operation *user, mlir::Value value, BackwardValue::Kind kind);
 

@@ -28,11 +28,14 @@ namespace sm90 {
 /// `deferTurns` (with `deterministic`): a tile's dQ is added and its turn
 /// passed on during the next tile; `queryGradWriter`: a warp beside the
 /// body's adds the staged dQ tiles; `rotateQueryTiles` (without
-/// `deterministic`): each key block's walk starts at its own query tile.
+/// `deterministic`): each key block's walk starts at its own query tile;
+/// `overlapAccumulates`: the dKᵀ and dVᵀ products stay in flight until
+/// their accumulators are read.
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
                                          bool stageAuxGrads = false, bool deferTurns = false,
                                          bool queryGradWriter = false,
-                                         bool rotateQueryTiles = false);
+                                         bool rotateQueryTiles = false,
+                                         bool overlapAccumulates = true);
 } // namespace sm90
 
 } // namespace flashc

@@ -120,6 +120,10 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "Backward kernels without turns: each key block's walk over the "
            "query tiles starts at its own tile and wraps (not yet run on a "
            "GPU, hence off by default)">,
+    Option<"overlapAccumulates", "bwd-overlap-accumulates", "bool", /*default=*/"true",
+           "Backward kernels: the dV and dK products stay in flight until "
+           "their accumulators are read (dV under dS's element-wise work, "
+           "dK under the dS store, the barrier and the dQ product)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
