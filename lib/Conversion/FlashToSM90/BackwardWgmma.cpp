@@ -34,7 +34,8 @@
 // used). With overlapsAccumulates (the default, --bwd-overlap-accumulates)
 // dVᵀ is issued before dPᵀ is waited for (D > 64: beside a paired dPᵀ it
 // spills), dKᵀ before dVᵀ is waited for, and dKᵀ completes at the dQ
-// product's wait: 1.02-1.06x at D = 128 (H100, bench/results/2026-12-07-*).
+// product's wait (before it where a warpgroup computes no dQ unit: D <= 64
+// on two): 1.02-1.06x at D = 128 (H100, bench/results/2026-12-07-*).
 // Every product is complete by the tile's end, so the CTA barrier before
 // the next query tile's copies also guarantees no wgmma still reads Q, dO
 // or dSᵀ. What the
@@ -119,7 +120,8 @@ public:
     overlapsAccumulates = overlapAccumulates;
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
-    // same run, 2026-12-05; bench/results/2026-12-05b-*).
+    // same run, 2026-12-05; bench/results/2026-12-05b-*), and 1-4% slower
+    // with the products in flight (2026-12-07b).
   }
   /// Whether the dQ writer warpgroup adds the staged tiles (--dq-writer
   /// and it applies).
