@@ -4,6 +4,8 @@
 //   flashc-fuzz --seconds 3600 --out fuzz-out/   longer, by hand
 //   flashc-fuzz --emit-cases DIR --count 300     the cases as .flash files and
 //                                                flash-run command lines (GPU)
+//   flashc-fuzz --emit-cases DIR --count 300 --emit-backward --emit-head-dims 64,128
+//                                                the same for the backward
 //
 // Generates random valid variants (lib/Fuzz/VariantGenerator.cpp) and checks
 // each (lib/Fuzz/DifferentialCheck.cpp: the interpreter after every pass
@@ -65,6 +67,15 @@ cl::opt<std::string> emitCases("emit-cases",
                                cl::desc("Write the cases (.flash and a flash-run command per "
                                         "case in cases.txt) here instead of checking them"),
                                cl::cat(category));
+cl::opt<bool> emitBackward("emit-backward",
+                           cl::desc("With --emit-cases: each command checks the case's backward "
+                                    "(flash-run --bwd)"),
+                           cl::cat(category));
+cl::list<int64_t> emitHeadDims("emit-head-dims",
+                               cl::desc("With --emit-cases: the cases' head dims, taken in turn "
+                                        "(default 64; each case also passes the CPU checks at "
+                                        "its own)"),
+                               cl::CommaSeparated, cl::cat(category));
 cl::opt<bool> noMinimize("no-minimize", cl::desc("Save failing cases as generated"),
                          cl::cat(category));
 cl::opt<bool> verbose("verbose", cl::desc("One line per case"), cl::cat(category));
@@ -182,11 +193,25 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (emitCases.empty() && (emitBackward || !emitHeadDims.empty())) {
+    llvm::WithColor::error(llvm::errs(), "flashc-fuzz")
+        << "--emit-backward and --emit-head-dims apply to --emit-cases\n";
+    return 2;
+  }
   if (!emitCases.empty()) {
     if (count == 0) {
       llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << "--emit-cases needs --count\n";
       return 2;
     }
+    llvm::SmallVector<int64_t> headDims(emitHeadDims.begin(), emitHeadDims.end());
+    if (headDims.empty())
+      headDims.push_back(64);
+    for (int64_t headDim : headDims)
+      if (headDim < 16 || headDim > 256 || headDim % 16) {
+        llvm::WithColor::error(llvm::errs(), "flashc-fuzz")
+            << "--emit-head-dims: " << headDim << " is not a multiple of 16 in [16, 256]\n";
+        return 2;
+      }
     if (std::error_code error = llvm::sys::fs::create_directories(emitCases)) {
       llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << emitCases << ": " << error.message()
                                                           << "\n";
@@ -204,12 +229,12 @@ int main(int argc, char **argv) {
       // scores are not finite, or too large to compare, says nothing about
       // the GPU (flash-run fails it, as NaN never passes).
       fuzz::GeneratedCase gpu = c;
-      gpu.headDim = 64;
+      gpu.headDim = headDims[(emitted + filtered) % headDims.size()];
       fuzz::CheckResult cpu = checkIsolated(gpu, cpuOnly);
       if (cpu.outcome == fuzz::Outcome::Fail) {
         ++failedOnCpu;
-        llvm::errs() << "FAIL seed " << seed << " (on the CPU, at D = 64): " << cpu.stage << ": "
-                     << cpu.message << "\n";
+        llvm::errs() << "FAIL seed " << seed << " (on the CPU, at D = " << gpu.headDim
+                     << "): " << cpu.stage << ": " << cpu.message << "\n";
       }
       if (cpu.outcome != fuzz::Outcome::Pass) {
         ++filtered;
@@ -220,7 +245,8 @@ int main(int argc, char **argv) {
         return 1;
       // The GPU kernels need a head dim they support; lengths stay, the
       // tile is the default one.
-      commands += name + " --shape " + gpu.shapeSpec() + " --seed " + std::to_string(seed) + "\n";
+      commands += name + " --shape " + gpu.shapeSpec() + " --seed " + std::to_string(seed) +
+                  (emitBackward ? " --bwd" : "") + "\n";
       ++emitted;
     }
     if (!writeFile(emitCases + "/cases.txt", commands))
