@@ -119,9 +119,10 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
       overlapAccumulates(
           "bwd-overlap-accumulates",
           cl::desc("With --bwd on wgmma: the dV and dK products stay in flight until their "
-                   "accumulators are read, dV under dS's element-wise work (D > 64), dK "
-                   "under the dS store, the barrier and the dQ product (default on: "
-                   "measured 1.02-1.06x faster at D = 128 on the H100)"),
+                   "accumulators are read, dV under dS = P(dP - delta) (where dP is not "
+                   "issued beside S: D > 64), dK under the dS store, the barrier and the "
+                   "dQ product (default on: measured 1.02-1.06x faster at D = 128 on the "
+                   "H100)"),
           cl::init(true), cl::cat(category)),
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "

@@ -638,8 +638,9 @@ LogicalResult BackwardEmitter::lowerBlock(Block &block) {
 
 LogicalResult BackwardEmitter::lowerOp(Operation *op) {
   loc = op->getLoc();
-  // Products in flight overlap dS's element-wise work, the other
-  // accumulating product and the dQ add only.
+  // Products in flight overlap softmax_grad (dS = P·(dP - Δ)), the other
+  // accumulating product and the dQ add only; a score mod's gradient
+  // waits for them.
   if (!isa<flash::SoftmaxGradOp, flash::AccumulateTransposedOp, flash::QueryGradAddOp>(op))
     settleAccumulates();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)

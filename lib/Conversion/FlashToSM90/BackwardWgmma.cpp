@@ -32,10 +32,11 @@
 // query loop prefetches the next tile's). At D <= 64 pairsTransposedProducts
 // issues dPᵀ right behind Sᵀ (wait_group 1 for Sᵀ, dPᵀ completed where
 // used). With overlapsAccumulates (the default, --bwd-overlap-accumulates)
-// dVᵀ is issued before dPᵀ is waited for (D > 64: beside a paired dPᵀ it
-// spills), dKᵀ before dVᵀ is waited for, and dKᵀ completes at the dQ
-// product's wait (before it where a warpgroup computes no dQ unit: D <= 64
-// on two): 1.02-1.06x at D = 128 (H100, bench/results/2026-12-07-*).
+// dVᵀ is issued before dPᵀ is waited for (where dPᵀ is not paired: beside
+// it dVᵀ spills), dKᵀ before dVᵀ is waited for, and dKᵀ completes at the
+// dQ product's wait (right before it where the warpgroups and the dQ
+// units differ in number, e.g. D <= 64 on two warpgroups): 1.02-1.06x at
+// D = 128 (H100, bench/results/2026-12-07-*).
 // Every product is complete by the tile's end, so the CTA barrier before
 // the next query tile's copies also guarantees no wgmma still reads Q, dO
 // or dSᵀ. What the

@@ -471,10 +471,11 @@ protected:
   /// Transposed products issued ahead of their op (dPᵀ behind Sᵀ).
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Value>> productsInFlight;
   /// Whether dKᵀ and dVᵀ products stay in flight past their op (set by
-  /// the target): dVᵀ = Pᵀ·dO is issued before dPᵀ is waited for and runs
-  /// under dS's element-wise work, dKᵀ = dSᵀ·Q under the dSᵀ store, the
-  /// barrier and the dQ product. Waited for where their accumulators are
-  /// read (settleAccumulates).
+  /// the target): dVᵀ = Pᵀ·dO is issued before dPᵀ is waited for (unless
+  /// dPᵀ was issued beside Sᵀ) and runs under softmax_grad, dKᵀ = dSᵀ·Q
+  /// under the dSᵀ store, the barrier and the dQ product. Waited for at
+  /// the next accumulating product's issue, at (or right before) the dQ
+  /// product's wait, and before any other op (settleAccumulates).
   bool overlapsAccumulates = false;
   /// An accumulating product in flight: `regs` (accumulators first,
   /// `accRegs` of them) become op's result once waited for.

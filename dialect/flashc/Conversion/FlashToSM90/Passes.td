@@ -122,8 +122,9 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "GPU, hence off by default)">,
     Option<"overlapAccumulates", "bwd-overlap-accumulates", "bool", /*default=*/"true",
            "Backward kernels: the dV and dK products stay in flight until "
-           "their accumulators are read (dV under dS's element-wise work, "
-           "dK under the dS store, the barrier and the dQ product)">,
+           "their accumulators are read (dV under dS = P(dP - delta) where dP "
+           "is not issued beside S, dK under the dS store, the barrier and the "
+           "dQ product)">,
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
