@@ -89,11 +89,8 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
   BackwardValue result;
   result.kind = BackwardValue::Kind::Scores;
   if (auto issued = productsInFlight.find(op); issued != productsInFlight.end()) {
-    // dVᵀ, if ready, joins the pipe before dPᵀ is waited for.
-    flash::AccumulateTransposedOp ahead = accumulateReadyAfter(op);
-    if (ahead)
-      issueAccumulateAhead(ahead);
-    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/ahead ? 1 : 0);
+    // Issued beside Sᵀ: no dVᵀ goes ahead of it (accumulateReadyAfter).
+    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/0);
     productsInFlight.erase(issued);
   } else {
     FailureOr<const BackwardValue *> keys =

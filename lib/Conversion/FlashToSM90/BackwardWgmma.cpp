@@ -432,16 +432,12 @@ void WgmmaBackwardEmitter::addQueryGrads(Value keys, Value queryTile, Value accu
       acc = wgmma::mma(*this, config.br, acc,
                        {a, {}, y, /*transposeA=*/true, /*transposeB=*/false});
     }
-    acc = wgmma::commit(*this, acc);
-    if (tiesInFlight) {
-      size_t dqRegs = acc.size();
-      acc.append(inFlightAccumulatorRegs());
-      acc = wgmma::wait(*this, 0, acc);
-      defineSettled(ArrayRef<Value>(acc).drop_front(dqRegs));
-      acc.resize(dqRegs);
-    } else {
-      acc = wgmma::wait(*this, 0, acc);
-    }
+    // Any product still in flight (tiesInFlight) completes with this one.
+    size_t dqRegs = acc.size();
+    acc.append(inFlightAccumulatorRegs());
+    acc = wgmma::wait(*this, 0, wgmma::commit(*this, acc));
+    defineSettled(ArrayRef<Value>(acc).drop_front(dqRegs));
+    acc.resize(dqRegs);
     if (bulkQueryGrads) {
       stageQueryGrads(acc, unit, scale);
       continue;
