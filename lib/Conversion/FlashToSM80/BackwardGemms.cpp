@@ -48,7 +48,7 @@ void BackwardEmitter::computeLaneOffsets() {
   Value bit4 = arith::ShRUIOp::create(b, loc, lane, i32(4));
   // A from the warp's K/V rows: (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15),
   // (8-15, 8-15).
-  Value keyRow = add(add(mul(keyWarp, i32(16)), low3), mul(bit3, i32(8)));
+  Value keyRow = add(add(mul(warp, i32(16)), low3), mul(bit3, i32(8)));
   keyRowsA = add(mul(keyRow, i32(rowBytes)), mul(bit4, i32(16)));
   // B from Q/dO rows as n: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
   // (n 8-15, k 8-15) -> b0, b1 of two n-tiles.
@@ -90,8 +90,7 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
   result.kind = BackwardValue::Kind::Scores;
   if (auto issued = productsInFlight.find(op); issued != productsInFlight.end()) {
     // Issued beside Sᵀ: no dVᵀ goes ahead of it (accumulateReadyAfter).
-    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/0,
-                                            /*outputGrads=*/true);
+    result.regs = completeTransposedProduct(issued->second, /*laterProducts=*/0);
     productsInFlight.erase(issued);
   } else {
     FailureOr<const BackwardValue *> keys =
@@ -118,8 +117,7 @@ LogicalResult BackwardEmitter::lowerTransposedDot(Operation *op, Value keyTile,
         isa<flash::OutputGradDotOp>(op) ? accumulateReadyAfter(op) : nullptr;
     if (ahead)
       issueAccumulateAhead(ahead);
-    result.regs = completeTransposedProduct(result.regs, (partner || ahead) ? 1 : 0,
-                                            isa<flash::OutputGradDotOp>(op));
+    result.regs = completeTransposedProduct(result.regs, (partner || ahead) ? 1 : 0);
   }
   if (scale != 1.0f)
     for (Value &element : result.regs)
@@ -245,7 +243,7 @@ SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
   int64_t rowBytes = BackwardLayout(config).rowBytes();
   SmallVector<Value> regs(acc);
   Value bBase = gepBytes(queryRows, queryRowsTransB);
-  if (Value slice = keyGradSliceOffset(keyGradColumns() * 2))
+  if (Value slice = columnSliceOffset(gradColumns() * 2))
     bBase = gepBytes(bBase, slice);
   bBase = opaquePointer(bBase);
   for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
@@ -255,7 +253,7 @@ SmallVector<Value> BackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
     std::array<Value, 4> a = {
         packHalves(lo[0], lo[1]), packHalves(lo[2], lo[3]),
         packHalves(hi[0], hi[1]), packHalves(hi[2], hi[3])};
-    for (int64_t pair = 0; pair < keyGradColumns() / 16; ++pair) {
+    for (int64_t pair = 0; pair < gradColumns() / 16; ++pair) {
       std::array<Value, 4> y = ldmatrixX4(
           *this, gepBytes(bBase, i32(kStep * 16 * rowBytes + pair * 32)),
           /*transpose=*/true);
@@ -380,7 +378,7 @@ void BackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
   // dSᵀ (element type): key row 16w + g (+8), query columns 8·nt + 2t and
   // +1 in one 4-byte word.
   int64_t scoreRowBytes = BackwardLayout(config).scoreRowBytes();
-  Value ownRow = add(mul(keyWarp, i32(16)), groupId);
+  Value ownRow = add(mul(warp, i32(16)), groupId);
   Value storeBase = gepBytes(
       smemDS, add(mul(ownRow, i32(scoreRowBytes)), mul(threadInGroup, i32(4))));
   for (int64_t nt = 0; nt < config.br / 8; ++nt)
@@ -489,7 +487,7 @@ LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {
   Value keyScale = f32(op.getKeyScale().convertToFloat());
   Value firstKey = mul(keyTile, i32(config.bc));
   Value column = mul(threadInGroup, i32(2));
-  if (Value slice = keyGradSliceOffset(keyGradColumns()))
+  if (Value slice = columnSliceOffset(gradColumns()))
     column = add(column, slice);
   for (int64_t half = 0; half < 2; ++half) {
     OpBuilder::InsertionGuard guard(b);
@@ -504,7 +502,7 @@ LogicalResult BackwardEmitter::lowerStoreKeyGrads(flash::StoreKeyGradsOp op) {
       Value rowStart = add(add(mul(toI64(batch), strides[set][0]),
                                mul(toI64(kvHead), strides[set][1])),
                            mul(toI64(row), strides[set][2]));
-      for (int64_t nt = 0; nt < keyGradColumns() / 8; ++nt) {
+      for (int64_t nt = 0; nt < gradColumns() / 8; ++nt) {
         const Value *pair = &grads->regs[nt * 4 + 2 * half];
         Value lo = factor ? fmul(pair[0], factor) : pair[0];
         Value hi = factor ? fmul(pair[1], factor) : pair[1];

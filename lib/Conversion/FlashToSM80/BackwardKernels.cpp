@@ -40,7 +40,7 @@ BackwardEmitter::BackwardEmitter(flash::BackwardKernelOp kernel,
                                  bool deterministic, bool stageAuxGrads)
     : EmitterCore(kernel, config, gpuModule), kernel(kernel), pass(pass.str()),
       columnSlices(config::backwardColumnSlices(config.headDim)),
-      keyGradSlices(columnSlices), deterministic(deterministic), stageAuxGrads(stageAuxGrads) {
+      deterministic(deterministic), stageAuxGrads(stageAuxGrads) {
   kernel.walk([&](flash::ScoreModGradOp op) { stagesAuxGrads |= !stagedAddsOf(op).empty(); });
   kernel.walk([&](flash::AuxGradAddOp) { addsAuxGrads = true; });
   // dPᵀ beside Sᵀ costs Br/2 registers through the mask and the
@@ -223,15 +223,11 @@ Value BackwardEmitter::columnSliceOffset(int64_t bytes) {
   return columnSlice ? mul(columnSlice, i32(bytes)) : Value();
 }
 
-Value BackwardEmitter::keyGradSliceOffset(int64_t bytes) {
-  return keyGradSlice ? mul(keyGradSlice, i32(bytes)) : Value();
-}
-
 Value BackwardEmitter::ownsAuxGrads(Value predicate) {
-  if (!keyGradSlice)
+  if (!columnSlice)
     return predicate;
   return arith::AndIOp::create(b, loc, predicate,
-                               cmpI(arith::CmpIPredicate::eq, keyGradSlice, i32(0)));
+                               cmpI(arith::CmpIPredicate::eq, columnSlice, i32(0)));
 }
 
 Value BackwardEmitter::queryTileIndex(Value batch, Value head, Value queryTile) {
@@ -591,10 +587,6 @@ LogicalResult BackwardEmitter::emitConvert() {
 
 LogicalResult BackwardEmitter::emitMain() {
   Type i32Type = b.getI32Type();
-  // Where warpgroups split D, each holds all of the CTA's keys.
-  int64_t keyWarps = config.numWarps / (keyGradSlices / columnSlices);
-  keyWarp = splitsHeadDimAcrossWarpgroups() ? arith::RemUIOp::create(b, loc, warp, i32(keyWarps))
-                                            : warp;
   assignSharedBuffers();
   splitBodyThreads();
   int64_t rowStatOffset = llvm::alignTo(mainSharedBytes(queryStages()), 16);
@@ -617,9 +609,6 @@ LogicalResult BackwardEmitter::emitMain() {
     columnSlice = arith::RemUIOp::create(b, loc, ctaColumn, i32(columnSlices));
     ctaColumn = arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices));
   }
-  keyGradSlice = splitsHeadDimAcrossWarpgroups()
-                     ? Value(arith::DivUIOp::create(b, loc, warp, i32(keyWarps)))
-                     : columnSlice;
   Value keyTile = ctaColumn;
   if (deterministic) {
     turn = awaitedTurn = ctaColumn;
@@ -720,7 +709,7 @@ int64_t BackwardEmitter::registerCount(Type type) const {
     return config.br / 8 * 2;
   if (tensor.getDimSize(0) == config.bc &&
       tensor.getDimSize(1) == config.headDim)
-    return keyGradColumns() / 8 * 4;
+    return gradColumns() / 8 * 4;
   return config.br / 8 * 4;
 }
 
@@ -1231,15 +1220,11 @@ BackwardEmitter::OpaqueLoopValues::OpaqueLoopValues(BackwardEmitter &emitter)
     saved.push_back(*member);
     *member = emitter.opaqueValue(*member);
   }
-  savedKeyWarp = emitter.keyWarp;
-  emitter.keyWarp = emitter.splitsHeadDimAcrossWarpgroups() ? emitter.opaqueValue(emitter.keyWarp)
-                                                            : emitter.warp;
 }
 
 BackwardEmitter::OpaqueLoopValues::~OpaqueLoopValues() {
   for (auto [member, value] : llvm::zip(members, saved))
     *member = value;
-  emitter.keyWarp = savedKeyWarp;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1357,7 +1342,7 @@ Value BackwardEmitter::queryOf(Value firstQuery, int64_t index) {
 
 Value BackwardEmitter::keyOf(Value firstKey, int64_t index) {
   int64_t e = index % 4;
-  Value row = add(mul(keyWarp, i32(16)), groupId);
+  Value row = add(mul(warp, i32(16)), groupId);
   return add(firstKey, e >= 2 ? add(row, i32(8)) : row);
 }
 

@@ -62,17 +62,6 @@ using namespace flashc::sm90;
 
 namespace {
 
-/// D = 256 on one warpgroup of keys (Bc = 64): the CTA's two warpgroups
-/// split D instead of the keys (BackwardEmitter::keyGradSlices).
-bool splitsHeadDimOverWarpgroups(const KernelConfig &config) {
-  return config.headDim == 256 && config.bc == 64;
-}
-
-/// Column slices of D over CTAs (none where warpgroups split D).
-int64_t ctaColumnSlices(const KernelConfig &config) {
-  return splitsHeadDimOverWarpgroups(config) ? 1 : config::backwardColumnSlices(config.headDim);
-}
-
 /// Byte offsets of the wgmma backward's shared memory (see the file
 /// comment); sharedBytes includes the 1024 bytes the base is rounded up by.
 struct WgmmaBackwardLayout {
@@ -80,7 +69,7 @@ struct WgmmaBackwardLayout {
                       bool recordsTiles = false)
       : config(config), stages(stages), stagesQueryGrads(stagesQueryGrads),
         recordsTiles(recordsTiles),
-        gradColumns(config.headDim / ctaColumnSlices(config)) {}
+        gradColumns(config.headDim / config::backwardColumnSlices(config.headDim)) {}
   int64_t tileRowBytes() const { return (config.headDim + 63) / 64 * 128; }
   int64_t keyOffset() const { return 0; }
   int64_t valueOffset() const { return config.bc * tileRowBytes(); }
@@ -101,14 +90,7 @@ struct WgmmaBackwardLayout {
     return llvm::alignTo(
         queryGradOffset() + (stagesQueryGrads ? queryGradBytes() : 0), 8);
   }
-  /// Where warpgroups split D: the partial Sᵀ and dPᵀ each warpgroup
-  /// hands the other (two slots, per warpgroup Br/2 f32 per thread).
-  int64_t exchangeOffset() const { return llvm::alignTo(tileRecordOffset() + (recordsTiles ? 40 : 0), 16); }
-  int64_t exchangeSlotBytes() const { return 2 * 128 * (config.br / 2) * 4; }
-  int64_t exchangeBytes() const {
-    return splitsHeadDimOverWarpgroups(config) ? 2 * exchangeSlotBytes() : 0;
-  }
-  int64_t sharedBytes() const { return exchangeOffset() + exchangeBytes() + 1024; }
+  int64_t sharedBytes() const { return tileRecordOffset() + (recordsTiles ? 40 : 0) + 1024; }
 
   const KernelConfig &config;
   int64_t stages;
@@ -137,10 +119,6 @@ public:
         storesFirstAdd(writesQueryGradsFromWarp && deterministic && everyTurnAdds()) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
     overlapsAccumulates = overlapAccumulates;
-    if (splitsHeadDimOverWarpgroups(config)) {
-      columnSlices = 1;
-      keyGradSlices = 2;
-    }
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*), and 1-4% slower
@@ -177,10 +155,9 @@ protected:
     AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
   }
   SmallVector<Value> issueTransposedProduct(Value keyRows, Value queryRows) override;
-  SmallVector<Value> completeTransposedProduct(ArrayRef<Value> inFlight, int64_t laterProducts,
-                                               bool outputGrads) override {
-    SmallVector<Value> regs = wgmma::wait(*this, laterProducts, inFlight);
-    return splitsHeadDimAcrossWarpgroups() ? sumOverWarpgroups(regs, outputGrads ? 1 : 0) : regs;
+  SmallVector<Value> completeTransposedProduct(ArrayRef<Value> inFlight,
+                                               int64_t laterProducts) override {
+    return wgmma::wait(*this, laterProducts, inFlight);
   }
   SmallVector<Value> accumulateProduct(ArrayRef<Value> acc, ArrayRef<Value> scores,
                                        Value queryRows) override;
@@ -229,13 +206,6 @@ private:
   /// add (it awaits turn 0) copies the staged tile into dq_accum instead of
   /// adding it, so the preprocess does not zero dq_accum.
   const bool storesFirstAdd;
-  /// Where warpgroups split D: each holds the partial product over its
-  /// half of D; both leave with the sum, through exchange slot `slot` (Sᵀ
-  /// 0, dPᵀ 1; a slot is written again only after the barriers of the
-  /// tile's dS store, which follow every read of it). Each adds the
-  /// other's half to its own, so both hold the same bits.
-  SmallVector<Value> sumOverWarpgroups(ArrayRef<Value> partial, int64_t slot);
-  Value smemExchange;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
   void stageQueryGrads(ArrayRef<Value> acc, Value unit, Value scale);
@@ -330,8 +300,6 @@ void WgmmaBackwardEmitter::assignSharedBuffers() {
   smemDO = gepBytes(base, i32(layout.outputGradOffset()));
   smemDS = gepBytes(base, i32(layout.scoreGradOffset()));
   smemQueryGrads = gepBytes(base, i32(layout.queryGradOffset()));
-  if (splitsHeadDimAcrossWarpgroups())
-    smemExchange = gepBytes(base, i32(layout.exchangeOffset()));
   if (defersTurns || writesQueryGradsFromWarp)
     smemTileRecord = gepBytes(base, i32(layout.tileRecordOffset()));
   if (defersTurns) {
@@ -345,41 +313,10 @@ void WgmmaBackwardEmitter::assignSharedBuffers() {
 
 SmallVector<Value> WgmmaBackwardEmitter::issueTransposedProduct(Value keyRows,
                                                                 Value queryRows) {
-  if (splitsHeadDimAcrossWarpgroups()) {
-    // The CTA's 64 keys, over this warpgroup's panels of D.
-    int64_t panels = keyGradColumns() / 64;
-    Value keys = add(addressOf(keyRows), toI64(keyGradSliceOffset(panels * config.bc * 128)));
-    Value queries =
-        add(addressOf(queryRows), toI64(keyGradSliceOffset(panels * config.br * 128)));
-    return wgmma::productOverHeadDim(*this, keys, config.bc, queries, config.br, config.br,
-                                     keyGradColumns());
-  }
   // This warpgroup's 64 keys start 64 rows into every panel of the block.
   Value keys = add(addressOf(keyRows), toI64(mul(warpgroup(), i32(64 * 128))));
   Value queries = addressOf(queryRows);
   return wgmma::productOverHeadDim(*this, keys, config.bc, queries, config.br, config.br);
-}
-
-SmallVector<Value> WgmmaBackwardEmitter::sumOverWarpgroups(ArrayRef<Value> partial,
-                                                           int64_t slot) {
-  // Register i of thread t of warpgroup g at f32 (g·n + i)·128 + t: a
-  // warp's 32 stores or loads are one conflict-free row of banks.
-  int64_t n = static_cast<int64_t>(partial.size());
-  Value slotBase = gepBytes(smemExchange, i32(slot * sharedLayout().exchangeSlotBytes()));
-  Value thread = arith::AndIOp::create(b, loc, tid, i32(127));
-  auto at = [&](Value group) {
-    return gepBytes(slotBase, mul(add(mul(group, i32(n * 128)), thread), i32(4)));
-  };
-  Value own = at(keyGradSlice), other = at(arith::XOrIOp::create(b, loc, keyGradSlice, i32(1)));
-  for (int64_t i = 0; i < n; ++i)
-    LLVM::StoreOp::create(b, loc, partial[i], gepBytes(own, i32(i * 512)), 4);
-  syncBodyThreads();
-  SmallVector<Value> sum;
-  for (int64_t i = 0; i < n; ++i)
-    sum.push_back(arith::AddFOp::create(
-        b, loc, partial[i],
-        LLVM::LoadOp::create(b, loc, b.getF32Type(), gepBytes(other, i32(i * 512)), 4)));
-  return sum;
 }
 
 SmallVector<Value> WgmmaBackwardEmitter::accumulateProduct(ArrayRef<Value> acc,
@@ -405,14 +342,13 @@ SmallVector<Value> WgmmaBackwardEmitter::issueAccumulate(ArrayRef<Value> acc,
   operands = wgmma::fence(*this, operands);
   SmallVector<Value> regs(operands.begin(), operands.begin() + acc.size());
   ArrayRef<Value> packed = ArrayRef<Value>(operands).drop_front(acc.size());
-  // This thread's columns of dK, dV start (D/S)/64 panels of Br rows into
-  // the tile per slice.
+  // This CTA's D/S columns start (D/S)/64 panels of Br rows into the tile.
   Value rows = addressOf(queryRows);
-  if (Value slice = keyGradSliceOffset(keyGradColumns() / 64 * config.br * 128))
+  if (Value slice = columnSliceOffset(gradColumns() / 64 * config.br * 128))
     rows = add(rows, toI64(slice));
   for (int64_t kStep = 0; kStep < config.br / 16; ++kStep) {
     Value y = wgmma::descriptor(*this, rows, kStep * 16 * 128, config.br * 128, 1024);
-    regs = wgmma::mma(*this, keyGradColumns(), regs,
+    regs = wgmma::mma(*this, gradColumns(), regs,
                       {Value(), packed.slice(4 * kStep, 4), y, /*transposeA=*/false,
                        /*transposeB=*/true});
   }
@@ -443,7 +379,7 @@ void WgmmaBackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
   Value block = arith::ShRUIOp::create(b, loc, lane, i32(3));
   Value row = arith::AndIOp::create(b, loc, lane, i32(7));
   Value half = arith::AndIOp::create(b, loc, block, i32(1));
-  Value keyChunk = add(mul(keyWarp, i32(2)), half); // the keys' 16-byte chunk
+  Value keyChunk = add(mul(warp, i32(2)), half); // the keys' 16-byte chunk
   Value panel = arith::ShRUIOp::create(b, loc, keyChunk, i32(3));
   Value swizzled =
       arith::XOrIOp::create(b, loc, arith::AndIOp::create(b, loc, keyChunk, i32(7)), row);
@@ -451,13 +387,6 @@ void WgmmaBackwardEmitter::storeScoreGrads(ArrayRef<Value> regs) {
   Value laneAddress = add(base, toI64(add(add(mul(panel, i32(config.br * 128)),
                                               mul(query, i32(128))),
                                           mul(swizzled, i32(16)))));
-  // Where warpgroups split D both hold the same dSᵀ: the first stores it.
-  OpBuilder::InsertionGuard guard(b);
-  if (splitsHeadDimAcrossWarpgroups()) {
-    auto first = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, keyGradSlice, i32(0)),
-                                   /*withElseRegion=*/false);
-    b.setInsertionPoint(first.thenBlock()->getTerminator());
-  }
   for (int64_t nt = 0; nt < config.br / 8; nt += 2) {
     AsmCall store;
     store.addInput(add(laneAddress, i64(nt * 8 * 128)));
@@ -820,8 +749,7 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
         kernel, pass,
         "Bc = " + Twine(config->bc) +
             " must be 64, 128, 192 or 256 for the wgmma backward (a warpgroup per 64 keys)");
-  // A warpgroup per 64 keys, or two splitting D over one warpgroup's keys.
-  config->numWarps = splitsHeadDimOverWarpgroups(*config) ? 8 : config->bc / 16;
+  config->numWarps = config->bc / 16;
   config->numThreads = 32 * config->numWarps;
   return config;
 }

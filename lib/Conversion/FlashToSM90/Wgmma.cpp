@@ -91,11 +91,10 @@ SmallVector<Value> wgmma::wait(EmitterCore &e, int64_t pending, ArrayRef<Value> 
 }
 
 SmallVector<Value> wgmma::productOverHeadDim(EmitterCore &e, Value a, int64_t aRows, Value b,
-                                             int64_t bRows, int64_t n,
-                                             std::optional<int64_t> columns) {
+                                             int64_t bRows, int64_t n) {
   wgmma::fence(e, {});
   SmallVector<Value> acc;
-  for (int64_t kStep = 0; kStep < columns.value_or(e.config.headDim) / 16; ++kStep) {
+  for (int64_t kStep = 0; kStep < e.config.headDim / 16; ++kStep) {
     int64_t panel = kStep / 4, column = (kStep % 4) * 32;
     Value x = wgmma::descriptor(e, a, panel * aRows * 128 + column, 16, 1024);
     Value y = wgmma::descriptor(e, b, panel * bRows * 128 + column, 16, 1024);

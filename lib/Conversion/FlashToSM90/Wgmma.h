@@ -62,12 +62,10 @@ llvm::SmallVector<mlir::Value> wait(lowering::EmitterCore &e, int64_t pending,
 /// A·Bᵀ over the head dim, both operands K-major panels of rows x D: A the
 /// 64 rows at `a` (i64 shared address) of a tile of `aRows` rows, B the `n`
 /// rows at `b` of a tile of `bRows` rows. Fenced, issued and committed: the
-/// m64nN accumulators in flight. `columns` (a multiple of 64; default D):
-/// over the first `columns` of D from `a` and `b` only.
+/// m64nN accumulators in flight.
 llvm::SmallVector<mlir::Value> productOverHeadDim(lowering::EmitterCore &e, mlir::Value a,
                                                   int64_t aRows, mlir::Value b,
-                                                  int64_t bRows, int64_t n,
-                                                  std::optional<int64_t> columns = {});
+                                                  int64_t bRows, int64_t n);
 
 /// Byte offset of 16-byte chunk `chunk` (of the row's D/8) of row `row` of a
 /// tile of `rows` rows stored as 64-column panels of 128-byte rows, chunk c

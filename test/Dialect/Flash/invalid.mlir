@@ -362,14 +362,6 @@ module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = pe
 
 // -----
 
-// Two warpgroups (and the dQ writer's) may hold one warpgroup's keys only
-// where they split D (> 128).
-// expected-error @+1 {{num_warps = 12 does not cover block_cols = 64 at 16 rows per warp}}
-module attributes {flashc.launch = {k = #flash.launch<gemm = wgmma, grid = per_key_tile, threads_per_block = 384, dynamic_shared_bytes = 0, block_rows = 32, block_cols = 64, head_dim = 128, num_warps = 12, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
-}
-
-// -----
-
 // expected-error @+1 {{num_warps = 8 does not cover block_rows = 64 at 16 rows per warp}}
 module attributes {flashc.launch = {k = #flash.launch<gemm = mma.sync, grid = per_tile, threads_per_block = 256, dynamic_shared_bytes = 0, block_rows = 64, block_cols = 64, head_dim = 64, num_warps = 8, rows_per_warp = 16, element_type = bf16, tensor_maps = 0, params = [], param_types = [], tensors = []>}} {
 }

@@ -160,10 +160,10 @@ protected:
   virtual llvm::SmallVector<mlir::Value>
   issueTransposedProduct(mlir::Value keyRows, mlir::Value queryRows);
   /// The product's registers readable, with the `laterProducts` products
-  /// issued after it still in flight; `outputGrads`: it is dPᵀ (else Sᵀ).
+  /// issued after it still in flight.
   virtual llvm::SmallVector<mlir::Value>
-  completeTransposedProduct(llvm::ArrayRef<mlir::Value> inFlight, int64_t laterProducts,
-                            bool outputGrads) {
+  completeTransposedProduct(llvm::ArrayRef<mlir::Value> inFlight,
+                            int64_t laterProducts) {
     return llvm::SmallVector<mlir::Value>(inFlight);
   }
   /// `acc` (KeyAcc layout) + Xᵀ·Y with X the Scores registers `scores`
@@ -242,24 +242,7 @@ protected:
   /// `columnSlice` times `bytes` (i32), the offset of this CTA's columns in
   /// a buffer whose slices are `bytes` apart; null when S = 1.
   mlir::Value columnSliceOffset(int64_t bytes);
-  /// dK and dV: the slices of D whose columns one thread accumulates. S
-  /// where CTAs split D; 2 where the wgmma kernel splits D = 256 over its
-  /// two warpgroups instead (splitsHeadDimAcrossWarpgroups: both hold the
-  /// CTA's 64 keys, warpgroup g columns g·D/2.., and dQ is unsliced).
-  int64_t keyGradSlices = 1;
-  int64_t keyGradColumns() const { return config.headDim / keyGradSlices; }
-  /// This thread's slice of dK and dV (i32; `columnSlice`, or its
-  /// warpgroup); null when keyGradSlices = 1.
-  mlir::Value keyGradSlice;
-  /// `keyGradSlice` times `bytes` (i32); null when keyGradSlices = 1.
-  mlir::Value keyGradSliceOffset(int64_t bytes);
-  /// Whether warpgroups, not CTAs, split D (keyGradSlices > columnSlices).
-  bool splitsHeadDimAcrossWarpgroups() const { return keyGradSlices > columnSlices; }
-  /// The warp whose 16 key rows this thread holds (i32): `warp`, or its
-  /// index inside the warpgroup where warpgroups split D.
-  mlir::Value keyWarp;
-  /// Where aux gradient adds may happen: `predicate`, and (D split) the
-  /// first slice of dK and dV.
+  /// Where aux gradient adds may happen: `predicate`, and (S > 1) slice 0.
   mlir::Value ownsAuxGrads(mlir::Value predicate);
   /// dq_accum, the f32 dQ the main kernel adds into, is ours to lay out:
   /// per (b, h, query tile) a block of Br x D floats (rows past N too),
@@ -390,7 +373,6 @@ protected:
     BackwardEmitter &emitter;
     llvm::SmallVector<mlir::Value *> members;
     llvm::SmallVector<mlir::Value> saved;
-    mlir::Value savedKeyWarp;
   };
   /// Lowers the scalar slice of `fact` (in `loop`'s body) ahead of the body;
   /// null when it depends on more than the induction variable and values

@@ -161,20 +161,14 @@ LogicalResult LaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError, G
   // Every warp owns rows_per_warp query rows of the tile; a warp-specialized
   // wgmma kernel adds one producer warpgroup (4 warps) that owns none. A
   // per-key-tile kernel has a warp per rows_per_warp keys; the threads of a
-  // per-row-tile or block-summary kernel do not follow the rows. A wgmma
-  // per-key-tile kernel above D = 128 may hold its keys twice, in two
-  // warpgroups that split D.
+  // per-row-tile or block-summary kernel do not follow the rows.
   int64_t owned = grid == GridKind::PerKeyTile ? blockCols : blockRows;
   int64_t computeWarps = owned / rowsPerWarp;
-  auto coversKeys = [&](int64_t warps) {
-    return numWarps == warps || (gemm == GemmKind::Wgmma && numWarps == warps + 4);
-  };
-  bool rowsCovered =
-      grid == GridKind::PerRowTile || grid == GridKind::BlockSummary ||
-      grid == GridKind::SplitCombine ||
-      (owned % rowsPerWarp == 0 &&
-       (coversKeys(computeWarps) || (gemm == GemmKind::Wgmma && grid == GridKind::PerKeyTile &&
-                                     headDim > 128 && coversKeys(2 * computeWarps))));
+  bool rowsCovered = grid == GridKind::PerRowTile || grid == GridKind::BlockSummary ||
+                     grid == GridKind::SplitCombine ||
+                     (owned % rowsPerWarp == 0 &&
+                      (numWarps == computeWarps ||
+                       (gemm == GemmKind::Wgmma && numWarps == computeWarps + 4)));
   if (!rowsCovered)
     return emitError() << "num_warps = " << numWarps << " does not cover "
                        << (grid == GridKind::PerKeyTile ? "block_cols = " : "block_rows = ")
