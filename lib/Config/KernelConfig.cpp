@@ -214,14 +214,19 @@ frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_
     return std::make_pair(tile.blockRows, tile.blockCols);
   };
   options.ordersQueryGradsFor = [config = *this](const frontend::Variant &variant, int64_t d) {
-    return config.ordersQueryGradsFor(variant, d);
+    return config.queryGradAddsFor(variant, d) == QueryGradAdds::KeyBlockOrder;
+  };
+  options.writesQueryGradsFor = [config = *this](const frontend::Variant &variant, int64_t d) {
+    return config.queryGradAddsFor(variant, d) == QueryGradAdds::Writer;
   };
   return options;
 }
 
-bool KernelConfig::ordersQueryGradsFor(const frontend::Variant &variant, int64_t headDim) const {
-  return orderedQueryGradsByDefault && !deterministicBackward &&
-         ordersQueryGradsByDefault(headDim, gemmKind, traitsOf(variant));
+QueryGradAdds KernelConfig::queryGradAddsFor(const frontend::Variant &variant,
+                                             int64_t headDim) const {
+  if (!orderedQueryGradsByDefault || deterministicBackward)
+    return QueryGradAdds::AnyOrder;
+  return defaultQueryGradAdds(headDim, gemmKind, traitsOf(variant), queryLength);
 }
 
 std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,

@@ -258,8 +258,9 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   return {64, 128, "the backward's tile at D <= 64 (8 warps of 16 keys, 64 queries per step)"};
 }
 
-bool config::ordersQueryGradsByDefault(int64_t headDim, llvm::StringRef gemmKind,
-                                       const VariantTraits &variant) {
+QueryGradAdds config::defaultQueryGradAdds(int64_t headDim, llvm::StringRef gemmKind,
+                                           const VariantTraits &variant,
+                                           std::optional<int64_t> queryLength) {
   // With dq_accum's own layout, the deterministic mode's order (each key
   // block's dQ adds into a query tile wait for the previous block's, the
   // dQ writer taking the waits off the body) ran at 0.93-0.97x the time of
@@ -273,9 +274,19 @@ bool config::ordersQueryGradsByDefault(int64_t headDim, llvm::StringRef gemmKind
   // where it was slower or not measured: D = 96, masks with a lower bound
   // or pieces (a 1024-key window ran at 1.27x), tensor reads (documents:
   // 1.21-1.28x; aux gradients would go fixed point), score mods, mma.sync.
+  // Unmasked at D <= 64 the order lost below N = 16384 on the 128 x 128
+  // tile: the writer adding in any order took 0.92x / 0.87x / 0.98x its
+  // time at N = 2048 / 4096 / 8192 (0.89x the other way at 16384), while
+  // causal kept the order (0.90-0.91x the writer's time at 2048-8192;
+  // H100, same runs, bench/results/2026-12-07c-h100-bwd-d256-split). Where
+  // N is unknown the order stays.
   bool prefixOfKeys = variant.maskKeys == KeySet::Row || variant.maskKeys == KeySet::Prefix;
-  return gemmKind == "wgmma" && (headDim >= 128 || headDim <= 64) && prefixOfKeys &&
-         !variant.scored && !variant.readsTensors;
+  if (gemmKind != "wgmma" || !(headDim >= 128 || headDim <= 64) || !prefixOfKeys ||
+      variant.scored || variant.readsTensors)
+    return QueryGradAdds::AnyOrder;
+  if (headDim <= 64 && !variant.masked && queryLength && *queryLength <= 8192)
+    return QueryGradAdds::Writer;
+  return QueryGradAdds::KeyBlockOrder;
 }
 
 KeySet config::intersectKeySets(KeySet x, KeySet y) {

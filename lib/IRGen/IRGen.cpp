@@ -539,7 +539,8 @@ void KernelEmitter::emitBackward(int64_t br, int64_t bc, int64_t headDim,
   auto kernel = flash::BackwardKernelOp::create(
       builder, at, builder.getStringAttr(variant.name), sig.config, sig.elementType,
       sig.params, sig.tensors, sig.staticSizes, sig.dimClasses,
-      /*block_summary=*/nullptr, /*ordered_query_grads=*/nullptr);
+      /*block_summary=*/nullptr, /*ordered_query_grads=*/nullptr,
+      /*query_grad_writer=*/nullptr);
   OpBuilder::InsertionGuard guard(builder);
 
   // preprocess(b, h, qt): Δ = rowsum(dO ∘ O).
@@ -845,6 +846,8 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
         requestBlockSummary(kernel);
       if (options.ordersQueryGradsFor && options.ordersQueryGradsFor(variant, *headDim))
         kernel.setOrderedQueryGrads(true);
+      else if (options.writesQueryGradsFor && options.writesQueryGradsFor(variant, *headDim))
+        kernel.setQueryGradWriter(true);
       continue;
     }
     // Only a variant whose KV heads may be fewer than its query heads has

@@ -204,22 +204,34 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
 
 // The backward adds dQ in key-block order by default where that measured
 // faster: wgmma at D >= 128 or <= 64, keys admitted as a prefix or all of them, no
-// score mod and no tensor reads; never where the caller chose (an
-// explicit --deterministic takes the order anyway, as determinism).
+// score mod and no tensor reads, except unmasked at D <= 64 and a known N <=
+// 8192, where the dQ writer adds in any order; never where the caller
+// chose (an explicit --deterministic takes the order anyway, as
+// determinism).
 TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   Parsed parsed;
   ASSERT_TRUE(parsed.ast) << parsed.diagnostics;
   config::KernelConfig hopper = resolve(parsed, "sm_90a", 128, 4096);
+  auto adds = [&](const config::KernelConfig &resolved, llvm::StringRef variant,
+                  int64_t headDim) {
+    return resolved.queryGradAddsFor(parsed.variant(variant), headDim);
+  };
   auto ordered = [&](const config::KernelConfig &resolved, llvm::StringRef variant,
                      int64_t headDim) {
-    return resolved.ordersQueryGradsFor(parsed.variant(variant), headDim);
+    return adds(resolved, variant, headDim) == config::QueryGradAdds::KeyBlockOrder;
   };
   EXPECT_TRUE(ordered(hopper, "causal", 128));
   EXPECT_TRUE(ordered(hopper, "full", 128));
   EXPECT_TRUE(ordered(hopper, "prefix_lm", 128));
   EXPECT_TRUE(ordered(hopper, "causal", 256));
   EXPECT_TRUE(ordered(hopper, "causal", 64));
-  EXPECT_TRUE(ordered(hopper, "full", 64));
+  EXPECT_EQ(adds(hopper, "full", 64), config::QueryGradAdds::Writer);
+  EXPECT_EQ(adds(hopper, "full", 128), config::QueryGradAdds::KeyBlockOrder);
+  EXPECT_TRUE(ordered(resolve(parsed, "sm_90a", 64, 16384), "full", 64));
+  EXPECT_EQ(adds(resolve(parsed, "sm_90a", 64, 8192), "full", 64),
+            config::QueryGradAdds::Writer);
+  EXPECT_TRUE(ordered(resolve(parsed, "sm_90a", 64, std::nullopt), "full", 64));
+  EXPECT_EQ(adds(hopper, "softcap", 64), config::QueryGradAdds::AnyOrder);
   EXPECT_FALSE(ordered(hopper, "softcap", 64));
   EXPECT_FALSE(ordered(hopper, "full", 96));
   EXPECT_FALSE(ordered(hopper, "document", 128));
@@ -235,9 +247,10 @@ TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   config::VariantTraits window;
   window.masked = true;
   window.maskKeys = config::KeySet::Interval;
-  EXPECT_FALSE(config::ordersQueryGradsByDefault(128, "wgmma", window));
+  EXPECT_EQ(config::defaultQueryGradAdds(128, "wgmma", window), config::QueryGradAdds::AnyOrder);
   window.maskKeys = config::KeySet::Prefix;
-  EXPECT_TRUE(config::ordersQueryGradsByDefault(128, "wgmma", window));
+  EXPECT_EQ(config::defaultQueryGradAdds(128, "wgmma", window),
+            config::QueryGradAdds::KeyBlockOrder);
 }
 
 // What the backward's D <= 64 tile rule reads in a score and a mask: a

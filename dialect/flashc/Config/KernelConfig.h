@@ -92,9 +92,9 @@ public:
   /// The tile of `variant`'s backward kernel: the asked-for one, else the
   /// tuned backward winner, else the backward rule.
   TileChoice backwardTileFor(const frontend::Variant &variant, int64_t headDim) const;
-  /// Whether the variant's backward adds dQ in key-block order without
-  /// --deterministic (config::ordersQueryGradsByDefault).
-  bool ordersQueryGradsFor(const frontend::Variant &variant, int64_t headDim) const;
+  /// How the variant's backward adds dQ without --deterministic
+  /// (config::defaultQueryGradAdds; AnyOrder where the caller chose).
+  QueryGradAdds queryGradAddsFor(const frontend::Variant &variant, int64_t headDim) const;
   /// Where the backward tile came from (as source() for the forward).
   llvm::StringRef backwardSource() const { return backwardSourceText; }
   /// IRGen options for the backward kernels (options.backward set).

@@ -83,11 +83,23 @@ TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
                                const VariantTraits &variant, bool deterministic = false,
                                std::optional<int64_t> queryLength = std::nullopt);
 
-/// Whether the backward adds dQ in the deterministic mode's key-block order
-/// (`ordered_query_grads`) by default, though determinism was not asked
-/// for: where that order measured faster than adding in any order.
-bool ordersQueryGradsByDefault(int64_t headDim, llvm::StringRef gemmKind,
-                               const VariantTraits &variant);
+/// How the backward adds dQ by default, where neither determinism nor an
+/// order was asked for.
+enum class QueryGradAdds {
+  /// In any order, by the body's threads.
+  AnyOrder,
+  /// In any order, by the dQ writer warpgroup where it serves the tile
+  /// (`query_grad_writer`).
+  Writer,
+  /// In the deterministic mode's key-block order, by the writer
+  /// (`ordered_query_grads`).
+  KeyBlockOrder,
+};
+/// The default for a variant at head dim `headDim`, for N = `queryLength`
+/// where known: whichever measured fastest.
+QueryGradAdds defaultQueryGradAdds(int64_t headDim, llvm::StringRef gemmKind,
+                                   const VariantTraits &variant,
+                                   std::optional<int64_t> queryLength = std::nullopt);
 
 /// The column ranges of D the backward's main kernel splits dK, dV and dQ
 /// into, one CTA each: 1 up to D = 128; above, dK and dV of a warp's keys

@@ -40,6 +40,9 @@ struct KernelOptions {
   /// (`ordered_query_grads`) though determinism was not asked for; unset:
   /// never.
   std::function<bool(const Variant &, int64_t headDim)> ordersQueryGradsFor;
+  /// Backward: whether a variant's kernel adds dQ through the dQ writer in
+  /// any order (`query_grad_writer`); unset: never.
+  std::function<bool(const Variant &, int64_t headDim)> writesQueryGradsFor;
   /// Forward kernels whose key range may be split at run time
   /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
   /// a combine step.

@@ -765,8 +765,9 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
         auto make = [&](bool ordered) {
           return std::make_unique<WgmmaBackwardEmitter>(
               kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
-              queryGradWriter || (ordered && !deferTurns), rotateQueryTiles && !ordered,
-              overlapAccumulates);
+              queryGradWriter || (ordered && !deferTurns) ||
+                  (kernel.getQueryGradWriter() && !deferTurns),
+              rotateQueryTiles && !ordered, overlapAccumulates);
         };
         // ordered_query_grads: the deterministic order, with the writer.
         // Without it (one warpgroup of keys, or no room for the staged dQ

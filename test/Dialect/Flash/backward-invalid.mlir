@@ -430,3 +430,14 @@ flash.backward_kernel @ordered_with_tensors attributes {config = #flash.tile<br 
 } main {
 ^bb0(%b: index, %hkv: index, %kt: index):
 }
+
+// -----
+
+// expected-error @+1 {{'flash.backward_kernel' op query_grad_writer and ordered_query_grads exclude each other (the order takes the writer already)}}
+flash.backward_kernel @writer_and_ordered attributes {config = #flash.tile<br = 32, bc = 16, head_dim = 16>,
+    element_type = bf16, static_sizes = array<i64: -1, -1, -1, -1, -1, 16>,
+    dim_classes = array<i64: 0, 1, 2, 3, 4, 5>, ordered_query_grads, query_grad_writer} preprocess {
+^bb0(%b: index, %h: index, %qt: index):
+} main {
+^bb0(%b: index, %hkv: index, %kt: index):
+}

@@ -425,6 +425,9 @@ LogicalResult BackwardKernelOp::verify() {
   if (getOrderedQueryGrads() && !getTensors().empty())
     return emitOpError("ordered_query_grads applies to kernels without aux tensors (their "
                        "gradients would need the deterministic mode's fixed-point scratch)");
+  if (getOrderedQueryGrads() && getQueryGradWriter())
+    return emitOpError("query_grad_writer and ordered_query_grads exclude each other (the "
+                       "order takes the writer already)");
   return verifySignature(*this);
 }
 

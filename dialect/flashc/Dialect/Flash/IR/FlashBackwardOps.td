@@ -55,6 +55,12 @@ def Flash_BackwardKernelOp : Flash_Op<"backward_kernel", [
     same as the default's up to the order of f32 adds (and bitwise the same
     from run to run); the interpreter, which adds in one order anyway,
     ignores it.
+
+    `query_grad_writer`: GPU backends add dQ through the dQ writer
+    warpgroup, in any order, though no writer was asked for, because it
+    measured faster for this variant (config::defaultQueryGradAdds); where
+    the writer cannot serve the tile the body's threads add. It excludes
+    `ordered_query_grads`, which takes the writer anyway.
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
@@ -65,7 +71,8 @@ def Flash_BackwardKernelOp : Flash_Op<"backward_kernel", [
     DenseI64ArrayAttr:$static_sizes,
     DenseI64ArrayAttr:$dim_classes,
     OptionalAttr<Flash_BlockSummaryAttr>:$block_summary,
-    UnitAttr:$ordered_query_grads
+    UnitAttr:$ordered_query_grads,
+    UnitAttr:$query_grad_writer
   );
   let regions = (region SizedRegion<1>:$preprocess, SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword `preprocess` $preprocess `main` $body";
