@@ -212,7 +212,7 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // H100, same runs (bench/results/2026-12-06f-h100-bwd-tiles): full /
   // causal 1.25x / 1.23x faster at N = 16384, 1.15x / 1.19x at 8192, 1.02x
   // / 1.13x at 4096, 0.93x / 1.04x at 2048 and 0.84-0.95x at N <= 1024
-  // (with the writer in key-block order, ordersQueryGradsByDefault: 1.04-
+  // (with the writer in key-block order, defaultQueryGradAdds: 1.04-
   // 1.18x without it at 4096 and 16384); an attention sink beside a window
   // 1.58x (16384) and 1.09x (4096), key padding 1.20x and 1.08x. So the
   // one warpgroup stays up to N = 1024, and up to 2048 without a mask.
@@ -275,11 +275,12 @@ QueryGradAdds config::defaultQueryGradAdds(int64_t headDim, llvm::StringRef gemm
   // or pieces (a 1024-key window ran at 1.27x), tensor reads (documents:
   // 1.21-1.28x; aux gradients would go fixed point), score mods, mma.sync.
   // Unmasked at D <= 64 the order lost below N = 16384 on the 128 x 128
-  // tile: the writer adding in any order took 0.92x / 0.87x / 0.98x its
+  // tile: the writer adding in any order took 0.87x / 0.91x / 0.98x its
   // time at N = 2048 / 4096 / 8192 (0.89x the other way at 16384), while
   // causal kept the order (0.90-0.91x the writer's time at 2048-8192;
-  // H100, same runs, bench/results/2026-12-07c-h100-bwd-d256-split). Where
-  // N is unknown the order stays.
+  // H100, same runs, bench/results/2026-12-07c-h100-bwd-d256-split; the
+  // new default: 1.09x / 1.02x faster at 4096 / 8192, -07d). Where N is
+  // unknown the order stays.
   bool prefixOfKeys = variant.maskKeys == KeySet::Row || variant.maskKeys == KeySet::Prefix;
   if (gemmKind != "wgmma" || !(headDim >= 128 || headDim <= 64) || !prefixOfKeys ||
       variant.scored || variant.readsTensors)

@@ -52,10 +52,10 @@ struct ConfigRequest {
   /// tile at D <= 64 differs. Not a tuning knob: tuned tiles are the
   /// default mode's.
   bool deterministicBackward = false;
-  /// The backward may add dQ in the deterministic order where
-  /// config::ordersQueryGradsByDefault says it is faster (off where the
-  /// caller chose how dQ is added: --dq-writer, --defer-turns,
-  /// --bwd-rotate-tiles). Not a tuning knob.
+  /// The backward may add dQ in the deterministic order, or by the dQ
+  /// writer in any order, where config::defaultQueryGradAdds says it is
+  /// faster (off where the caller chose how dQ is added: --dq-writer,
+  /// --defer-turns, --bwd-rotate-tiles). Not a tuning knob.
   bool orderedQueryGradsByDefault = true;
 
   /// Whether any knob is set (then no tuned winner replaces them).

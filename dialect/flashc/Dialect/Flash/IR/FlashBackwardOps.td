@@ -49,7 +49,7 @@ def Flash_BackwardKernelOp : Flash_Op<"backward_kernel", [
     `ordered_query_grads`: GPU backends add dQ in the deterministic mode's
     key-block order (its semaphores and the wgmma dQ writer) though
     determinism was not asked for, because that order measured faster for
-    this variant (config::ordersQueryGradsByDefault); where the writer
+    this variant (config::defaultQueryGradAdds); where the writer
     cannot serve the tile (one warpgroup of keys, no room for the staged
     dQ tile) they add in any order. The results are the
     same as the default's up to the order of f32 adds (and bitwise the same
