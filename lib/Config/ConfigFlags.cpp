@@ -87,7 +87,8 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                              "fixed point, bitwise the same from run to run (flash-run checks "
                              "3 runs; on wgmma at D >= 128 and D <= 64 full and prefix "
                              "masks without a score mod or tensors add dQ in that order by "
-                             "default, where it measured faster)"),
+                             "default, where it measured faster: not unmasked at D <= 64 "
+                             "and a known N <= 8192)"),
                     cl::cat(category)),
       stageAuxGrads("stage-aux-grads",
                     cl::desc("With --bwd: sum each tile's aux gradient adds in shared memory "
@@ -107,7 +108,8 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                                "their turns (default: on with --deterministic, where it "
                                "applies, and where dQ is added in key-block order by default: "
                                "D >= 128 and D <= 64, full and prefix masks without a score mod or "
-                               "tensors; giving --dq-writer either way turns that order off)"),
+                               "tensors; in any order unmasked at D <= 64 and a known N <= "
+                               "8192; giving --dq-writer either way turns both defaults off)"),
                       cl::cat(category)),
       rotateQueryTiles(
           "bwd-rotate-tiles",
@@ -174,10 +176,11 @@ llvm::Error BackwardFlags::apply(bool backward, nvptx::TargetOptions &target) co
   target.deferTurns = deferTurns;
   // The writer takes the turns off the body's barriers: measured 0.89-0.97x
   // the default's time against 1.33-1.48x without it (H100, D = 128,
-  // bench/results/2026-12-05e-h100-dq-writer). Without the turns it buys
-  // nothing (1.00-1.02x), so the default keeps the body's own adds. (A
-  // kernel marked ordered_query_grads takes turns and the writer without
-  // --deterministic.)
+  // bench/results/2026-12-05e-h100-dq-writer). Without the turns it bought
+  // nothing at D = 128 (1.00-1.02x), so the default keeps the body's own
+  // adds. (A kernel marked ordered_query_grads takes turns and the writer
+  // without --deterministic; one marked query_grad_writer, unmasked at D
+  // <= 64 and N <= 8192, the writer alone: config::defaultQueryGradAdds.)
   target.queryGradWriter = queryGradWriter.getNumOccurrences()
                                ? queryGradWriter
                                : deterministic && !deferTurns;

@@ -231,6 +231,9 @@ TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   EXPECT_EQ(adds(resolve(parsed, "sm_90a", 64, 8192), "full", 64),
             config::QueryGradAdds::Writer);
   EXPECT_TRUE(ordered(resolve(parsed, "sm_90a", 64, std::nullopt), "full", 64));
+  EXPECT_TRUE(ordered(resolve(parsed, "sm_90a", 64, 8193), "full", 64));
+  EXPECT_EQ(adds(resolve(parsed, "sm_80", 64, 4096), "full", 64),
+            config::QueryGradAdds::AnyOrder);
   EXPECT_EQ(adds(hopper, "softcap", 64), config::QueryGradAdds::AnyOrder);
   EXPECT_FALSE(ordered(hopper, "softcap", 64));
   EXPECT_FALSE(ordered(hopper, "full", 96));
@@ -243,6 +246,11 @@ TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   config::ConfigRequest deterministic;
   deterministic.deterministicBackward = true;
   EXPECT_FALSE(ordered(resolve(parsed, "sm_90a", 128, 4096, deterministic), "causal", 128));
+  // Nor the writer where the caller chose.
+  EXPECT_EQ(adds(resolve(parsed, "sm_90a", 64, 4096, chosen), "full", 64),
+            config::QueryGradAdds::AnyOrder);
+  EXPECT_EQ(adds(resolve(parsed, "sm_90a", 64, 4096, deterministic), "full", 64),
+            config::QueryGradAdds::AnyOrder);
   // A window bounds the keys from below: not ordered (it measured slower).
   config::VariantTraits window;
   window.masked = true;

@@ -437,6 +437,15 @@ int main(int argc, char **argv) {
       llvm::errs() << ": " << resolved->backwardSource() << "\n";
       llvm::errs() << "flashc: " << kernel.getSymName() << " (backward):   tile: " << tile.why
                    << "\n";
+      llvm::StringRef adds =
+          kernel.getOrderedQueryGrads()
+              ? "in key-block order by default, where it measured faster (ordered_query_grads)"
+          : kernel.getQueryGradWriter()
+              ? "by the dQ writer in any order by default, where it measured faster "
+                "(query_grad_writer)"
+              : "as the flags ask (--deterministic, --dq-writer), else in any order";
+      llvm::errs() << "flashc: " << kernel.getSymName() << " (backward):   dQ added " << adds
+                   << "\n";
     }
 
   if (emitKind != EmitKind::FlashRaw) {

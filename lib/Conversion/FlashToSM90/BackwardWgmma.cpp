@@ -769,7 +769,8 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
                   (kernel.getQueryGradWriter() && !deferTurns),
               rotateQueryTiles && !ordered, overlapAccumulates);
         };
-        // ordered_query_grads: the deterministic order, with the writer.
+        // ordered_query_grads: the deterministic order, with the writer;
+        // query_grad_writer: the writer, in any order.
         // Without it (one warpgroup of keys, or no room for the staged dQ
         // tile: a tile from --bwd-tile or the tuning cache) the turns cost
         // 1.33-1.48x, so such a kernel adds dQ in any order.
