@@ -144,7 +144,7 @@ llvm::Error BackwardFlags::request(bool backward, ConfigRequest &request) const 
   request.backwardBlockSummary = blockSummary;
   request.deterministicBackward = deterministic;
   // The caller chose how dQ is added.
-  request.orderedQueryGradsByDefault = !queryGradWriter.getNumOccurrences() && !deferTurns &&
+  request.queryGradAddsByDefault = !queryGradWriter.getNumOccurrences() && !deferTurns &&
                                        !rotateQueryTiles;
   if (tile.empty())
     return llvm::Error::success();

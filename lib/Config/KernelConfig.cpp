@@ -224,7 +224,7 @@ frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_
 
 QueryGradAdds KernelConfig::queryGradAddsFor(const frontend::Variant &variant,
                                              int64_t headDim) const {
-  if (!orderedQueryGradsByDefault || deterministicBackward)
+  if (!queryGradAddsByDefault || deterministicBackward)
     return QueryGradAdds::AnyOrder;
   return defaultQueryGradAdds(headDim, gemmKind, traitsOf(variant), queryLength);
 }
@@ -420,7 +420,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   result.backwardBlockCols = callerRequest.backwardBlockCols;
   result.backwardBlockSummary = callerRequest.backwardBlockSummary;
   result.deterministicBackward = callerRequest.deterministicBackward;
-  result.orderedQueryGradsByDefault = callerRequest.orderedQueryGradsByDefault;
+  result.queryGradAddsByDefault = callerRequest.queryGradAddsByDefault;
   result.backwardSourceText = result.sourceText == "command line"
                                   ? std::string("command line")
                                   : std::string("default tile");

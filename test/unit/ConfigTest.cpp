@@ -241,7 +241,7 @@ TEST(KernelConfig, OrderedQueryGradsByDefaultFollowTheRule) {
   EXPECT_FALSE(ordered(hopper, "softcap", 128));
   EXPECT_FALSE(ordered(resolve(parsed, "sm_80", 128, std::nullopt), "causal", 128));
   config::ConfigRequest chosen;
-  chosen.orderedQueryGradsByDefault = false;
+  chosen.queryGradAddsByDefault = false;
   EXPECT_FALSE(ordered(resolve(parsed, "sm_90a", 128, 4096, chosen), "causal", 128));
   config::ConfigRequest deterministic;
   deterministic.deterministicBackward = true;

@@ -56,7 +56,7 @@ struct ConfigRequest {
   /// writer in any order, where config::defaultQueryGradAdds says it is
   /// faster (off where the caller chose how dQ is added: --dq-writer,
   /// --defer-turns, --bwd-rotate-tiles). Not a tuning knob.
-  bool orderedQueryGradsByDefault = true;
+  bool queryGradAddsByDefault = true;
 
   /// Whether any knob is set (then no tuned winner replaces them).
   bool empty() const {

@@ -135,8 +135,8 @@ private:
   bool backwardBlockSummary = true;
   /// --deterministic (ConfigRequest::deterministicBackward).
   bool deterministicBackward = false;
-  /// ConfigRequest::orderedQueryGradsByDefault.
-  bool orderedQueryGradsByDefault = true;
+  /// ConfigRequest::queryGradAddsByDefault.
+  bool queryGradAddsByDefault = true;
   /// The tuning cache's backward winner (for this GEMM kind) and its source.
   std::optional<TileChoice> tunedBackward;
   std::string backwardSourceText = "default tile";

@@ -765,8 +765,7 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
         auto make = [&](bool ordered) {
           return std::make_unique<WgmmaBackwardEmitter>(
               kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
-              queryGradWriter || (ordered && !deferTurns) ||
-                  (kernel.getQueryGradWriter() && !deferTurns),
+              queryGradWriter || ((ordered || kernel.getQueryGradWriter()) && !deferTurns),
               rotateQueryTiles && !ordered, overlapAccumulates);
         };
         // ordered_query_grads: the deterministic order, with the writer;
