@@ -2,7 +2,7 @@
 # On a GPU host: the differential fuzzer's cases through flash-run, GPU
 # against the interpreter on the same IR (no timing). The cases come from
 #   flashc-fuzz --emit-cases DIR --count 300 [--seed S]
-#     [--emit-backward] [--emit-head-dims 64,128]
+#     [--emit-backward [--emit-bwd-tile Br=128,Bc=128 ...]] [--emit-head-dims 64,128]
 # (a .flash file per case and DIR/cases.txt with its flash-run arguments).
 #   FLASH_RUN=path/to/flash-run JOBS=8 scripts/gpu-fuzz.sh DIR
 # Prints one line per failing case and a closing "N passed, N failed" line;

@@ -71,6 +71,12 @@ cl::opt<bool> emitBackward("emit-backward",
                            cl::desc("With --emit-cases: each command checks the case's backward "
                                     "(flash-run --bwd)"),
                            cl::cat(category));
+cl::list<std::string> emitBackwardTiles(
+    "emit-bwd-tile",
+    cl::desc("With --emit-backward, repeatable: the written cases' backward tiles in turn "
+             "(flash-run --bwd-tile, e.g. Br=128,Bc=128; 'default' for none), so small "
+             "shapes reach the tiles the defaults give only at long N (default: none)"),
+    cl::cat(category));
 cl::list<int64_t> emitHeadDims("emit-head-dims",
                                cl::desc("With --emit-cases: the written cases' head dims in "
                                         "turn, case k at the (k mod count)-th (default 64; each "
@@ -193,10 +199,24 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  if (emitCases.empty() && (emitBackward || !emitHeadDims.empty())) {
+  if (emitCases.empty() && (emitBackward || !emitHeadDims.empty() || !emitBackwardTiles.empty())) {
     llvm::WithColor::error(llvm::errs(), "flashc-fuzz")
-        << "--emit-backward and --emit-head-dims apply to --emit-cases\n";
+        << "--emit-backward, --emit-head-dims and --emit-bwd-tile apply to --emit-cases\n";
     return 2;
+  }
+  if (!emitBackwardTiles.empty() && !emitBackward) {
+    llvm::WithColor::error(llvm::errs(), "flashc-fuzz") << "--emit-bwd-tile needs --emit-backward\n";
+    return 2;
+  }
+  for (const std::string &tile : emitBackwardTiles) {
+    if (tile == "default")
+      continue;
+    config::ConfigRequest request;
+    if (llvm::Error error = config::parseTile(tile, request, /*backward=*/true)) {
+      llvm::WithColor::error(llvm::errs(), "flashc-fuzz")
+          << "--emit-bwd-tile: " << llvm::toString(std::move(error)) << "\n";
+      return 2;
+    }
   }
   if (!emitCases.empty()) {
     if (count == 0) {
@@ -244,9 +264,13 @@ int main(int argc, char **argv) {
       if (!writeFile(emitCases + "/" + name, c.source()))
         return 1;
       // The GPU kernels need a head dim they support; lengths stay, the
-      // tile is the default one.
+      // tile is the default one or --emit-bwd-tile's turn.
+      std::string tile;
+      if (!emitBackwardTiles.empty() &&
+          emitBackwardTiles[emitted % emitBackwardTiles.size()] != "default")
+        tile = " --bwd-tile " + emitBackwardTiles[emitted % emitBackwardTiles.size()];
       commands += name + " --shape " + gpu.shapeSpec() + " --seed " + std::to_string(seed) +
-                  (emitBackward ? " --bwd" : "") + "\n";
+                  (emitBackward ? " --bwd" : "") + tile + "\n";
       ++emitted;
     }
     if (!writeFile(emitCases + "/cases.txt", commands))
