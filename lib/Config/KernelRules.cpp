@@ -215,7 +215,12 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // (with the writer in key-block order, defaultQueryGradAdds: 1.04-
   // 1.18x without it at 4096 and 16384); an attention sink beside a window
   // 1.58x (16384) and 1.09x (4096), key padding 1.20x and 1.08x. So the
-  // one warpgroup stays up to N = 1024, and up to 2048 without a mask.
+  // one warpgroup stayed up to N = 1024, and up to 2048 without a mask.
+  // Without a mask, score mod or tensor reads the 128 x 128 tile now adds
+  // dQ by the writer in any order (defaultQueryGradAdds) and took 0.94x /
+  // 0.93x the one warpgroup's time at N = 1024 / 2048 (H100, same runs,
+  // bench/results/2026-12-07e-h100-bwd-grid-short-tiles): there the one
+  // warpgroup stays up to N = 512 only (N = 512 itself not measured).
   // ALiBi at 128 x 128 ran 1.87x (16384) but sits at 255 registers (196
   // bytes of spills with --bwd-rotate-tiles' few more): a bias score takes
   // 64 x 128 (210 registers), 1.71x (16384) and 1.52x (4096) faster than
@@ -229,7 +234,8 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
     bool plain = !variant.scored && !variant.readsTensors;
     bool plainElements = (!variant.scored || variant.scoreIsBias) &&
                          (!variant.readsTensors || variant.tensorReadsAreUniform);
-    bool shortQueries = queryLength && *queryLength <= (variant.masked ? 1024 : 2048);
+    int64_t oneWarpgroupUpTo = variant.masked ? 1024 : !deterministic && plain ? 512 : 2048;
+    bool shortQueries = queryLength && *queryLength <= oneWarpgroupUpTo;
     if (!shortQueries && (deterministic ? plain : plainElements && !variant.scored))
       return {128, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 128 "
                         "queries per step)"};
@@ -243,8 +249,9 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
       return {32, 128, "the deterministic wgmma backward's tile at D <= 64 with a score mod, "
                        "tensor reads or keys in pieces (2 warpgroups of 64 keys for the dQ "
                        "writer, 32 queries per step)"};
-    return {32, 64, plainElements ? "the wgmma backward's tile at D <= 64 and N <= 1024 (2048 "
-                                    "without a mask) (1 warpgroup of 64 keys, 32 queries per step)"
+    return {32, 64, plainElements ? "the wgmma backward's tile at D <= 64 and N <= 1024 (without "
+                                    "a mask: 512, or 2048 with a bias score or tensor reads) (1 "
+                                    "warpgroup of 64 keys, 32 queries per step)"
                                   : "the wgmma backward's tile at D <= 64 with a score mod or "
                                     "tensor reads per element (1 warpgroup of 64 keys, 32 "
                                     "queries per step)"};

@@ -143,7 +143,8 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   };
   config::KernelConfig hopper = resolve(parsed, "sm_90a", 128, 4096);
   // wgmma: two warpgroups of 64 keys and Br = 128 at D <= 64, one
-  // warpgroup and Br = 32 there for N <= 1024 (2048 unmasked) or with a score mod, tensor
+  // warpgroup and Br = 32 there for N <= 1024 (unmasked 512, 2048 with a bias score or
+  // tensor reads) or with a score mod, tensor
   // reads or keys in pieces; two warpgroups and Br = 64 above, Br = 32
   // again with a score mod or tensor reads.
   EXPECT_EQ(backwardTile(hopper, "causal", 64), Tile(128, 128));
@@ -159,16 +160,23 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   config::KernelConfig hopperShort = resolve(parsed, "sm_90a", 64, 1024);
   EXPECT_EQ(backwardTile(hopperShort, "causal", 64), Tile(32, 64));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1025), "causal", 64), Tile(128, 128));
-  // Without a mask the one warpgroup stays up to N = 2048.
-  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "full", 64), Tile(32, 64));
+  // Without a mask the one warpgroup stays up to N = 512 (the 128 x 128
+  // tile's dQ writer adds in any order there), and up to 2048 with a bias
+  // score or tensor reads per (b, h).
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 512), "full", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 513), "full", 64), Tile(128, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "full", 64), Tile(128, 128));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "causal", 64), Tile(128, 128));
-  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2049), "full", 64), Tile(128, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "biased_twice", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2049), "biased_twice", 64), Tile(64, 128));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, std::nullopt), "causal", 64),
             Tile(128, 128));
   // Deterministic mode wants two warpgroups (the dQ writer) at any N.
   config::ConfigRequest deterministic;
   deterministic.deterministicBackward = true;
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1024, deterministic), "causal", 64),
+            Tile(64, 128));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1024, deterministic), "full", 64),
             Tile(64, 128));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1024, deterministic), "softcap", 64),
             Tile(32, 128));

@@ -846,6 +846,23 @@ static flash::MaskOp classifiedMaskOf(scf::ForOp loop) {
   return {};
 }
 
+bool BackwardEmitter::awaitsOwnTurnOnly() {
+  if (!deterministic)
+    return false;
+  bool own = true;
+  kernel.getMainBlock().walk([&](scf::ForOp loop) {
+    if (!loop.getBody()->getOps<flash::QueryGradAddOp>().empty() && classifiedMaskOf(loop))
+      own = false;
+  });
+  return own;
+}
+
+Value BackwardEmitter::turnOfCta() {
+  Value ctaColumn = NVVM::BlockIdXOp::create(b, loc, b.getI32Type());
+  return columnSlices > 1 ? arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices)).getResult()
+                          : ctaColumn;
+}
+
 bool BackwardEmitter::everyTurnAdds() {
   if (!deterministic)
     return false;

@@ -116,7 +116,8 @@ public:
                 kMaxSharedBytes),
         writesQueryGradsFromWarp(queryGradWriter && bulkQueryGrads && warpgroups() >= 2),
         defersTurns(deferTurns && deterministic && bulkQueryGrads && !writesQueryGradsFromWarp),
-        storesFirstAdd(writesQueryGradsFromWarp && deterministic && everyTurnAdds()) {
+        storesFirstAdd(writesQueryGradsFromWarp && deterministic && everyTurnAdds()),
+        writerTakesOwnTurn(writesQueryGradsFromWarp && deterministic && awaitsOwnTurnOnly()) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
     overlapsAccumulates = overlapAccumulates;
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
@@ -206,6 +207,11 @@ private:
   /// add (it awaits turn 0) copies the staged tile into dq_accum instead of
   /// adding it, so the preprocess does not zero dq_accum.
   const bool storesFirstAdd;
+  /// The writer, where every add awaits the CTA's own turn
+  /// (awaitsOwnTurnOnly): it computes the turns itself instead of reading
+  /// them from the record, so the body does not hold them across the tile
+  /// (at D = 128 that cost 8 bytes of spills at 240 registers).
+  const bool writerTakesOwnTurn;
   /// dQᵀ's f32 accumulators of unit `unit` (64 columns of D), scaled, into
   /// the staging tile.
   void stageQueryGrads(ArrayRef<Value> acc, Value unit, Value scale);
@@ -216,9 +222,10 @@ private:
   /// The record of staged dQ tiles in shared memory, written by thread 0:
   /// the staged tile (its semaphore, 0 for none or outside deterministic
   /// mode; the reduce's destination and bytes; the turn it waits for and
-  /// the one it passes on) and, for defersTurns (only thread 0 reads it
-  /// then), the semaphore of the tile added whose turn is not yet passed
-  /// on. The dQ writer reads the staged tile; Bytes < 0 ends its loop.
+  /// the one it passes on, unless writerTakesOwnTurn) and, for defersTurns
+  /// (only thread 0 reads it then), the semaphore of the tile added whose
+  /// turn is not yet passed on. The dQ writer reads the staged tile; Bytes
+  /// < 0 ends its loop.
   enum RecordSlot : int64_t {
     StagedLock = 0,
     StagedDestination = 8,
@@ -525,6 +532,11 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value accumTile, Value turnLock)
       store(turnLock ? LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), turnLock).getResult()
                      : i64(0),
             StagedLock, 8);
+      // Where writerTakesOwnTurn the writer computes both turns itself.
+      if (writerTakesOwnTurn) {
+        assert(awaitedTurn == turn && "a tile's add awaits another turn than the CTA's");
+        return;
+      }
       store(turnLock ? awaitedTurn : i32(0), StagedTurn, 4);
       // (Thread 0 itself passes the turn on under defersTurns.)
       if (writesQueryGradsFromWarp)
@@ -656,6 +668,7 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
   auto onFirst = [&](function_ref<void()> body) {
     onThread(threadsOf(sm80::BackwardStage::Main), body);
   };
+  Value ownTurn = writerTakesOwnTurn ? turnOfCta() : Value();
   // The staging tile starts free.
   syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
   auto loop = scf::WhileOp::create(b, loc, TypeRange{i32Type}, ValueRange{});
@@ -670,8 +683,8 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
   // Read before the staging tile is freed: the body then writes the next
   // record.
   Value lock = load(i64Type, StagedLock, 8), destination = load(i64Type, StagedDestination, 8);
-  Value awaited = load(i32Type, StagedTurn, 4),
-        released = load(i32Type, ReleasedTurn, 4);
+  Value awaited = ownTurn ? ownTurn : load(i32Type, StagedTurn, 4),
+        released = ownTurn ? add(ownTurn, i32(1)) : load(i32Type, ReleasedTurn, 4);
   onFirst([&] {
     if (deterministic)
       spinForTurn(lock, awaited);

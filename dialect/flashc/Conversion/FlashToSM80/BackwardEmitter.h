@@ -391,6 +391,14 @@ protected:
   /// the tile's first. Decided from the IR alone, so that the preprocess
   /// and conversion kernels agree with the main one.
   bool everyTurnAdds();
+  /// Deterministic mode: whether every query tile's dQ add awaits the
+  /// CTA's own turn (no query-tile loop has a classified mask whose facts
+  /// search for the turn before the tile), so `awaitedTurn` is `turn`
+  /// throughout. Decided from the IR alone, before the body is lowered.
+  bool awaitsOwnTurnOnly();
+  /// The main kernel's turn (deterministic mode), recomputed from the CTA
+  /// index: blockIdx.x over the column slices.
+  mlir::Value turnOfCta();
   /// Deterministic mode, for the query tile the loop's induction variable
   /// is mapped to: one past the turn of the nearest later key block whose
   /// `anyVisible` holds for the tile (the last earlier turn that adds into
