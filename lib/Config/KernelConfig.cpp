@@ -184,7 +184,8 @@ frontend::KernelOptions KernelConfig::kernelOptions(std::optional<int64_t> headD
 TileChoice KernelConfig::backwardTileFor(const frontend::Variant &variant,
                                          int64_t headDim) const {
   TileChoice rule =
-      defaultBackwardTile(headDim, gemmKind, traitsOf(variant), deterministicBackward, queryLength);
+      defaultBackwardTile(headDim, gemmKind, traitsOf(variant), deterministicBackward, queryLength,
+                          queryGradAddsByDefault);
   if (backwardBlockRows || backwardBlockCols) {
     rule.blockRows = backwardBlockRows.value_or(rule.blockRows);
     rule.blockCols = backwardBlockCols.value_or(rule.blockCols);

@@ -173,7 +173,8 @@ int64_t config::backwardColumnSlices(int64_t headDim) {
 
 TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
                                        const VariantTraits &variant, bool deterministic,
-                                       std::optional<int64_t> queryLength) {
+                                       std::optional<int64_t> queryLength,
+                                       bool queryGradAddsByDefault) {
   // wgmma (a warpgroup per 64 keys): dK and dV take D/2 f32 registers each,
   // Sᵀ, P, dPᵀ and dS Br/2 each. At D >= 96, Br = 64 fits 255 registers
   // without spills (ptxas -v) only without a score mod or tensor reads
@@ -220,7 +221,8 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
   // dQ by the writer in any order (defaultQueryGradAdds) and took 0.94x /
   // 0.93x the one warpgroup's time at N = 1024 / 2048 (H100, same runs,
   // bench/results/2026-12-07e-h100-bwd-grid-short-tiles): there the one
-  // warpgroup stays up to N = 512 only (N = 512 itself not measured).
+  // warpgroup stays up to N = 512 only (N = 512 itself not measured;
+  // where the caller chose how dQ is added, up to 2048 as before).
   // ALiBi at 128 x 128 ran 1.87x (16384) but sits at 255 registers (196
   // bytes of spills with --bwd-rotate-tiles' few more): a bias score takes
   // 64 x 128 (210 registers), 1.71x (16384) and 1.52x (4096) faster than
@@ -234,7 +236,8 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
     bool plain = !variant.scored && !variant.readsTensors;
     bool plainElements = (!variant.scored || variant.scoreIsBias) &&
                          (!variant.readsTensors || variant.tensorReadsAreUniform);
-    int64_t oneWarpgroupUpTo = variant.masked ? 1024 : !deterministic && plain ? 512 : 2048;
+    int64_t oneWarpgroupUpTo =
+        variant.masked ? 1024 : !deterministic && plain && queryGradAddsByDefault ? 512 : 2048;
     bool shortQueries = queryLength && *queryLength <= oneWarpgroupUpTo;
     if (!shortQueries && (deterministic ? plain : plainElements && !variant.scored))
       return {128, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 128 "
@@ -272,7 +275,8 @@ QueryGradAdds config::defaultQueryGradAdds(int64_t headDim, llvm::StringRef gemm
   // block's dQ adds into a query tile wait for the previous block's, the
   // dQ writer taking the waits off the body) ran at 0.93-0.97x the time of
   // adding in any order at D = 128 (full and causal, N = 4096 and 16384;
-  // 1.03x / 0.97x at N = 1024) and 0.96x / 0.99x at D = 256 (N = 4096);
+  // 1.03x / 0.97x at N = 1024; 0.97-0.99x full at 1024 and 0.90-0.96x at
+  // N = 512 in a later build, -07e) and 0.96x / 0.99x at D = 256 (N = 4096);
   // H100, bench/results/2026-12-06d-h100-ordered-dq. At D <= 64 on the
   // 128 x 128 tile it ran at 0.89x (full) and 0.95x (causal) the time of
   // the writer alone at N = 16384, 1.06x / 0.93x at 4096 (-06f); on the

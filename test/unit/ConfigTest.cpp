@@ -169,6 +169,12 @@ TEST(KernelConfig, DefaultBackwardTilesFollowTheRules) {
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "causal", 64), Tile(128, 128));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2048), "biased_twice", 64), Tile(32, 64));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2049), "biased_twice", 64), Tile(64, 128));
+  // Where the caller chose how dQ is added (--dq-writer either way,
+  // --bwd-rotate-tiles, --defer-turns), up to 2048 as before.
+  config::ConfigRequest chosen;
+  chosen.queryGradAddsByDefault = false;
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 1024, chosen), "full", 64), Tile(32, 64));
+  EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, 2049, chosen), "full", 64), Tile(128, 128));
   EXPECT_EQ(backwardTile(resolve(parsed, "sm_90a", 64, std::nullopt), "causal", 64),
             Tile(128, 128));
   // Deterministic mode wants two warpgroups (the dQ writer) at any N.

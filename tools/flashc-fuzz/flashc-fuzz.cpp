@@ -73,9 +73,10 @@ cl::opt<bool> emitBackward("emit-backward",
                            cl::cat(category));
 cl::list<std::string> emitBackwardTiles(
     "emit-bwd-tile",
-    cl::desc("With --emit-backward, repeatable: the written cases' backward tiles in turn "
-             "(flash-run --bwd-tile, e.g. Br=128,Bc=128; 'default' for none), so small "
-             "shapes reach the tiles the defaults give only at long N (default: none)"),
+    cl::desc("With --emit-backward, repeatable: the written cases' backward tiles in turn, "
+             "each given to every --emit-head-dims dim before the next (flash-run --bwd-tile, "
+             "e.g. Br=128,Bc=128; 'default' for none), so small shapes reach the tiles the "
+             "defaults give only at long N (default: none)"),
     cl::cat(category));
 cl::list<int64_t> emitHeadDims("emit-head-dims",
                                cl::desc("With --emit-cases: the written cases' head dims in "
@@ -211,10 +212,16 @@ int main(int argc, char **argv) {
   for (const std::string &tile : emitBackwardTiles) {
     if (tile == "default")
       continue;
+    // The spec goes into cases.txt as one word of a flash-run command.
+    if (tile.empty() || tile.find_first_of(" \t") != std::string::npos) {
+      llvm::WithColor::error(llvm::errs(), "flashc-fuzz")
+          << "--emit-bwd-tile: '" << tile << "' is not a tile like Br=128,Bc=128\n";
+      return 2;
+    }
     config::ConfigRequest request;
     if (llvm::Error error = config::parseTile(tile, request, /*backward=*/true)) {
       llvm::WithColor::error(llvm::errs(), "flashc-fuzz")
-          << "--emit-bwd-tile: " << llvm::toString(std::move(error)) << "\n";
+          << "--emit-bwd-tile " << tile << ": " << llvm::toString(std::move(error)) << "\n";
       return 2;
     }
   }
@@ -264,11 +271,15 @@ int main(int argc, char **argv) {
       if (!writeFile(emitCases + "/" + name, c.source()))
         return 1;
       // The GPU kernels need a head dim they support; lengths stay, the
-      // tile is the default one or --emit-bwd-tile's turn.
+      // tile is the default one or --emit-bwd-tile's turn, which moves on
+      // once every head dim had it (so each head dim meets every tile).
       std::string tile;
-      if (!emitBackwardTiles.empty() &&
-          emitBackwardTiles[emitted % emitBackwardTiles.size()] != "default")
-        tile = " --bwd-tile " + emitBackwardTiles[emitted % emitBackwardTiles.size()];
+      if (!emitBackwardTiles.empty()) {
+        const std::string &spec =
+            emitBackwardTiles[emitted / headDims.size() % emitBackwardTiles.size()];
+        if (spec != "default")
+          tile = " --bwd-tile " + spec;
+      }
       commands += name + " --shape " + gpu.shapeSpec() + " --seed " + std::to_string(seed) +
                   (emitBackward ? " --bwd" : "") + tile + "\n";
       ++emitted;

@@ -78,10 +78,13 @@ bool usesWarpSpecializedTiles(llvm::StringRef gemm, llvm::StringRef kvCopy,
 /// query rows per step of its inner loop, Bc keys per CTA (dK and dV of the
 /// keys in registers: a warp per 16 keys, a warpgroup per 64 with wgmma),
 /// in the default or the `deterministic` mode, for N = `queryLength` where
-/// known.
+/// known; `queryGradAddsByDefault`: dQ is added as defaultQueryGradAdds
+/// says (false where the caller chose how: --dq-writer either way,
+/// --bwd-rotate-tiles, --defer-turns).
 TileChoice defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,
                                const VariantTraits &variant, bool deterministic = false,
-                               std::optional<int64_t> queryLength = std::nullopt);
+                               std::optional<int64_t> queryLength = std::nullopt,
+                               bool queryGradAddsByDefault = true);
 
 /// How the backward adds dQ by default, where neither determinism nor an
 /// order was asked for.

@@ -345,6 +345,9 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
         queryTile = lookupScalar(op.getQueryTile());
   if (!batch || !head || !queryTile)
     return error(op, "unknown (b, h, qt) operands");
+  if (queryGradAddsAwaitOwnTurn() && awaitedTurn != turn)
+    return error(op, "internal error: the dQ add awaits another turn than its CTA's, but the "
+                     "dQ writer awaits the CTA's own");
   acquireCopies();
   storeScoreGrads((*ds)->regs);
   fenceSharedWrites();

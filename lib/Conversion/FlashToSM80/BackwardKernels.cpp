@@ -851,7 +851,9 @@ bool BackwardEmitter::awaitsOwnTurnOnly() {
     return false;
   bool own = true;
   kernel.getMainBlock().walk([&](scf::ForOp loop) {
-    if (!loop.getBody()->getOps<flash::QueryGradAddOp>().empty() && classifiedMaskOf(loop))
+    bool addsQueryGrads = false;
+    loop->walk([&](flash::QueryGradAddOp) { addsQueryGrads = true; });
+    if (addsQueryGrads && classifiedMaskOf(loop))
       own = false;
   });
   return own;

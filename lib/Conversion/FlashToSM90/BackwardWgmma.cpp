@@ -175,6 +175,7 @@ protected:
   void completeQueryGrads() override;
   bool addsQueryGradsFromOneThread() const override { return deterministic && bulkQueryGrads; }
   bool firstAddStoresQueryGrads() const override { return storesFirstAdd; }
+  bool queryGradAddsAwaitOwnTurn() const override { return writerTakesOwnTurn; }
   void settleDeferredTurns() override;
   int64_t auxiliaryThreads() const override { return writesQueryGradsFromWarp ? 128 : 0; }
   void splitBodyThreads() override;
@@ -533,10 +534,10 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value accumTile, Value turnLock)
                      : i64(0),
             StagedLock, 8);
       // Where writerTakesOwnTurn the writer computes both turns itself.
-      if (writerTakesOwnTurn) {
-        assert(awaitedTurn == turn && "a tile's add awaits another turn than the CTA's");
+      // The writer computes both turns itself (lowerQueryGradAdd checked
+      // that this tile awaits the CTA's own).
+      if (writerTakesOwnTurn)
         return;
-      }
       store(turnLock ? awaitedTurn : i32(0), StagedTurn, 4);
       // (Thread 0 itself passes the turn on under defersTurns.)
       if (writesQueryGradsFromWarp)

@@ -217,6 +217,11 @@ protected:
   /// preprocess leaves dq_accum unwritten and the conversion reads a tile
   /// no turn added (its semaphore still 0) as zeros.
   virtual bool firstAddStoresQueryGrads() const { return false; }
+  /// Whether every dQ add must await the CTA's own turn (`awaitedTurn` is
+  /// `turn`): the wgmma dQ writer then computes the turns itself
+  /// (awaitsOwnTurnOnly); lowerQueryGradAdd refuses a tile that awaits
+  /// another.
+  virtual bool queryGradAddsAwaitOwnTurn() const { return false; }
   /// Deterministic mode with deferred turns (--defer-turns): thread 0 adds
   /// the tile it has staged but not added (once it is the tile's turn) and
   /// passes on every turn it owes, each once its add is complete.
