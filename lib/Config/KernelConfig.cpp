@@ -214,11 +214,16 @@ frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_
     TileChoice tile = config.backwardTileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
   };
-  options.ordersQueryGradsFor = [config = *this](const frontend::Variant &variant, int64_t d) {
-    return config.queryGradAddsFor(variant, d) == QueryGradAdds::KeyBlockOrder;
-  };
-  options.writesQueryGradsFor = [config = *this](const frontend::Variant &variant, int64_t d) {
-    return config.queryGradAddsFor(variant, d) == QueryGradAdds::Writer;
+  options.queryGradMarkFor = [config = *this](const frontend::Variant &variant, int64_t d) {
+    switch (config.queryGradAddsFor(variant, d)) {
+    case QueryGradAdds::KeyBlockOrder:
+      return frontend::QueryGradMark::KeyBlockOrder;
+    case QueryGradAdds::Writer:
+      return frontend::QueryGradMark::Writer;
+    case QueryGradAdds::AnyOrder:
+      break;
+    }
+    return frontend::QueryGradMark::None;
   };
   return options;
 }

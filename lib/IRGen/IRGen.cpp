@@ -844,9 +844,11 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       auto kernel = cast<flash::BackwardKernelOp>(result->getBody()->back());
       if (options.blockSummary && options.backwardBlockSummary)
         requestBlockSummary(kernel);
-      if (options.ordersQueryGradsFor && options.ordersQueryGradsFor(variant, *headDim))
+      QueryGradMark mark = options.queryGradMarkFor ? options.queryGradMarkFor(variant, *headDim)
+                                                    : QueryGradMark::None;
+      if (mark == QueryGradMark::KeyBlockOrder)
         kernel.setOrderedQueryGrads(true);
-      else if (options.writesQueryGradsFor && options.writesQueryGradsFor(variant, *headDim))
+      else if (mark == QueryGradMark::Writer)
         kernel.setQueryGradWriter(true);
       continue;
     }
