@@ -236,8 +236,11 @@ TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind
     bool plain = !variant.scored && !variant.readsTensors;
     bool plainElements = (!variant.scored || variant.scoreIsBias) &&
                          (!variant.readsTensors || variant.tensorReadsAreUniform);
-    int64_t oneWarpgroupUpTo =
-        variant.masked ? 1024 : !deterministic && plain && queryGradAddsByDefault ? 512 : 2048;
+    // 512 where the 128 x 128 kernel's writer adds dQ in any order.
+    bool writerInAnyOrder = !deterministic && queryGradAddsByDefault &&
+                            defaultQueryGradAdds(headDim, gemmKind, variant, queryLength) ==
+                                QueryGradAdds::Writer;
+    int64_t oneWarpgroupUpTo = variant.masked ? 1024 : writerInAnyOrder ? 512 : 2048;
     bool shortQueries = queryLength && *queryLength <= oneWarpgroupUpTo;
     if (!shortQueries && (deterministic ? plain : plainElements && !variant.scored))
       return {128, 128, "the wgmma backward's tile at D <= 64 (2 warpgroups of 64 keys, 128 "

@@ -533,7 +533,6 @@ void WgmmaBackwardEmitter::issueQueryGradReduce(Value accumTile, Value turnLock)
       store(turnLock ? LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), turnLock).getResult()
                      : i64(0),
             StagedLock, 8);
-      // Where writerTakesOwnTurn the writer computes both turns itself.
       // The writer computes both turns itself (lowerQueryGradAdd checked
       // that this tile awaits the CTA's own).
       if (writerTakesOwnTurn)
