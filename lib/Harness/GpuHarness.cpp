@@ -650,7 +650,8 @@ BackwardProblem harness::uploadBackward(flashrt::Context &context,
 }
 
 void harness::launchBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
-                             const DeviceProblem &p, const BackwardProblem &bwd) {
+                             const DeviceProblem &p, const BackwardProblem &bwd,
+                             uint64_t blockSummary) {
   const interp::ProblemShape &s = p.inputs.shape;
   flashrun::BackwardTensors t;
   t.q = tensorRef(p.layout, p.q->devicePtr(), s.heads(), s.queryLen(), s.headDim());
@@ -663,6 +664,7 @@ void harness::launchBackward(const flashrun::BackwardKernel &kernel, flashrt::St
   t.keyGrad = tensorRef(p.layout, bwd.dk->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim());
   t.valueGrad = tensorRef(p.layout, bwd.dv->devicePtr(), s.kvHeads(), s.keyLen(), s.headDim());
   t.workspace = bwd.workspace->devicePtr();
+  t.blockSummary = blockSummary;
   for (const std::optional<flashrt::DeviceBuffer> &grad : bwd.tensorGrads)
     t.tensorGrads.push_back(grad ? grad->devicePtr() : 0);
   std::vector<uint64_t> aux;
@@ -685,6 +687,9 @@ bool BackwardValidation::gradientPasses(const interp::ErrorStats &stats) const {
 bool BackwardValidation::passed() const {
   bool ok = gradientPasses(dq) && gradientPasses(dk) && gradientPasses(dv) &&
             (!summary || summary->passed());
+  if (cachedSummary)
+    ok &= cachedSummary->passed() && !cachedLaunchWroteSummary && gradientPasses(cachedDq) &&
+          gradientPasses(cachedDk) && gradientPasses(cachedDv);
   for (const auto &[name, stats] : tensorGrads)
     ok &= gradientPasses(stats);
   return ok;
@@ -723,21 +728,26 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
   if (failed(interp::runBackwardKernel(backward, problem.inputs, inputs, expected, error)))
     return std::nullopt;
   BackwardValidation v;
-  if (kernel.package().blockSummary) {
-    std::vector<uint8_t> want;
-    if (failed(interp::computeBlockSummary(backward, problem.inputs, want, error)))
-      return std::nullopt;
-    std::vector<uint8_t> got(want.size());
-    bwd.workspace->copyToHost(
-        got.data(), got.size(),
-        flashrun::BackwardKernel::blockSummaryOffset(kernel.package(), problem.sizes()));
+  std::vector<uint8_t> wantSummary;
+  // The GPU's summary bytes (`offset` into `buffer`) against the
+  // interpreter's.
+  auto checkSummary = [&](const flashrt::DeviceBuffer &buffer, size_t offset) {
+    std::vector<uint8_t> got(wantSummary.size());
+    buffer.copyToHost(got.data(), got.size(), offset);
     SummaryCheck check;
-    check.tiles = static_cast<int64_t>(want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      if (got[i] != want[i] && check.mismatches++ == 0)
+    check.tiles = static_cast<int64_t>(wantSummary.size());
+    for (size_t i = 0; i < wantSummary.size(); ++i)
+      if (got[i] != wantSummary[i] && check.mismatches++ == 0)
         check.firstMismatch = "byte " + std::to_string(i) + ": GPU " + std::to_string(got[i]) +
-                              ", interpreter " + std::to_string(want[i]);
-    v.summary = check;
+                              ", interpreter " + std::to_string(wantSummary[i]);
+    return check;
+  };
+  if (kernel.package().blockSummary) {
+    if (failed(interp::computeBlockSummary(backward, problem.inputs, wantSummary, error)))
+      return std::nullopt;
+    v.summary = checkSummary(
+        *bwd.workspace,
+        flashrun::BackwardKernel::blockSummaryOffset(kernel.package(), problem.sizes()));
   }
   auto compareRows = [&](const flashrt::DeviceBuffer &buffer, const std::vector<float> &want,
                          int64_t heads, int64_t length) {
@@ -748,6 +758,32 @@ harness::validateBackward(flashrt::Context &context, const flashrun::BackwardKer
   v.dq = compareRows(*bwd.dq, expected.dq, s.heads(), s.queryLen());
   v.dk = compareRows(*bwd.dk, expected.dk, s.kvHeads(), s.keyLen());
   v.dv = compareRows(*bwd.dv, expected.dv, s.kvHeads(), s.keyLen());
+  if (kernel.package().blockSummary) {
+    // The cached-summary API: the summary into a buffer of its own (no
+    // valid class before), then a launch that reads it, over a workspace
+    // of 0xFF bytes (it needs no initialization): the launch must leave
+    // the workspace's summary alone.
+    flashrt::DeviceBuffer cached(context,
+                                 std::max<size_t>(kernel.blockSummaryBytes(problem.sizes()), 16));
+    cached.fill(0xFF);
+    kernel.computeBlockSummary(stream, problem.sizes(), problem.params, auxPointers(problem),
+                               cached.devicePtr());
+    stream.synchronize();
+    v.cachedSummary = checkSummary(cached, 0);
+    for (std::optional<flashrt::DeviceBuffer> *buffer : {&bwd.dq, &bwd.dk, &bwd.dv, &bwd.workspace})
+      (*buffer)->fill(0xFF);
+    launchBackward(kernel, stream, problem, bwd, cached.devicePtr());
+    stream.synchronize();
+    std::vector<uint8_t> untouched(wantSummary.size());
+    bwd.workspace->copyToHost(
+        untouched.data(), untouched.size(),
+        flashrun::BackwardKernel::blockSummaryOffset(kernel.package(), problem.sizes()));
+    v.cachedLaunchWroteSummary =
+        llvm::any_of(untouched, [](uint8_t byte) { return byte != 0xFF; });
+    v.cachedDq = compareRows(*bwd.dq, expected.dq, s.heads(), s.queryLen());
+    v.cachedDk = compareRows(*bwd.dk, expected.dk, s.kvHeads(), s.keyLen());
+    v.cachedDv = compareRows(*bwd.dv, expected.dv, s.kvHeads(), s.keyLen());
+  }
   for (auto [attr, grad] : llvm::zip(backward.getTensors(), bwd.tensorGrads)) {
     if (!grad)
       continue;
@@ -791,6 +827,26 @@ int harness::differingGradRuns(const flashrun::BackwardKernel &kernel, flashrt::
       ++differing;
   }
   return differing;
+}
+
+harness::SummaryTimes harness::timeBackwardSummary(const flashrun::BackwardKernel &kernel,
+                                                   flashrt::Stream &stream,
+                                                   const DeviceProblem &problem,
+                                                   const BackwardProblem &backward, int warmup,
+                                                   int iterations) {
+  SummaryTimes times;
+  if (!kernel.hasBlockSummary())
+    return times;
+  flashrt::DeviceBuffer summary(stream.context(),
+                                std::max<size_t>(kernel.blockSummaryBytes(problem.sizes()), 16));
+  times.summaryMs = flashrt::median(flashrt::timeLaunches(stream, warmup, iterations, [&] {
+    kernel.computeBlockSummary(stream, problem.sizes(), problem.params, auxPointers(problem),
+                               summary.devicePtr());
+  }));
+  times.cachedMs = flashrt::median(flashrt::timeLaunches(stream, warmup, iterations, [&] {
+    launchBackward(kernel, stream, problem, backward, summary.devicePtr());
+  }));
+  return times;
 }
 
 double harness::timeTrainingStep(const flashrun::AttentionKernel &forward,

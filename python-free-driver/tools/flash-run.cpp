@@ -118,8 +118,10 @@ cl::opt<bool> pagesInOrder(
 cl::opt<bool> backwardPass(
     "bwd",
     cl::desc("Also the backward pass: validate dQ, dK, dV and aux gradients against the "
-             "interpreter (from the same O, LSE and dO) and time it (FLOPs = 2.5 x the "
-             "forward's); --csv prints the backward's row"),
+             "interpreter (from the same O, LSE and dO; a mask with a block summary also "
+             "through a cached summary) and time it (FLOPs = 2.5 x the forward's); --csv "
+             "prints the backward's row (name,...,layout,bwd,ms,tflops,rel_dq,rel_dk,rel_dv, "
+             "then summary_ms,cached_ms for a mask with a block summary)"),
     cl::cat(category));
 cl::opt<bool> trainingStep(
     "train-step",
@@ -398,7 +400,7 @@ int main(int argc, char **argv) {
     std::optional<harness::BackwardValidation> backwardValidation;
     double ms = 0, tflops = 0, backwardMs = 0, backwardTflops = 0, stepMs = 0, stepTflops = 0;
     int differingRuns = 0;
-    harness::SummaryTimes summaryTimes;
+    harness::SummaryTimes summaryTimes, backwardSummaryTimes;
     if (backwardKernel) {
       harness::DeviceProblem backwardCheck =
           harness::upload(context, flashKernel, checkShape, params, seed, dataLayout);
@@ -433,6 +435,8 @@ int main(int argc, char **argv) {
         backwardMs =
             harness::timeBackward(*backwardKernel, stream, problem, backward, warmup, iterations);
         backwardTflops = 2.5 * harness::tflops(shape, backwardMs, causalFlops);
+        backwardSummaryTimes = harness::timeBackwardSummary(*backwardKernel, stream, problem,
+                                                            backward, warmup, iterations);
         if (trainingStep) {
           stepMs = harness::timeTrainingStep(kernel, *backwardKernel, stream, problem, backward,
                                              warmup, iterations);
@@ -484,8 +488,13 @@ int main(int argc, char **argv) {
                      << llvm::format("%.1f", rowTflops) << ","
                      << llvm::format("%.2e", backwardValidation->dq.relative) << ","
                      << llvm::format("%.2e", backwardValidation->dk.relative) << ","
-                     << llvm::format("%.2e", backwardValidation->dv.relative)
-                     << (passed ? "" : ",FAIL") << "\n";
+                     << llvm::format("%.2e", backwardValidation->dv.relative);
+        // A package with a block summary: the summary's time and the
+        // backward's with a cached one.
+        if (llvm::StringRef(dir) == "bwd" && backwardKernel->hasBlockSummary())
+          llvm::outs() << "," << llvm::format("%.4f", backwardSummaryTimes.summaryMs) << ","
+                       << llvm::format("%.4f", backwardSummaryTimes.cachedMs);
+        llvm::outs() << (passed ? "" : ",FAIL") << "\n";
       };
       row("bwd", backwardMs, backwardTflops);
       if (trainingStep && iterations > 0)
@@ -583,6 +592,24 @@ int main(int argc, char **argv) {
           else
             llvm::outs() << "GPU == interpreter  ok\n";
         }
+        if (bv.cachedSummary) {
+          bool ok = bv.cachedSummary->passed() && !bv.cachedLaunchWroteSummary &&
+                    bv.gradientPasses(bv.cachedDq) && bv.gradientPasses(bv.cachedDk) &&
+                    bv.gradientPasses(bv.cachedDv);
+          llvm::outs() << "  check " << checkShape.str() << " (backward, cached summary): ";
+          if (bv.cachedSummary->mismatches)
+            llvm::outs() << "summary: " << bv.cachedSummary->mismatches
+                         << " bytes differ from the interpreter's ("
+                         << bv.cachedSummary->firstMismatch << "), ";
+          if (bv.cachedLaunchWroteSummary)
+            llvm::outs() << "the launch wrote the workspace's summary, ";
+          stat("dQ", bv.cachedDq);
+          llvm::outs() << ", ";
+          stat("dK", bv.cachedDk);
+          llvm::outs() << ", ";
+          stat("dV", bv.cachedDv);
+          llvm::outs() << (ok ? "  ok\n" : "  FAIL\n");
+        }
         if (backwardFlags.deterministic)
           llvm::outs() << "  deterministic: dQ and aux gradients "
                        << (differingRuns ? "NOT bitwise reproducible" : "bitwise identical")
@@ -611,6 +638,13 @@ int main(int argc, char **argv) {
                      << ", " << llvm::format("%.1f", backwardTflops) << " TFLOP/s (2.5 x "
                      << "forward FLOPs" << (causalFlops ? ", causal count" : "") << ")"
                      << "\n";
+      if (iterations > 0 && backwardKernel && backwardKernel->hasBlockSummary())
+        llvm::outs() << "  time  " << shape.str() << " (backward block summary): "
+                     << llvm::format("%.4f", backwardSummaryTimes.summaryMs) << " ms ("
+                     << llvm::format("%.1f", 100.0 * backwardSummaryTimes.summaryMs / backwardMs)
+                     << "% of the backward above, which includes it); backward from a cached "
+                     << "summary " << llvm::format("%.4f", backwardSummaryTimes.cachedMs)
+                     << " ms\n";
       if (iterations > 0 && backwardKernel && trainingStep)
         llvm::outs() << "  time  " << shape.str() << " (training step: forward + backward): "
                      << llvm::format("%.4f", stepMs) << " ms median of " << iterations << ", "

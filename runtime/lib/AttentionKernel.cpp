@@ -643,6 +643,41 @@ struct WorkspaceLayout {
   }
 };
 
+/// The backward ABI (flashc/Target/NVPTX/EmitPTX.h), which the main,
+/// preprocess, convert and summary kernels all take; `summary` is the
+/// block summary's address (packages with one).
+flashrt::KernelArgs backwardArguments(const flashrt::KernelPackage &pkg, const BackwardTensors &t,
+                                      const Sizes &sizes,
+                                      const std::map<std::string, double> &params,
+                                      const std::vector<uint64_t> &auxTensors, uint64_t summary) {
+  flashrt::KernelArgs args;
+  WorkspaceLayout layout(sizes, pkg);
+  // Without a workspace (the summary kernel alone) its parts are null too.
+  auto inWorkspace = [&](size_t offset) { return t.workspace ? t.workspace + offset : 0; };
+  for (uint64_t pointer :
+       {t.q.devicePtr, t.k.devicePtr, t.v.devicePtr, t.out.devicePtr, t.outputGrad.devicePtr,
+        t.lse, inWorkspace(layout.delta), inWorkspace(layout.accum), inWorkspace(layout.locks),
+        t.queryGrad.devicePtr, t.keyGrad.devicePtr, t.valueGrad.devicePtr})
+    args.add(pointer);
+  for (const TensorRef *ref : {&t.q, &t.k, &t.v, &t.out, &t.outputGrad, &t.queryGrad,
+                               &t.keyGrad, &t.valueGrad})
+    args.add(ref->batchStride).add(ref->headStride).add(ref->rowStride);
+  for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
+    args.add(static_cast<int32_t>(size));
+  addArguments(args, pkg, params, auxTensors);
+  // One gradient per aux tensor, then the fixed-point accumulators
+  // (deterministic packages) of the wanted ones.
+  for (size_t i = 0; i < pkg.tensors.size(); ++i)
+    args.add(i < t.tensorGrads.size() ? t.tensorGrads[i] : uint64_t{0});
+  for (size_t i = 0; i < pkg.tensors.size(); ++i)
+    args.add(i < t.tensorGrads.size() && t.tensorGrads[i] && layout.fixedPoint[i]
+                 ? inWorkspace(layout.fixedPoint[i])
+                 : uint64_t{0});
+  if (pkg.blockSummary)
+    args.add(summary);
+  return args;
+}
+
 } // namespace
 
 size_t BackwardKernel::workspaceBytes(const flashrt::KernelPackage &package,
@@ -672,9 +707,41 @@ BackwardKernel::BackwardKernel(flashrt::Context &context, flashrt::KernelPackage
   if (kernelPackage.dynamicSharedBytes > 48 * 1024)
     main.setMaxDynamicSharedMemory(kernelPackage.dynamicSharedBytes);
   if (const flashrt::PackageEntry *entry = kernelPackage.entry("summary")) {
-    summary.emplace(module.function(entry->name));
-    summaryResidentCtas = residentSummaryCtas(context, *summary, *entry);
+    summaryFunction.emplace(module.function(entry->name));
+    summaryResidentCtas = residentSummaryCtas(context, *summaryFunction, *entry);
   }
+}
+
+size_t BackwardKernel::blockSummaryBytes(const Sizes &sizes) const {
+  return AttentionKernel::blockSummaryBytes(kernelPackage, sizes);
+}
+
+void BackwardKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &sizes,
+                                         const std::map<std::string, double> &params,
+                                         const std::vector<uint64_t> &auxTensors,
+                                         uint64_t summary) const {
+  const flashrt::KernelPackage &pkg = kernelPackage;
+  if (!summaryFunction)
+    invalid("kernel '" + pkg.kernelName + "' reads no block summary");
+  checkSizes(pkg, sizes);
+  checkArguments(pkg, params, auxTensors);
+  if (summary == 0)
+    invalid("the block summary of kernel '" + pkg.kernelName + "' is a null pointer");
+  launchSummary(stream, BackwardTensors{}, sizes, params, auxTensors, summary);
+}
+
+void BackwardKernel::launchSummary(flashrt::Stream &stream, const BackwardTensors &tensors,
+                                   const Sizes &sizes, const std::map<std::string, double> &params,
+                                   const std::vector<uint64_t> &auxTensors,
+                                   uint64_t summary) const {
+  // The summary kernel reads only the sizes, parameters and aux tensors of
+  // the backward ABI.
+  flashrt::KernelArgs args =
+      backwardArguments(kernelPackage, tensors, sizes, params, auxTensors, summary);
+  const flashrt::PackageEntry &entry = *kernelPackage.entry("summary");
+  summaryFunction->launch(summaryGrid(kernelPackage, sizes, summaryResidentCtas),
+                          flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
+                          static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
 }
 
 void BackwardKernel::validate(const Sizes &sizes, const BackwardTensors &t,
@@ -699,6 +766,8 @@ void BackwardKernel::validate(const Sizes &sizes, const BackwardTensors &t,
     if (t.tensorGrads[i] % 4)
       invalid("the gradient of aux tensor '" + kernelPackage.tensors[i].name +
               "' must be 4-byte aligned");
+  if (!kernelPackage.blockSummary && t.blockSummary != 0)
+    invalid("kernel '" + kernelPackage.kernelName + "' reads no block summary");
 }
 
 void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, const Sizes &sizes,
@@ -706,28 +775,14 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
                             const std::vector<uint64_t> &auxTensors) const {
   validate(sizes, t, params, auxTensors);
   const flashrt::KernelPackage &pkg = kernelPackage;
-  flashrt::KernelArgs args;
-  WorkspaceLayout layout(sizes, pkg);
-  for (uint64_t pointer :
-       {t.q.devicePtr, t.k.devicePtr, t.v.devicePtr, t.out.devicePtr, t.outputGrad.devicePtr,
-        t.lse, t.workspace + layout.delta, t.workspace + layout.accum, t.workspace + layout.locks,
-        t.queryGrad.devicePtr, t.keyGrad.devicePtr, t.valueGrad.devicePtr})
-    args.add(pointer);
-  for (const TensorRef *ref : {&t.q, &t.k, &t.v, &t.out, &t.outputGrad, &t.queryGrad,
-                               &t.keyGrad, &t.valueGrad})
-    args.add(ref->batchStride).add(ref->headStride).add(ref->rowStride);
-  for (int64_t size : {sizes.batch, sizes.heads, sizes.kvHeads, sizes.queryLen, sizes.keyLen})
-    args.add(static_cast<int32_t>(size));
-  addArguments(args, pkg, params, auxTensors);
-  for (uint64_t grad : t.tensorGrads)
-    args.add(grad);
-  // The fixed-point accumulators (deterministic packages) of the wanted
-  // gradients.
-  for (size_t i = 0; i < t.tensorGrads.size(); ++i)
-    args.add(t.tensorGrads[i] && layout.fixedPoint[i] ? t.workspace + layout.fixedPoint[i]
-                                                      : uint64_t{0});
-  if (pkg.blockSummary)
-    args.add(t.workspace + layout.summary);
+  // The summary of the backward's own tiling, which the main kernel's
+  // query loops walk: the caller's, else computed into the workspace.
+  uint64_t blockSummary = t.blockSummary;
+  if (pkg.blockSummary && blockSummary == 0) {
+    blockSummary = t.workspace + WorkspaceLayout(sizes, pkg).summary;
+    launchSummary(stream, t, sizes, params, auxTensors, blockSummary);
+  }
+  flashrt::KernelArgs args = backwardArguments(pkg, t, sizes, params, auxTensors, blockSummary);
 
   auto rows = static_cast<unsigned>((sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows);
   auto keys = static_cast<unsigned>((sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols *
@@ -737,14 +792,6 @@ void BackwardKernel::launch(flashrt::Stream &stream, const BackwardTensors &t, c
   flashrt::Dim3 keyGrid(keys, static_cast<unsigned>(sizes.kvHeads),
                         static_cast<unsigned>(sizes.batch));
   const flashrt::PackageEntry &pre = *pkg.entry("preprocess"), &post = *pkg.entry("convert");
-  // The summary of the backward's own tiling (it reads only the sizes,
-  // parameters and aux tensors), which the main kernel's query loops walk.
-  if (summary) {
-    const flashrt::PackageEntry &entry = *pkg.entry("summary");
-    summary->launch(summaryGrid(pkg, sizes, summaryResidentCtas),
-                    flashrt::Dim3(static_cast<unsigned>(entry.threadsPerBlock)),
-                    static_cast<size_t>(entry.dynamicSharedBytes), stream, args);
-  }
   preprocess.launch(rowGrid, flashrt::Dim3(static_cast<unsigned>(pre.threadsPerBlock)),
                     static_cast<size_t>(pre.dynamicSharedBytes), stream, args);
   main.launch(keyGrid, flashrt::Dim3(static_cast<unsigned>(pkg.threadsPerBlock)),

@@ -15,11 +15,14 @@ mkdir -p "$work"
 # kernel per sequence through the C entry points).
 "$flashc" "$src/bench/inputs/varlen_pair.flash" --emit=aot --shape H=8,HKV=2,D=128 --ptxas=none \
   -o "$work/gen-varlen"
-# The packed-documents program's kernel: a mask that reads aux tensors adds
-# the cached block summary's entry points.
-"$flashc" "$src/examples/document.flash" --emit=aot --shape D=64 --ptxas=none -o "$work/gen-doc"
-grep -q "flashc_document_launch_with_summary" "$work/gen-doc/document.h" ||
-  { echo "document.h declares no launch_with_summary" >&2; exit 1; }
+# The packed-documents program's kernels, forward and (deterministic)
+# backward: a mask that reads aux tensors adds the cached block summary's
+# entry points to both.
+"$flashc" "$src/examples/document.flash" --bwd --deterministic --emit=aot --shape D=64 \
+  --ptxas=none -o "$work/gen-doc"
+for entry in flashc_document_launch_with_summary flashc_document_backward_with_summary; do
+  grep -q "$entry" "$work/gen-doc/document.h" || { echo "document.h declares no $entry" >&2; exit 1; }
+done
 cc -fsyntax-only -x c "$work/gen-doc/document.h"
 for file in causal.h causal.cpp causal.ptx; do
   [ -s "$work/gen/$file" ] || { echo "flashc --emit=aot wrote no $file" >&2; exit 1; }

@@ -157,8 +157,11 @@ BackwardProblem uploadBackward(flashrt::Context &context, flash::BackwardKernelO
                                const DeviceProblem &problem, uint64_t seed,
                                size_t workspaceBytes);
 
+/// `blockSummary`: a summary BackwardKernel::computeBlockSummary wrote, or
+/// 0 (the launch computes one into the workspace).
 void launchBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
-                    const DeviceProblem &problem, const BackwardProblem &backward);
+                    const DeviceProblem &problem, const BackwardProblem &backward,
+                    uint64_t blockSummary = 0);
 
 struct BackwardValidation {
   interp::ErrorStats dq, dk, dv;
@@ -167,6 +170,15 @@ struct BackwardValidation {
   /// A package with a block summary: the GPU's summary of the backward's
   /// tiling (from the workspace) against the interpreter's (no order).
   std::optional<SummaryCheck> summary;
+  /// The same package through the cached-summary API: the summary
+  /// BackwardKernel::computeBlockSummary wrote into a buffer of its own,
+  /// against the interpreter's, and the gradients of a launch that reads
+  /// it (BackwardTensors::blockSummary).
+  std::optional<SummaryCheck> cachedSummary;
+  interp::ErrorStats cachedDq, cachedDk, cachedDv;
+  /// Whether that launch wrote the workspace's summary (it must read the
+  /// caller's instead of computing one).
+  bool cachedLaunchWroteSummary = false;
   /// Within the bound relatively, or (a gradient that cancels to about 0)
   /// within 1e-3 of it absolutely; never with NaN.
   bool gradientPasses(const interp::ErrorStats &stats) const;
@@ -178,7 +190,9 @@ struct BackwardValidation {
 /// with NaN first) and the interpreter's backward run from the same O,
 /// LSE and dO, and dQ, dK, dV and the aux gradients are compared (bound:
 /// interp::gradientBound), and the block summary where the package has
-/// one. An interpreter failure goes to `error`.
+/// one; then the same through the cached-summary API (summary computed
+/// apart, gradients of a launch that reads it). An interpreter failure goes
+/// to `error`.
 std::optional<BackwardValidation>
 validateBackward(flashrt::Context &context, const flashrun::BackwardKernel &kernel,
                  flashrt::Stream &stream, DeviceProblem &problem, flash::KernelOp forward,
@@ -194,6 +208,14 @@ int differingGradRuns(const flashrun::BackwardKernel &kernel, flashrt::Stream &s
 double timeBackward(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
                     const DeviceProblem &problem, const BackwardProblem &backward, int warmup,
                     int iterations);
+
+/// A backward package with a block summary: median milliseconds of its
+/// summary kernel alone (BackwardKernel::computeBlockSummary) and of the
+/// backward's other launches reading that summary (the time per layer when
+/// one summary is cached for all); zeros without one.
+SummaryTimes timeBackwardSummary(const flashrun::BackwardKernel &kernel, flashrt::Stream &stream,
+                                 const DeviceProblem &problem, const BackwardProblem &backward,
+                                 int warmup, int iterations);
 
 /// Median milliseconds of one training step's attention: the forward (O,
 /// LSE), then the backward from them, timed together.

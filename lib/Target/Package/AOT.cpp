@@ -202,6 +202,20 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       << "int flashc_" << name << "_backward(" << backwardParameters(*backward) << ");\n"
       << "uint64_t flashc_" << name << "_backward_workspace(" << sizeParameters()
       << ");\n\n";
+  if (backward && backward->blockSummary)
+    h << "/* The backward walks the blocks of its own tiling that a summary of the\n"
+      << " * mask leaves (flashc_" << name << "_backward computes it into the workspace\n"
+      << " * first). Like the forward's, one serves every backward with the same sizes,\n"
+      << " * parameters and aux tensor contents: compute it once into device memory of\n"
+      << " * flashc_" << name << "_backward_summary_bytes(...) bytes with\n"
+      << " * flashc_" << name << "_backward_summary, then call\n"
+      << " * flashc_" << name << "_backward_with_summary. It is not the forward's summary\n"
+      << " * (another tiling). Same return codes and stream rules. */\n"
+      << "uint64_t flashc_" << name << "_backward_summary_bytes(" << sizeParameters() << ");\n"
+      << "int flashc_" << name << "_backward_summary(" << summaryParameters(*backward)
+      << ");\n"
+      << "int flashc_" << name << "_backward_with_summary(" << backwardParameters(*backward)
+      << ", uint64_t summary);\n\n";
   h
     << "/* The message of the last failed call on this thread (\"\" when none). */\n"
     << "const char *flashc_" << name << "_error(void);\n\n"
@@ -293,21 +307,25 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       << kReturnSuccess << "\n";
   }
   if (backward) {
+    auto emitBackwardBody = [&](llvm::StringRef summary) {
+      c << kEnterCall << collectArguments(*backward)
+        << "    flashrun::BackwardTensors t;\n"
+        << "    t.q = ref(q);\n    t.k = ref(k);\n    t.v = ref(v);\n    t.out = ref(o);\n"
+        << "    t.lse = lse;\n    t.outputGrad = ref(d_o);\n    t.queryGrad = ref(dq);\n"
+        << "    t.keyGrad = ref(dk);\n    t.valueGrad = ref(dv);\n    t.workspace = workspace;\n";
+      for (const flashrt::PackageTensor &tensor : backward->tensors)
+        c << "    t.tensorGrads.push_back(d_" << tensor.name << ");\n";
+      if (!summary.empty())
+        c << "    t.blockSummary = " << summary << ";\n";
+      c << "    state.backward.launch(launchStream, t, {batch, heads, kv_heads, query_len, "
+           "key_len},\n"
+        << "                          params, tensors);\n"
+        << kReturnSuccess << "\n";
+    };
     c << "extern \"C\" int flashc_" << name << "_backward(" << backwardParameters(*backward)
-      << ") {\n"
-      << kEnterCall
-      << collectArguments(*backward)
-      << "    flashrun::BackwardTensors t;\n"
-      << "    t.q = ref(q);\n    t.k = ref(k);\n    t.v = ref(v);\n    t.out = ref(o);\n"
-      << "    t.lse = lse;\n    t.outputGrad = ref(d_o);\n    t.queryGrad = ref(dq);\n"
-      << "    t.keyGrad = ref(dk);\n    t.valueGrad = ref(dv);\n    t.workspace = workspace;\n";
-    for (const flashrt::PackageTensor &tensor : backward->tensors)
-      c << "    t.tensorGrads.push_back(d_" << tensor.name << ");\n";
-    c << "    state.backward.launch(launchStream, t, {batch, heads, kv_heads, query_len, "
-         "key_len},\n"
-      << "                          params, tensors);\n"
-      << kReturnSuccess << "\n"
-      << "extern \"C\" uint64_t flashc_" << name << "_backward_workspace(" << sizeParameters()
+      << ") {\n";
+    emitBackwardBody("");
+    c << "extern \"C\" uint64_t flashc_" << name << "_backward_workspace(" << sizeParameters()
       << ") {\n"
       << "  // The workspace depends on the package's tile only: no GPU needed.\n"
       << "  static const flashrt::KernelPackage package =\n"
@@ -315,6 +333,30 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       << "  return flashrun::BackwardKernel::workspaceBytes(\n"
       << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
       << "}\n\n";
+    if (backward->blockSummary) {
+      c << "extern \"C\" int flashc_" << name << "_backward_with_summary("
+        << backwardParameters(*backward) << ", uint64_t summary) {\n"
+        << "  if (summary == 0) {\n"
+        << "    lastError = \"the block summary is a null pointer (flashc_" << name
+        << "_backward computes one)\";\n"
+        << "    return 2;\n  }\n";
+      emitBackwardBody("summary");
+      c << "extern \"C\" uint64_t flashc_" << name << "_backward_summary_bytes("
+        << sizeParameters() << ") {\n"
+        << "  // The summary's size depends on the package's tile only: no GPU needed.\n"
+        << "  static const flashrt::KernelPackage package =\n"
+        << "      flashrt::KernelPackage::parse(kBackwardPackage);\n"
+        << "  return flashrun::AttentionKernel::blockSummaryBytes(\n"
+        << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
+        << "}\n\n"
+        << "extern \"C\" int flashc_" << name << "_backward_summary("
+        << summaryParameters(*backward) << ") {\n"
+        << kEnterCall << collectArguments(*backward)
+        << "    state.backward.computeBlockSummary(launchStream, {batch, heads, kv_heads, "
+           "query_len, key_len},\n"
+        << "                                       params, tensors, summary);\n"
+        << kReturnSuccess << "\n";
+    }
   }
   c << "extern \"C\" const char *flashc_" << name << "_error(void) { return lastError.c_str(); }\n";
   return out;

@@ -2,12 +2,15 @@
 // bf16) through its C API, with the block summary both ways: computed by
 // each flashc_document_launch, and computed once by flashc_document_summary
 // and shared by two "layers" (other q, k, v; the same document ids) through
-// flashc_document_launch_with_summary. Written by
-//   flashc examples/document.flash --emit=aot --shape D=64 -o <dir>
-// Checks: every output against an fp64 CPU reference of the masked
-// attention (O and LSE), each shared-summary output bitwise equal to the
-// launch that computed its own summary, and a null summary refused with
-// code 2. Batch 0 packs documents of ragged lengths (sorted ids, one of a
+// flashc_document_launch_with_summary; the backward the same way
+// (flashc_document_backward against flashc_document_backward_summary once
+// and flashc_document_backward_with_summary per layer). Written by
+//   flashc examples/document.flash --bwd --deterministic --emit=aot --shape D=64 -o <dir>
+// Checks: every forward output against an fp64 CPU reference of the masked
+// attention (O and LSE), each shared-summary output (O, LSE, dQ, dK, dV)
+// bitwise equal to the launch that computed its own summary (the backward
+// is deterministic), gradients finite and not all zero, and a null summary
+// refused with code 2 by both. Batch 0 packs documents of ragged lengths (sorted ids, one of a
 // single token), batch 1 interleaves three ids in runs of 37 tokens, so the
 // summary's interval analysis leaves tiles to its element walk.
 // Exit codes: 0 ok, 1 a mismatch or non-finite value, 3 no GPU or driver,
@@ -135,12 +138,25 @@ int main() {
     return status != 0;
   };
 
-  // The summary once, before any layer: it depends on the sizes and the
-  // document ids only.
+  // The summaries once, before any layer: they depend on the sizes and the
+  // document ids only (the backward's is of its own tiling).
   int status = flashc_document_summary(nullptr, B, H, H, N, N, docBuffer.devicePtr(),
                                        summary.devicePtr());
   if (failed("flashc_document_summary", status))
     return status;
+  flashrt::DeviceBuffer backwardSummary(context,
+                                        flashc_document_backward_summary_bytes(B, H, H, N, N));
+  status = flashc_document_backward_summary(nullptr, B, H, H, N, N, docBuffer.devicePtr(),
+                                            backwardSummary.devicePtr());
+  if (failed("flashc_document_backward_summary", status))
+    return status;
+  flashrt::DeviceBuffer outputGrad(context, elements * 2),
+      workspace(context, flashc_document_backward_workspace(B, H, H, N, N));
+  // dQ, dK, dV of the launch that computes its summary, then of the one
+  // that reads the shared summary.
+  std::vector<flashrt::DeviceBuffer> grads;
+  for (int g = 0; g < 6; ++g)
+    grads.emplace_back(context, elements * 2);
 
   std::mt19937 random(13);
   std::normal_distribution<float> normal;
@@ -195,6 +211,51 @@ int main() {
       worstLse = std::max(worstLse, lseError);
     }
     double relative = std::sqrt(squaredError / squaredReference);
+
+    // The backward from the shared-summary launch's O and LSE, both ways.
+    std::vector<uint16_t> hdo(elements);
+    for (uint16_t &value : hdo)
+      value = toBf16(normal(random));
+    outputGrad.copyFromHost(hdo.data(), elements * 2);
+    for (flashrt::DeviceBuffer &grad : grads)
+      grad.fill(0xFF);
+    for (int way = 0; way < 2; ++way) {
+      auto args = [&](int g) { return tensor(grads[static_cast<size_t>(3 * way + g)]); };
+      status = way == 0
+                   ? flashc_document_backward(nullptr, tensor(q), tensor(k), tensor(v),
+                                              tensor(shared), sharedLse.devicePtr(),
+                                              tensor(outputGrad), args(0), args(1), args(2),
+                                              workspace.devicePtr(), B, H, H, N, N,
+                                              docBuffer.devicePtr(), 0)
+                   : flashc_document_backward_with_summary(
+                         nullptr, tensor(q), tensor(k), tensor(v), tensor(shared),
+                         sharedLse.devicePtr(), tensor(outputGrad), args(0), args(1), args(2),
+                         workspace.devicePtr(), B, H, H, N, N, docBuffer.devicePtr(), 0,
+                         backwardSummary.devicePtr());
+      if (failed(way == 0 ? "flashc_document_backward" : "flashc_document_backward_with_summary",
+                 status))
+        return status;
+    }
+    context.synchronize();
+    int64_t gradsDiffering = 0, gradsNonFinite = 0, gradsNonZero = 0;
+    for (int g = 0; g < 3; ++g) {
+      std::vector<uint16_t> computed(elements), read(elements);
+      grads[static_cast<size_t>(g)].copyToHost(computed.data(), elements * 2);
+      grads[static_cast<size_t>(3 + g)].copyToHost(read.data(), elements * 2);
+      for (size_t e = 0; e < elements; ++e) {
+        gradsDiffering += computed[e] != read[e];
+        gradsNonFinite += !std::isfinite(fromBf16(read[e]));
+        gradsNonZero += fromBf16(read[e]) != 0.0f;
+      }
+    }
+    bool backwardOk = gradsDiffering == 0 && gradsNonFinite == 0 && gradsNonZero > 0;
+    std::printf("aot-documents: layer %d backward  dQ, dK, dV values differing between the "
+                "own-summary and shared-summary launches %lld, non-finite %lld, non-zero %lld: "
+                "%s\n",
+                layer, static_cast<long long>(gradsDiffering),
+                static_cast<long long>(gradsNonFinite), static_cast<long long>(gradsNonZero),
+                backwardOk ? "ok" : "FAIL");
+    ok = ok && backwardOk;
     bool layerOk = nonFinite == 0 && relative <= 1e-2 && worstLse <= 1e-4 && differing == 0;
     std::printf("aot-documents: layer %d B=%lld H=%lld N=%lld D=%lld  rel ||O - fp64|| %.2e, "
                 "max rel |LSE - fp64| %.2e, non-finite %lld, shared-summary values differing "
@@ -213,5 +274,12 @@ int main() {
   bool refused = status == 2 && flashc_document_error()[0] != '\0';
   std::printf("aot-documents: null summary -> %d (%s): %s\n", status, flashc_document_error(),
               refused ? "ok" : "FAIL");
-  return ok && refused ? 0 : 1;
+  status = flashc_document_backward_with_summary(
+      nullptr, tensor(q), tensor(k), tensor(v), tensor(shared), sharedLse.devicePtr(),
+      tensor(outputGrad), tensor(grads[0]), tensor(grads[1]), tensor(grads[2]),
+      workspace.devicePtr(), B, H, H, N, N, docBuffer.devicePtr(), 0, 0);
+  bool backwardRefused = status == 2 && flashc_document_error()[0] != '\0';
+  std::printf("aot-documents: backward, null summary -> %d (%s): %s\n", status,
+              flashc_document_error(), backwardRefused ? "ok" : "FAIL");
+  return ok && refused && backwardRefused ? 0 : 1;
 }

@@ -117,14 +117,20 @@ struct BackwardTensors {
   /// tensor that gets none: integer tensors, or where it is not wanted).
   /// The backward overwrites them (they start from 0).
   std::vector<uint64_t> tensorGrads;
+  /// A package with a block summary: one BackwardKernel::computeBlockSummary
+  /// wrote for the same sizes, parameters and aux tensors (cache it across
+  /// the layers and heads that share the mask), or 0, and the launch
+  /// computes it into the workspace first. Must be 0 for other packages.
+  uint64_t blockSummary = 0;
 };
 
 /// The backward pass of a variant from its backward package (`flashc --bwd
 /// --emit=package`): three launches on one stream (Δ and the zeroing of
 /// the accumulators; dK, dV and the dQ/aux-gradient adds per key block; dQ
 /// to the element type), after a fourth for a package with a block summary
-/// (the summary of the backward's tiling, into the workspace: launches on
-/// two streams at once need their own workspaces anyway).
+/// that the caller did not pass (BackwardTensors::blockSummary): the
+/// summary of the backward's tiling, into the workspace (launches on two
+/// streams at once need their own workspaces anyway).
 class BackwardKernel {
 public:
   BackwardKernel(flashrt::Context &context, flashrt::KernelPackage package);
@@ -138,6 +144,22 @@ public:
   /// the backward's tiling (a package with one; flash::BlockSummaryShape's
   /// bytes, no tile order), for checks.
   static size_t blockSummaryOffset(const flashrt::KernelPackage &package, const Sizes &sizes);
+
+  /// Whether the package reads a block summary of its own tiling.
+  bool hasBlockSummary() const { return kernelPackage.blockSummary; }
+  /// Bytes of that summary at `sizes` (AttentionKernel::blockSummaryBytes
+  /// of the backward package: classes only, no tile order); 0 without one.
+  size_t blockSummaryBytes(const Sizes &sizes) const;
+  /// Classifies every (query tile, key block) of the backward's tiling into
+  /// `summary` (device memory of blockSummaryBytes(sizes) bytes) on
+  /// `stream`, for launches whose BackwardTensors::blockSummary it is: the
+  /// summary reads only the sizes, parameters and aux tensors, so one
+  /// serves every layer and head that shares the mask. Throws
+  /// InvalidArgument without a summary entry or for arguments launch()
+  /// would refuse.
+  void computeBlockSummary(flashrt::Stream &stream, const Sizes &sizes,
+                           const std::map<std::string, double> &params,
+                           const std::vector<uint64_t> &auxTensors, uint64_t summary) const;
 
   /// Throws InvalidArgument saying what is wrong with the launch.
   void validate(const Sizes &sizes, const BackwardTensors &tensors,
@@ -153,8 +175,13 @@ private:
   flashrt::Function preprocess, main, convert;
   /// A package with a block summary: its summary kernel and how many of
   /// its CTAs the GPU holds at once (its grid is one wave of them).
-  std::optional<flashrt::Function> summary;
+  std::optional<flashrt::Function> summaryFunction;
   int64_t summaryResidentCtas = 0;
+  /// Launches the summary kernel into `summary` with the launch's tensors
+  /// (none where the summary is computed for later launches).
+  void launchSummary(flashrt::Stream &stream, const BackwardTensors &tensors, const Sizes &sizes,
+                     const std::map<std::string, double> &params,
+                     const std::vector<uint64_t> &auxTensors, uint64_t summary) const;
 };
 
 class AttentionKernel {
