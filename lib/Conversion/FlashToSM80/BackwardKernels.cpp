@@ -603,12 +603,11 @@ LogicalResult BackwardEmitter::emitMain() {
     LLVM::StoreOp::create(b, loc, i64(0),
                           gepBytes(stagingBase, mul(zero.getInductionVar(), i32(8))), 8);
   }
-  Value ctaColumn = NVVM::BlockIdXOp::create(b, loc, i32Type);
-  if (columnSlices > 1) {
-    // Adjacent CTAs share a key block (its K and V are read from L2 once).
-    columnSlice = arith::RemUIOp::create(b, loc, ctaColumn, i32(columnSlices));
-    ctaColumn = arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices));
-  }
+  // Adjacent CTAs share a key block (its K and V are read from L2 once).
+  Value ctaColumn = ctaKeyColumn();
+  if (columnSlices > 1)
+    columnSlice = arith::RemUIOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
+                                         i32(columnSlices));
   Value keyTile = ctaColumn;
   if (deterministic) {
     turn = awaitedTurn = ctaColumn;
@@ -859,7 +858,7 @@ bool BackwardEmitter::awaitsOwnTurnOnly() {
   return own;
 }
 
-Value BackwardEmitter::turnOfCta() {
+Value BackwardEmitter::ctaKeyColumn() {
   Value ctaColumn = NVVM::BlockIdXOp::create(b, loc, b.getI32Type());
   return columnSlices > 1 ? arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices)).getResult()
                           : ctaColumn;

@@ -668,7 +668,7 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
   auto onFirst = [&](function_ref<void()> body) {
     onThread(threadsOf(sm80::BackwardStage::Main), body);
   };
-  Value ownTurn = writerTakesOwnTurn ? turnOfCta() : Value();
+  Value ownTurn = writerTakesOwnTurn ? ctaKeyColumn() : Value();
   // The staging tile starts free.
   syncWithWriter(kStagingFreeBarrier, /*wait=*/false);
   auto loop = scf::WhileOp::create(b, loc, TypeRange{i32Type}, ValueRange{});

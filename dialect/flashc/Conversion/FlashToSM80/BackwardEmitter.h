@@ -401,9 +401,10 @@ protected:
   /// search for the turn before the tile), so `awaitedTurn` is `turn`
   /// throughout. Decided from the IR alone, before the body is lowered.
   bool awaitsOwnTurnOnly();
-  /// The main kernel's turn (deterministic mode), recomputed from the CTA
-  /// index: blockIdx.x over the column slices.
-  mlir::Value turnOfCta();
+  /// The CTA's key column: blockIdx.x over the column slices. The main
+  /// kernel's key tile counts down from it in deterministic mode, where it
+  /// is also the CTA's turn (which the dQ writer recomputes with it).
+  mlir::Value ctaKeyColumn();
   /// Deterministic mode, for the query tile the loop's induction variable
   /// is mapped to: one past the turn of the nearest later key block whose
   /// `anyVisible` holds for the tile (the last earlier turn that adds into
