@@ -214,16 +214,8 @@ frontend::KernelOptions KernelConfig::backwardKernelOptions(std::optional<int64_
     TileChoice tile = config.backwardTileFor(variant, d);
     return std::make_pair(tile.blockRows, tile.blockCols);
   };
-  options.queryGradMarkFor = [config = *this](const frontend::Variant &variant, int64_t d) {
-    switch (config.queryGradAddsFor(variant, d)) {
-    case QueryGradAdds::KeyBlockOrder:
-      return frontend::QueryGradMark::KeyBlockOrder;
-    case QueryGradAdds::Writer:
-      return frontend::QueryGradMark::Writer;
-    case QueryGradAdds::AnyOrder:
-      break;
-    }
-    return frontend::QueryGradMark::None;
+  options.queryGradAddsFor = [config = *this](const frontend::Variant &variant, int64_t d) {
+    return config.queryGradAddsFor(variant, d);
   };
   return options;
 }

@@ -844,11 +844,12 @@ OwningOpRef<ModuleOp> frontend::emitFlashIR(MLIRContext &context, const Module &
       auto kernel = cast<flash::BackwardKernelOp>(result->getBody()->back());
       if (options.blockSummary && options.backwardBlockSummary)
         requestBlockSummary(kernel);
-      QueryGradMark mark = options.queryGradMarkFor ? options.queryGradMarkFor(variant, *headDim)
-                                                    : QueryGradMark::None;
-      if (mark == QueryGradMark::KeyBlockOrder)
+      config::QueryGradAdds adds = options.queryGradAddsFor
+                                       ? options.queryGradAddsFor(variant, *headDim)
+                                       : config::QueryGradAdds::AnyOrder;
+      if (adds == config::QueryGradAdds::KeyBlockOrder)
         kernel.setOrderedQueryGrads(true);
-      else if (mark == QueryGradMark::Writer)
+      else if (adds == config::QueryGradAdds::Writer)
         kernel.setQueryGradWriter(true);
       continue;
     }

@@ -2,6 +2,7 @@
 #ifndef FLASHC_IRGEN_IRGEN_H
 #define FLASHC_IRGEN_IRGEN_H
 
+#include "flashc/Config/KernelRules.h"
 #include "flashc/Frontend/AST.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -17,17 +18,6 @@ namespace flashc::frontend {
 /// Compile-time choices that the source leaves open. IRGen chooses no tile
 /// itself: the tools take it from the resolver (flashc/Config/KernelConfig.h,
 /// which also knows the rules), a test or the tuning key names one.
-/// How a backward kernel is marked to add dQ where determinism was not
-/// asked for.
-enum class QueryGradMark {
-  /// Neither mark: the body adds dQ in any order.
-  None,
-  /// `ordered_query_grads`: in key-block order, by the dQ writer.
-  KeyBlockOrder,
-  /// `query_grad_writer`: by the dQ writer, in any order.
-  Writer,
-};
-
 struct KernelOptions {
   /// The tile of every variant, when `tileFor` is not set.
   int64_t blockRows = 0, blockCols = 0;
@@ -47,9 +37,10 @@ struct KernelOptions {
   /// the summary of its own tiling empties and unmasks the full ones
   /// (flashc --bwd-block-summary, on by default).
   bool backwardBlockSummary = true;
-  /// Backward: how a variant's kernel is marked to add dQ; unset: never
-  /// marked.
-  std::function<QueryGradMark(const Variant &, int64_t headDim)> queryGradMarkFor;
+  /// Backward: how a variant's kernel adds dQ where determinism was not
+  /// asked for (AnyOrder: unmarked; Writer: `query_grad_writer`;
+  /// KeyBlockOrder: `ordered_query_grads`); unset: AnyOrder.
+  std::function<config::QueryGradAdds(const Variant &, int64_t headDim)> queryGradAddsFor;
   /// Forward kernels whose key range may be split at run time
   /// (`split_keys`, flash-decoding): partial O and LSE per split, merged by
   /// a combine step.
