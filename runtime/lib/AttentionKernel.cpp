@@ -183,6 +183,20 @@ void checkPagedKV(const flashrt::KernelPackage &pkg, const Sizes &sizes, const P
             "-key pages do not cover M = " + std::to_string(sizes.keyLen));
 }
 
+/// What computeBlockSummary (forward and backward) refuses: a package
+/// without a summary kernel, sizes or arguments its launch would refuse, a
+/// null summary.
+void checkSummaryRequest(const flashrt::KernelPackage &pkg, bool hasSummaryKernel,
+                         const Sizes &sizes, const std::map<std::string, double> &params,
+                         const std::vector<uint64_t> &tensors, uint64_t summary) {
+  if (!hasSummaryKernel)
+    invalid("kernel '" + pkg.kernelName + "' reads no block summary");
+  checkSizes(pkg, sizes);
+  checkArguments(pkg, params, tensors);
+  if (summary == 0)
+    invalid("the block summary of kernel '" + pkg.kernelName + "' is a null pointer");
+}
+
 /// CTAs of a package's summary kernel resident at once on the GPU.
 int64_t residentSummaryCtas(flashrt::Context &context, const flashrt::Function &summary,
                             const flashrt::PackageEntry &entry) {
@@ -543,12 +557,7 @@ void AttentionKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &
                                           const std::vector<uint64_t> &tensors,
                                           uint64_t summary) const {
   const flashrt::KernelPackage &pkg = kernelPackage;
-  if (!summaryFunction)
-    invalid("kernel '" + pkg.kernelName + "' reads no block summary");
-  checkSizes(pkg, sizes);
-  checkArguments(pkg, params, tensors);
-  if (summary == 0)
-    invalid("the block summary of kernel '" + pkg.kernelName + "' is a null pointer");
+  checkSummaryRequest(pkg, summaryFunction.has_value(), sizes, params, tensors, summary);
   // The summary kernel reads only the sizes, parameters and aux tensors of
   // the forward ABI.
   TensorRef none;
@@ -720,13 +729,8 @@ void BackwardKernel::computeBlockSummary(flashrt::Stream &stream, const Sizes &s
                                          const std::map<std::string, double> &params,
                                          const std::vector<uint64_t> &auxTensors,
                                          uint64_t summary) const {
-  const flashrt::KernelPackage &pkg = kernelPackage;
-  if (!summaryFunction)
-    invalid("kernel '" + pkg.kernelName + "' reads no block summary");
-  checkSizes(pkg, sizes);
-  checkArguments(pkg, params, auxTensors);
-  if (summary == 0)
-    invalid("the block summary of kernel '" + pkg.kernelName + "' is a null pointer");
+  checkSummaryRequest(kernelPackage, summaryFunction.has_value(), sizes, params, auxTensors,
+                      summary);
   launchSummary(stream, BackwardTensors{}, sizes, params, auxTensors, summary);
 }
 

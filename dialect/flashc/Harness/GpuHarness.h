@@ -179,6 +179,8 @@ struct BackwardValidation {
   /// Whether that launch wrote the workspace's summary (it must read the
   /// caller's instead of computing one).
   bool cachedLaunchWroteSummary = false;
+  /// The cached-summary path passed (true where there is none).
+  bool cachedSummaryPassed() const;
   /// Within the bound relatively, or (a gradient that cancels to about 0)
   /// within 1e-3 of it absolutely; never with NaN.
   bool gradientPasses(const interp::ErrorStats &stats) const;
