@@ -281,6 +281,26 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
     c << kEnterCall << collectArguments(package) << launchCall << summary << ");\n"
       << kReturnSuccess << "\n";
   };
+  // flashc_<name>_<prefix>summary_bytes and _<prefix>summary: the size of
+  // `pkg`'s summary (from the embedded package `constant`, no GPU) and its
+  // computation by the loaded kernel object `member`.
+  auto emitSummaryEntryPoints = [&](llvm::StringRef prefix, const flashrt::KernelPackage &pkg,
+                                    llvm::StringRef constant, llvm::StringRef member) {
+    c << "extern \"C\" uint64_t flashc_" << name << "_" << prefix << "summary_bytes("
+      << sizeParameters() << ") {\n"
+      << "  // The summary's size depends on the package's tile only: no GPU needed.\n"
+      << "  static const flashrt::KernelPackage package =\n"
+      << "      flashrt::KernelPackage::parse(" << constant << ");\n"
+      << "  return flashrun::AttentionKernel::blockSummaryBytes(\n"
+      << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
+      << "}\n\n"
+      << "extern \"C\" int flashc_" << name << "_" << prefix << "summary("
+      << summaryParameters(pkg) << ") {\n"
+      << kEnterCall << collectArguments(pkg) << "    state." << member
+      << ".computeBlockSummary(launchStream, {batch, heads, kv_heads, query_len, key_len},\n"
+      << "                              params, tensors, summary);\n"
+      << kReturnSuccess << "\n";
+  };
   emitLaunchBody("");
   if (package.blockSummary) {
     c << "extern \"C\" int flashc_" << name << "_launch_with_summary("
@@ -290,21 +310,7 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
       << "_launch computes one)\";\n"
       << "    return 2;\n  }\n";
     emitLaunchBody(", summary");
-    c << "extern \"C\" uint64_t flashc_" << name << "_summary_bytes(" << sizeParameters()
-      << ") {\n"
-      << "  // The summary's size depends on the package's tile only: no GPU needed.\n"
-      << "  static const flashrt::KernelPackage package = flashrt::KernelPackage::parse(kPackage);\n"
-      << "  return flashrun::AttentionKernel::blockSummaryBytes(\n"
-      << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
-      << "}\n\n"
-      << "extern \"C\" int flashc_" << name << "_summary(" << summaryParameters(package)
-      << ") {\n"
-      << kEnterCall
-      << collectArguments(package)
-      << "    state.kernel.computeBlockSummary(launchStream, {batch, heads, kv_heads, query_len, "
-         "key_len},\n"
-      << "                                     params, tensors, summary);\n"
-      << kReturnSuccess << "\n";
+    emitSummaryEntryPoints("", package, "kPackage", "kernel");
   }
   if (backward) {
     auto emitBackwardBody = [&](llvm::StringRef summary) {
@@ -341,21 +347,7 @@ AOTSources flashc::generateAOTSources(const flashrt::KernelPackage &package,
         << "_backward computes one)\";\n"
         << "    return 2;\n  }\n";
       emitBackwardBody("summary");
-      c << "extern \"C\" uint64_t flashc_" << name << "_backward_summary_bytes("
-        << sizeParameters() << ") {\n"
-        << "  // The summary's size depends on the package's tile only: no GPU needed.\n"
-        << "  static const flashrt::KernelPackage package =\n"
-        << "      flashrt::KernelPackage::parse(kBackwardPackage);\n"
-        << "  return flashrun::AttentionKernel::blockSummaryBytes(\n"
-        << "      package, {batch, heads, kv_heads, query_len, key_len});\n"
-        << "}\n\n"
-        << "extern \"C\" int flashc_" << name << "_backward_summary("
-        << summaryParameters(*backward) << ") {\n"
-        << kEnterCall << collectArguments(*backward)
-        << "    state.backward.computeBlockSummary(launchStream, {batch, heads, kv_heads, "
-           "query_len, key_len},\n"
-        << "                                       params, tensors, summary);\n"
-        << kReturnSuccess << "\n";
+      emitSummaryEntryPoints("backward_", *backward, "kBackwardPackage", "backward");
     }
   }
   c << "extern \"C\" const char *flashc_" << name << "_error(void) { return lastError.c_str(); }\n";
