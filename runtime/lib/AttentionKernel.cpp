@@ -211,21 +211,21 @@ flashrt::Dim3 summaryGrid(const flashrt::KernelPackage &pkg, const Sizes &sizes,
                           int64_t residentCtas) {
   unsigned rows = static_cast<unsigned>((pkg.summaryPerBatch ? sizes.batch : 1) *
                                         (pkg.summaryPerHead ? sizes.heads : 1));
-  // One key block per thread of the summary kernel's CTA and round.
+  // One key block per warp of the summary kernel's CTA.
   const flashrt::PackageEntry &entry = *pkg.entry("summary");
-  int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock, 1);
+  int64_t keyBlocksPerCta = std::max<int64_t>(entry.threadsPerBlock / 32, 1);
   int64_t keyBlocks = (sizes.keyLen + pkg.blockCols - 1) / pkg.blockCols;
   int64_t queryTiles = (sizes.queryLen + pkg.blockRows - 1) / pkg.blockRows;
-  // The CTAs of a query tile take its rounds of key blocks in turn: one
-  // wave of resident CTAs in all, at most one per round. Each CTA is short
+  // The CTAs of a query tile take its groups of key blocks in turn: one
+  // wave of resident CTAs in all, at most one per group. Each CTA is short
   // and bound by latency, so the launch's dispatch and a partial second
-  // wave cost more than the rounds a CTA loops over (H200, documents at
-  // 16k, when a CTA took 4 key blocks at a time: one wave 5-7% faster than
-  // 4096 CTAs: bench/results/2026-12-04e-h200-summary).
-  int64_t keyRounds = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
+  // wave cost more than the groups a CTA loops over (H200, documents at
+  // 16k: one wave 5-7% faster than 4096 CTAs, at 32k within 3%; 8192 and
+  // 16384 CTAs slower everywhere: bench/results/2026-12-04e-h200-summary).
+  int64_t keyGroups = std::max<int64_t>((keyBlocks + keyBlocksPerCta - 1) / keyBlocksPerCta, 1);
   int64_t entries = static_cast<int64_t>(rows) * queryTiles;
   int64_t ctasPerTile =
-      std::clamp<int64_t>(std::max<int64_t>(residentCtas, 1) / entries, 1, keyRounds);
+      std::clamp<int64_t>(std::max<int64_t>(residentCtas, 1) / entries, 1, keyGroups);
   return flashrt::Dim3(static_cast<unsigned>(ctasPerTile), static_cast<unsigned>(queryTiles),
                        rows);
 }

@@ -3,20 +3,16 @@
 // A flash.kernel with a #flash.block_summary gets a second GPU kernel,
 // `<name>_summary`, launched before it over (CTAs per query tile,
 // ceil(N / Br), summary batches x heads) CTAs of four warps; the CTAs of a
-// query tile take its rounds of 128 key blocks in turn, one key block per
-// thread. First every thread runs the mask's interval analysis
-// (MaskIntervals.h) on its own block, with the range of every aux tensor
-// element the mask reads, reduced over the tile's indices (doc[b, i]: the
-// min and max document id of the tile's rows): sorted document ids, a key
-// length or a causal edge decide most tiles this way. A range over the
-// query tile's rows is reduced once per CTA; one over the thread's keys is
-// reduced by its warp for all 32 lanes in turn (coalesced loads, a few
-// lanes' boxes in flight at once), so the analysis itself runs once per
-// tile, not once per lane of a warp that holds one tile. Then the blocks
-// the intervals left undecided are listed in shared memory and each warp
-// evaluates the mask on every element of one of them at a time (border
-// first; one vote.any and one vote.all give the byte the main kernel's
-// flash.block_class reads). Both paths give the exact class of the tile's
+// query tile take its groups of four key blocks in turn, one key block per
+// warp. First each warp runs the mask's interval
+// analysis (MaskIntervals.h) with the range of every aux tensor element the
+// mask reads, reduced over the tile's indices (doc[b, i]: the min and max
+// document id of the tile's rows): sorted document ids, a key length or a
+// causal edge decide most tiles this way, each for a few loads per lane.
+// Then the CTA evaluates the mask on every element of each tile the
+// intervals left undecided, each thread walking its columns down the rows,
+// and one bar.red.or and one bar.red.and give the byte the main kernel's
+// flash.block_class reads. Both paths give the exact class of the tile's
 // elements inside the problem.
 //
 // Last, the tile order: each CTA adds its blocks' cost (1 per non-empty
@@ -58,25 +54,17 @@ namespace {
 
 constexpr int64_t kSummaryThreads = 128;
 constexpr int64_t kSummaryWarps = kSummaryThreads / 32;
-/// Key blocks per CTA and round: one per thread.
-constexpr int64_t kKeyBlocksPerRound = kSummaryThreads;
+/// Key blocks per CTA: one per warp while the intervals decide.
+constexpr int64_t kKeyBlocksPerCta = kSummaryWarps;
 /// The longest index range of an aux tensor a warp reduces (a tile's rows
 /// or keys are 64-256); a longer one leaves the element unknown.
 constexpr int64_t kMaxRangeElements = 4096;
 /// Elements of an aux range each lane loads per step.
 constexpr int64_t kLoadsPerLane = 4;
-/// Lanes whose key ranges a warp reduces at once (their loads in flight
-/// together).
-constexpr int64_t kLaneBoxesPerStep = 4;
 /// Bins of the tile order's counting sort (flash::BlockSummaryShape::orderBin).
 constexpr int64_t kOrderBins = flash::BlockSummaryShape::kTileOrderBins;
 /// Shared memory of the sort: the bins, then a total per warp.
 constexpr int64_t kOrderSharedBytes = 4 * (kOrderBins + kSummaryWarps);
-/// Shared memory of the rounds: the count of blocks listed, the CTA's cost,
-/// then a ring of two rounds' undecided key blocks (a warp may list its
-/// next round's while another still evaluates this one's).
-constexpr int64_t kListRing = 2 * kKeyBlocksPerRound;
-constexpr int64_t kRoundSharedBytes = 16 + 4 * kListRing;
 
 class BlockSummaryEmitter : public CompanionEmitter {
 public:
@@ -93,82 +81,50 @@ private:
   /// silently when one is not a scalar op (a tile value).
   LogicalResult lowerDefinitions(ArrayRef<Value> values);
   /// The i1 facts (all visible, any visible) the interval analysis proves
-  /// on (b, h, qt, keyTile) with the aux tensors' ranges over the tile;
-  /// failure when a value cannot be lowered. `ranges` says where the aux
-  /// ranges come from; keyTile may differ between the lanes except for
-  /// Hoist.
+  /// on (b, h, qt, keyTile) with the aux tensors' ranges over the tile,
+  /// computed by this warp alone; failure when a value cannot be lowered.
+  /// `ranges` says where the aux ranges come from.
   enum class AuxRanges {
     /// Every range its type's whole range (no loads, no shuffles): what the
     /// mask's index terms alone decide.
     Unknown,
     /// Reduce the ranges whose box does not depend on the key tile into
-    /// hoistedRanges (keyTile uniform over the warp); the others stay
-    /// unknown.
+    /// hoistedRanges; the others stay unknown.
     Hoist,
-    /// The hoisted range where there is one, else each lane's own box,
-    /// reduced by the warp (laneAuxRange; every lane of the warp takes
-    /// part).
+    /// The hoisted range where there is one, else reduced here.
     Read,
   };
-  FailureOr<std::pair<Value, Value>> intervalFacts(Value keyTile,
-                                                   AuxRanges ranges = AuxRanges::Read);
-  /// Reduces, before the rounds, every aux range the analysis asks for
-  /// whose index box does not depend on the key tile (doc[b, i] over the
-  /// query tile's rows: the same for every key block of the CTA);
-  /// intervalFacts then uses them instead of loading again.
+  FailureOr<std::pair<Value, Value>> warpIntervalFacts(Value keyTile,
+                                                       AuxRanges ranges = AuxRanges::Read);
+  /// Reduces, before the loop over key groups, every aux range the
+  /// analysis asks for whose index box does not depend on the key tile
+  /// (doc[b, i] over the query tile's rows: the same for every group of
+  /// the CTA); warpIntervalFacts then uses them instead of loading again.
   LogicalResult hoistKeyInvariantRanges();
   /// The bounds of an aux range nothing is known of: an integer tensor's
   /// i32 range widened to i64, a floating-point one's [-inf, inf].
   std::pair<Value, Value> unknownRange(bool isFloat);
-  /// An aux range's index box [lo, hi], prepared for the warp's loads:
-  /// its elements inside the tensor are `count` (i32) elements
-  /// `strideBytes` (i32) apart from byte address `address` (i64);
-  /// `outside` (i1): some element of the box is outside the tensor (and
-  /// reads 0); `bounded` (i1): at most one index varies, the box has at
-  /// most kMaxRangeElements elements and its stride is below 2 GiB (else
-  /// its range is the type's whole range, and count is 0).
-  struct PreparedBox {
-    Value address, strideBytes, count, outside, bounded;
-  };
-  FailureOr<PreparedBox> prepareBox(flash::AuxLoadOp load, ArrayRef<Value> lo,
-                                    ArrayRef<Value> hi);
-  /// The [min, max] of `load`'s tensor over each box (uniform over the
-  /// warp), reduced over the warp: i64 bounds for an integer tensor, f32
-  /// for a floating-point one; the type's whole range where the box is not
-  /// bounded or an element is NaN. The boxes' first loads are issued
-  /// together.
-  FailureOr<SmallVector<std::pair<Value, Value>>> warpAuxRanges(flash::AuxLoadOp load,
-                                                                ArrayRef<PreparedBox> boxes);
-  /// The same range over each lane's own box [lo, hi]: the warp reduces
-  /// the 32 lanes' boxes kLaneBoxesPerStep at a time (each box's loads
-  /// coalesced) and each lane keeps its own.
-  FailureOr<std::pair<Value, Value>> laneAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo,
+  /// The [min, max] of `load`'s tensor over the index box [lo, hi] (i64
+  /// each, at most one index not a single value), reduced over the warp:
+  /// i64 bounds for an integer tensor, f32 for a floating-point one; the
+  /// type's whole range where the box is too long or an element is NaN.
+  FailureOr<std::pair<Value, Value>> warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo,
                                                   ArrayRef<Value> hi);
-  /// Lane `source`'s `value` (i32 or i64) in every lane.
-  Value shuffleFromLane(Value value, Value source);
   /// Stores the class (i32) of key block `keyTile` where `predicate` holds.
   void storeClass(Value keyTile, Value blockClass, Value predicate);
-  /// The exact class of the tile's elements inside the problem (the tile
-  /// uniform over the warp): the mask on the tile's border first (mixed:
-  /// partial), else on every element; each lane evaluates its share and
-  /// the warp votes.
+  /// The exact class of the tile's elements inside the problem: the mask on
+  /// the tile's border first (mixed: partial), else on every element; each
+  /// thread evaluates its share and the CTA votes.
   Value classifyElements(Value batch, Value head, Value queryTile, Value keyTile);
   /// The count of threads whose i1 `predicate` holds (bar.red.popc).
   Value ctaCount(Value predicate);
-  /// The tile order's cost of a block of class `blockClass` (i32): 1 per
-  /// non-empty block, 2 for a partial one (it evaluates the mask).
-  Value blockCost(Value blockClass);
-  /// Classifies key blocks 128·round + tid (round uniform); adds this
-  /// thread's share of their cost to `laneCost` and returns it with the
-  /// list ring's new base, or nulls on failure.
-  std::pair<Value, Value> emitKeyRound(Value round, Value keyBlocks, Value laneCost,
-                                       Value listBase);
-  /// Adds the CTA's cost (i32, thread 0's) to its query tile's counter; the
+  /// Classifies the key blocks of group `keyGroup` (one per warp); returns
+  /// their cost for the tile order (uniform i32), null on failure.
+  Value emitKeyGroup(Value keyGroup, Value keyBlocks);
+  /// Adds the CTA's cost (i32, uniform) to its query tile's counter; the
   /// last CTA of the launch sorts the tiles into the summary's order.
   LogicalResult emitTileOrder(Value counters, Value ctaCost);
 
-  /// The rounds' shared memory (kRoundSharedBytes, after the sort's).
-  Value listCount, ctaCostTotal, listRing;
   flash::MaskOp mask;
   Value batch, head, queryTile;
   /// A forward kernel's summary also orders its query tiles by cost (the
@@ -235,85 +191,30 @@ std::pair<Value, Value> BlockSummaryEmitter::unknownRange(bool isFloat) {
   return {i64(std::numeric_limits<int32_t>::min()), i64(std::numeric_limits<int32_t>::max())};
 }
 
-FailureOr<BlockSummaryEmitter::PreparedBox>
-BlockSummaryEmitter::prepareBox(flash::AuxLoadOp load, ArrayRef<Value> lo, ArrayRef<Value> hi) {
-  using P = arith::CmpIPredicate;
-  flash::AuxTensorAttr decl = signature.lookupTensor(load.getTensor());
-  if (!decl)
-    return error(load, "unknown aux tensor '") << load.getTensor() << "'";
-  if (static_cast<int64_t>(lo.size()) != decl.getRank())
-    return error(load, "index count does not match the tensor's rank");
-  Type elementType = decl.getElementType(), resultType = load.getType();
-  if (elementType != resultType && (!resultType.isF32() || !isa<FloatType>(elementType)))
-    return error(load, "aux tensor element type does not convert to the result type");
-  Value pointer = auxPointers.lookup(load.getTensor());
-  if (!pointer)
-    return error(load, "unknown aux tensor '") << load.getTensor() << "'";
-  int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
-  Type i32Type = b.getI32Type();
-  // Dense row-major: the stride of index k is the product of the sizes
-  // after it.
-  SmallVector<Value> sizes, strides(lo.size());
-  for (int64_t extent : decl.getExtents())
-    sizes.push_back(toI64(flash::AuxTensorAttr::isRole(extent)
-                              ? launchSizeOf(flash::AuxTensorAttr::decodeRole(extent))
-                              : i32(extent)));
-  Value running = i64(1);
-  for (size_t k = lo.size(); k-- > 0;) {
-    strides[k] = running;
-    running = mul(running, sizes[k]);
-  }
-  Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
-  Value varyingCount = i32(0), length = i64(1), insideLength = i64(0);
-  Value first = i64(0), stride = i64(0), outside = falseValue, empty = falseValue;
-  for (auto [k, bounds] : llvm::enumerate(llvm::zip(lo, hi))) {
-    Value low = toI64(std::get<0>(bounds)), high = toI64(std::get<1>(bounds));
-    Value differs = cmpI(P::ne, low, high);
-    varyingCount = add(varyingCount, arith::ExtUIOp::create(b, loc, i32Type, differs));
-    length = add(length, select(differs, arith::SubIOp::create(b, loc, high, low), i64(0)));
-    // The part of [low, high] inside the tensor; the rest reads 0.
-    Value last = arith::SubIOp::create(b, loc, sizes[k], i64(1));
-    Value lowInside = arith::MaxSIOp::create(b, loc, low, i64(0));
-    Value highInside = arith::MinSIOp::create(b, loc, high, last);
-    outside = arith::OrIOp::create(
-        b, loc, outside,
-        arith::OrIOp::create(b, loc, cmpI(P::slt, low, i64(0)), cmpI(P::sgt, high, last)));
-    empty = arith::OrIOp::create(b, loc, empty, cmpI(P::sgt, lowInside, highInside));
-    insideLength = add(insideLength, select(differs, arith::SubIOp::create(b, loc, highInside,
-                                                                            lowInside),
-                                            i64(0)));
-    first = add(first, mul(lowInside, strides[k]));
-    stride = add(stride, select(differs, strides[k], i64(0)));
-  }
-  PreparedBox box;
-  // A stride of 2^31 bytes or more (never in practice) leaves the range
-  // unknown: the loads' offsets stay 32-bit.
-  Value strideBytes = mul(stride, i64(elementBytes));
-  box.bounded = arith::AndIOp::create(
-      b, loc,
-      arith::AndIOp::create(b, loc, cmpI(P::ule, varyingCount, i32(1)),
-                            cmpI(P::sle, length, i64(kMaxRangeElements))),
-      cmpI(P::slt, strideBytes, i64(int64_t{1} << 31)));
-  Value loads = arith::AndIOp::create(
-      b, loc, box.bounded,
-      arith::XOrIOp::create(b, loc, empty, arith::ConstantIntOp::create(b, loc, 1, 1)));
-  box.count = select(loads, arith::TruncIOp::create(b, loc, i32Type, add(insideLength, i64(1))),
-                     i32(0));
-  // A box with nothing to load reads (and does not count) element 0.
-  Value base = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), pointer);
-  box.address = add(base, mul(select(loads, first, i64(0)), i64(elementBytes)));
-  box.strideBytes = arith::TruncIOp::create(b, loc, i32Type, strideBytes);
-  box.outside = outside;
-  return box;
-}
-
-FailureOr<SmallVector<std::pair<Value, Value>>>
-BlockSummaryEmitter::warpAuxRanges(flash::AuxLoadOp load, ArrayRef<PreparedBox> boxes) {
+FailureOr<std::pair<Value, Value>>
+BlockSummaryEmitter::warpAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, ArrayRef<Value> hi) {
   using P = arith::CmpIPredicate;
   bool isFloat = load.getType().isF32();
+  // The box's length along its one varying index (1 when none varies).
+  Value varyingCount = i32(0), length = i64(1);
+  SmallVector<Value> varies;
+  for (auto [first, last] : llvm::zip(lo, hi)) {
+    Value differs = cmpI(P::ne, first, last);
+    varies.push_back(differs);
+    varyingCount = add(varyingCount, arith::ExtUIOp::create(b, loc, b.getI32Type(), differs));
+    length = add(length, select(differs, arith::SubIOp::create(b, loc, last, first), i64(0)));
+  }
+  Value bounded = arith::AndIOp::create(b, loc, cmpI(P::ule, varyingCount, i32(1)),
+                                        cmpI(P::sle, length, i64(kMaxRangeElements)));
+  Value count = select(bounded, arith::TruncIOp::create(b, loc, b.getI32Type(), length), i32(0));
   float inf = std::numeric_limits<float>::infinity();
   Value lowest = isFloat ? f32(inf) : i32(std::numeric_limits<int32_t>::max());
   Value highest = isFloat ? f32(-inf) : i32(std::numeric_limits<int32_t>::min());
+  // Each step loads kLoadsPerLane elements per lane, independent of one
+  // another (a tile's 64-256 rows or keys in one step), instead of one
+  // dependent load per step.
+  auto elements = scf::ForOp::create(b, loc, lane, count, i32(32 * kLoadsPerLane),
+                                     ValueRange{lowest, highest});
   auto minOf = [&](Value x, Value y) -> Value {
     return isFloat ? Value(arith::MinimumFOp::create(b, loc, x, y))
                    : Value(arith::MinSIOp::create(b, loc, x, y));
@@ -322,75 +223,37 @@ BlockSummaryEmitter::warpAuxRanges(flash::AuxLoadOp load, ArrayRef<PreparedBox> 
     return isFloat ? Value(arith::MaximumFOp::create(b, loc, x, y))
                    : Value(arith::MaxSIOp::create(b, loc, x, y));
   };
-  Type elementType = signature.lookupTensor(load.getTensor()).getElementType();
-  unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
-  // Element `step` of a box folded into (least, most): past the box, the
-  // last element again (a repeat changes neither bound; a box with nothing
-  // to load is dropped below).
-  auto fold = [&](const PreparedBox &box, Value step, Value &least, Value &most) {
-    Value last = arith::MaxSIOp::create(b, loc, arith::SubIOp::create(b, loc, box.count, i32(1)),
-                                        i32(0));
-    Value offset = arith::MinUIOp::create(b, loc, step, last);
-    auto wide = [&](Value x) { return arith::ExtUIOp::create(b, loc, b.getI64Type(), x); };
-    Value address = add(box.address, mul(wide(offset), wide(box.strideBytes)));
-    Value element = LLVM::LoadOp::create(
-        b, loc, elementType,
-        LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext(), 1), address),
-        alignment, /*isVolatile=*/false, /*isNonTemporal=*/false, /*isInvariant=*/true);
-    if (elementType != load.getType())
-      element = LLVM::FPExtOp::create(b, loc, load.getType(), element);
-    least = minOf(least, element);
-    most = maxOf(most, element);
-  };
-  // The first step of every box in one straight line: kLoadsPerLane
-  // independent loads per lane and box (a tile's 64-256 rows or keys),
-  // all in flight together.
-  SmallVector<std::pair<Value, Value>> folded;
-  for (const PreparedBox &box : boxes) {
-    Value least = lowest, most = highest;
-    for (int64_t k = 0; k < kLoadsPerLane; ++k)
-      fold(box, add(lane, i32(32 * k)), least, most);
-    folded.emplace_back(least, most);
-  }
-  // Longer boxes go on in a loop.
-  for (auto [box, bounds] : llvm::zip(boxes, folded)) {
-    auto rest = scf::ForOp::create(b, loc, add(lane, i32(32 * kLoadsPerLane)), box.count,
-                                   i32(32 * kLoadsPerLane), ValueRange{bounds.first, bounds.second});
+  {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(rest.getBody());
-    Value least = rest.getRegionIterArgs()[0], most = rest.getRegionIterArgs()[1];
-    for (int64_t k = 0; k < kLoadsPerLane; ++k)
-      fold(box, add(rest.getInductionVar(), i32(32 * k)), least, most);
-    scf::YieldOp::create(b, loc, ValueRange{least, most});
-    bounds = {rest.getResult(0), rest.getResult(1)};
-  }
-  SmallVector<std::pair<Value, Value>> ranges;
-  for (auto [box, bounds] : llvm::zip(boxes, folded)) {
-    // A box with nothing to load folded element 0 in: drop it.
-    Value loaded = cmpI(P::sgt, box.count, i32(0));
-    Value least = select(loaded, bounds.first, lowest);
-    Value most = select(loaded, bounds.second, highest);
-    // Elements outside the tensor read 0.
-    Value zero = isFloat ? f32(0.0) : i32(0);
-    if (isFloat) {
-      for (int64_t laneMask = 16; laneMask >= 1; laneMask /= 2) {
-        least = minOf(least, shuffleXor(least, laneMask));
-        most = maxOf(most, shuffleXor(most, laneMask));
-      }
-      least = select(box.outside, minOf(least, zero), least);
-      most = select(box.outside, maxOf(most, zero), most);
-      // minimum/maximum propagate NaN: one NaN element makes the range
-      // unknown.
-      Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, least, most);
-      Value known = arith::AndIOp::create(
-          b, loc, box.bounded,
-          arith::XOrIOp::create(b, loc, nan, arith::ConstantIntOp::create(b, loc, 1, 1)));
-      auto [lowestBound, highestBound] = unknownRange(/*isFloat=*/true);
-      ranges.emplace_back(select(known, least, lowestBound), select(known, most, highestBound));
-      continue;
+    b.setInsertionPointToStart(elements.getBody());
+    Value least = elements.getRegionIterArgs()[0], most = elements.getRegionIterArgs()[1];
+    for (int64_t k = 0; k < kLoadsPerLane; ++k) {
+      Value step = add(elements.getInductionVar(), i32(32 * k));
+      Value inside = cmpI(P::slt, step, count);
+      // Past the box: the box's first element, not counted.
+      Value offset = select(inside, step, i32(0));
+      SmallVector<Value> indices;
+      for (auto [first, differs] : llvm::zip(lo, varies))
+        indices.push_back(add(arith::TruncIOp::create(b, loc, b.getI32Type(), first),
+                              select(differs, offset, i32(0))));
+      FailureOr<Value> element = lowerAuxLoadAt(load, indices);
+      if (failed(element))
+        return failure();
+      least = select(inside, minOf(least, *element), least);
+      most = select(inside, maxOf(most, *element), most);
     }
-    // One redux.sync each instead of five dependent shuffle-and-min steps
-    // (sm_80 and up; f32 redux needs sm_100).
+    scf::YieldOp::create(b, loc, ValueRange{least, most});
+  }
+  Value least = elements.getResult(0), most = elements.getResult(1);
+  if (isFloat) {
+    for (int64_t laneMask = 16; laneMask >= 1; laneMask /= 2) {
+      least = minOf(least, shuffleXor(least, laneMask));
+      most = maxOf(most, shuffleXor(most, laneMask));
+    }
+  } else {
+    // One redux.sync each instead of five dependent shuffle-and-min steps:
+    // the warp's range is on the summary's critical path (sm_80 and up;
+    // f32 redux needs sm_100).
     auto warpReduce = [&](Value value, NVVM::ReduxKind kind) {
       return NVVM::ReduxOp::create(b, loc, value.getType(), value,
                                    NVVM::ReduxKindAttr::get(b.getContext(), kind), i32(-1))
@@ -398,87 +261,23 @@ BlockSummaryEmitter::warpAuxRanges(flash::AuxLoadOp load, ArrayRef<PreparedBox> 
     };
     least = warpReduce(least, NVVM::ReduxKind::MIN);
     most = warpReduce(most, NVVM::ReduxKind::MAX);
-    least = select(box.outside, minOf(least, zero), least);
-    most = select(box.outside, maxOf(most, zero), most);
-    auto wide = [&](Value x) { return arith::ExtSIOp::create(b, loc, b.getI64Type(), x); };
-    auto [lowestBound, highestBound] = unknownRange(/*isFloat=*/false);
-    ranges.emplace_back(select(box.bounded, wide(least), lowestBound),
-                        select(box.bounded, wide(most), highestBound));
   }
-  return ranges;
+  if (isFloat) {
+    // minimum/maximum propagate NaN: one NaN element makes the range unknown.
+    Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, least, most);
+    Value known = arith::AndIOp::create(
+        b, loc, bounded, arith::XOrIOp::create(b, loc, nan, arith::ConstantIntOp::create(b, loc, 1, 1)));
+    auto [lowestBound, highestBound] = unknownRange(/*isFloat=*/true);
+    return std::make_pair(select(known, least, lowestBound), select(known, most, highestBound));
+  }
+  auto wide = [&](Value x) { return arith::ExtSIOp::create(b, loc, b.getI64Type(), x); };
+  auto [lowestBound, highestBound] = unknownRange(/*isFloat=*/false);
+  return std::make_pair(select(bounded, wide(least), lowestBound),
+                        select(bounded, wide(most), highestBound));
 }
 
-Value BlockSummaryEmitter::shuffleFromLane(Value value, Value source) {
-  Type i32Type = b.getI32Type();
-  auto shuffle = [&](Value word) {
-    return NVVM::ShflOp::create(b, loc, i32Type, i32(-1), word, source, i32(31),
-                                NVVM::ShflKind::idx, UnitAttr())
-        .getResult();
-  };
-  if (value.getType().isInteger(32))
-    return shuffle(value);
-  assert(value.getType().isInteger(64) && "an i32 or i64 word");
-  Type i64Type = b.getI64Type();
-  Value low = shuffle(arith::TruncIOp::create(b, loc, i32Type, value));
-  Value high = shuffle(arith::TruncIOp::create(
-      b, loc, i32Type, arith::ShRUIOp::create(b, loc, value, i64(32))));
-  return arith::OrIOp::create(
-      b, loc, arith::ExtUIOp::create(b, loc, i64Type, low),
-      arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64Type, high), i64(32)));
-}
-
-FailureOr<std::pair<Value, Value>>
-BlockSummaryEmitter::laneAuxRange(flash::AuxLoadOp load, ArrayRef<Value> lo, ArrayRef<Value> hi) {
-  static_assert(32 % kLaneBoxesPerStep == 0, "whole steps over the warp's lanes");
-  static_assert(kMaxRangeElements < (1 << 16), "a box's count fits 16 bits");
-  FailureOr<PreparedBox> own = prepareBox(load, lo, hi);
-  if (failed(own))
-    return failure();
-  // The box goes to the other lanes as its address, its stride and
-  // (count, outside, bounded) packed in one word.
-  Type i32Type = b.getI32Type();
-  auto bit = [&](Value flag, int64_t position) {
-    return arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i32Type, flag),
-                                 i32(position));
-  };
-  Value packed = arith::OrIOp::create(
-      b, loc, own->count,
-      arith::OrIOp::create(b, loc, bit(own->outside, 16), bit(own->bounded, 17)));
-  auto [lowestBound, highestBound] = unknownRange(load.getType().isF32());
-  // A bound the compilers do not see (opaque): unrolled, the steps would
-  // keep every lane's loads in flight (150 registers).
-  auto steps = scf::ForOp::create(b, loc, i32(0), opaqueValue(i32(32)), i32(kLaneBoxesPerStep),
-                                  ValueRange{lowestBound, highestBound});
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(steps.getBody());
-  Value firstLane = steps.getInductionVar();
-  SmallVector<PreparedBox> boxes;
-  for (int64_t k = 0; k < kLaneBoxesPerStep; ++k) {
-    Value source = add(firstLane, i32(k));
-    Value word = shuffleFromLane(packed, source);
-    auto flag = [&](int64_t position) {
-      return cmpI(arith::CmpIPredicate::ne,
-                  arith::AndIOp::create(b, loc, word, i32(int64_t{1} << position)), i32(0));
-    };
-    boxes.push_back({shuffleFromLane(own->address, source),
-                     shuffleFromLane(own->strideBytes, source),
-                     arith::AndIOp::create(b, loc, word, i32(0xffff)), flag(16), flag(17)});
-  }
-  FailureOr<SmallVector<std::pair<Value, Value>>> ranges = warpAuxRanges(load, boxes);
-  if (failed(ranges))
-    return failure();
-  Value least = steps.getRegionIterArgs()[0], most = steps.getRegionIterArgs()[1];
-  for (int64_t k = 0; k < kLaneBoxesPerStep; ++k) {
-    Value mine = cmpI(arith::CmpIPredicate::eq, lane, add(firstLane, i32(k)));
-    least = select(mine, (*ranges)[k].first, least);
-    most = select(mine, (*ranges)[k].second, most);
-  }
-  scf::YieldOp::create(b, loc, ValueRange{least, most});
-  return std::make_pair(steps.getResult(0), steps.getResult(1));
-}
-
-FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::intervalFacts(Value keyTile,
-                                                                      AuxRanges ranges) {
+FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::warpIntervalFacts(Value keyTile,
+                                                                          AuxRanges ranges) {
   // The analysis is emitted as arith IR into a scratch block and lowered op
   // by op; each aux range is reduced where the analysis asks for it and
   // enters the scratch IR as two placeholder constants mapped to its bounds.
@@ -535,18 +334,13 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::intervalFacts(Value keyT
       if (hoistedRanges.size() <= index)
         hoistedRanges.resize(index + 1);
       if (invariant) {
-        FailureOr<PreparedBox> box = prepareBox(load, lo, hi);
-        FailureOr<SmallVector<std::pair<Value, Value>>> reduced =
-            failed(box) ? FailureOr<SmallVector<std::pair<Value, Value>>>(failure())
-                        : warpAuxRanges(load, {*box});
-        range = failed(reduced) ? FailureOr<std::pair<Value, Value>>(failure())
-                                : FailureOr<std::pair<Value, Value>>(reduced->front());
+        range = warpAuxRange(load, lo, hi);
         if (succeeded(range))
           hoistedRanges[index] = *range;
       }
     } else if (ranges == AuxRanges::Read) {
       range = index < hoistedRanges.size() && hoistedRanges[index] ? *hoistedRanges[index]
-                                                                    : laneAuxRange(load, lo, hi);
+                                                                    : warpAuxRange(load, lo, hi);
     }
     if (failed(range)) {
       lowerFailed = true;
@@ -589,7 +383,7 @@ FailureOr<std::pair<Value, Value>> BlockSummaryEmitter::intervalFacts(Value keyT
 LogicalResult BlockSummaryEmitter::hoistKeyInvariantRanges() {
   // The analysis run once at key tile 0 for its requests' ranges; its facts
   // are dead (the loop's runs decide), so only the reductions remain.
-  return success(succeeded(intervalFacts(i32(0), AuxRanges::Hoist)));
+  return success(succeeded(warpIntervalFacts(i32(0), AuxRanges::Hoist)));
 }
 
 void BlockSummaryEmitter::storeClass(Value keyTile, Value blockClass, Value predicate) {
@@ -616,9 +410,6 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
   Value columnsInside = inside(keyLen, firstKey, config.bc);
   Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
   Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
-  auto warpVote = [&](Value predicate, NVVM::VoteSyncKind kind) {
-    return NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), i32(-1), predicate, kind).getResult();
-  };
   // The mask (i1) at (row, column) of the tile.
   auto visibleAt = [&](Value row, Value column) {
     return emitRegionElement(mask, ValueRange(), batch, head, add(firstQuery, row),
@@ -638,7 +429,7 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
   // any boundary crossing the tile reaches its border); a border all one
   // way leaves the tile to the walk below, so the class stays exact.
   int64_t borderLength = 2 * (config.br + config.bc);
-  auto probe = scf::ForOp::create(b, loc, lane, i32(borderLength), i32(32),
+  auto probe = scf::ForOp::create(b, loc, tid, i32(borderLength), i32(kSummaryThreads),
                                   ValueRange{falseValue, trueValue});
   {
     OpBuilder::InsertionGuard guard(b);
@@ -674,19 +465,19 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
     scf::YieldOp::create(b, loc, ifValid.getResults());
   }
   Value borderMixed = arith::AndIOp::create(
-      b, loc, warpVote(probe.getResult(0), NVVM::VoteSyncKind::any),
-      arith::XOrIOp::create(b, loc, warpVote(probe.getResult(1), NVVM::VoteSyncKind::all),
+      b, loc, ctaVote(probe.getResult(0), NVVM::BarrierReduction::OR),
+      arith::XOrIOp::create(b, loc, ctaVote(probe.getResult(1), NVVM::BarrierReduction::AND),
                             trueValue));
   auto ifWalk = scf::IfOp::create(b, loc, b.getI32Type(), borderMixed, /*withElseRegion=*/true);
   b.setInsertionPointToStart(ifWalk.thenBlock());
   scf::YieldOp::create(b, loc, ValueRange{i32(flash::kBlockPartial)});
   b.setInsertionPointToStart(ifWalk.elseBlock());
 
-  // Lane l takes columns l, l + 32, ... and walks each down the tile's
+  // Thread t takes columns t, t + T, ... and walks each down the tile's
   // rows inside the problem: the key side of the mask (doc[b, j], an
   // invariant load) leaves the row loop and the query side (doc[b, i]) is
   // the same address across the warp. A column at j >= M walks no rows.
-  auto columnLoop = scf::ForOp::create(b, loc, lane, i32(config.bc), i32(32),
+  auto columnLoop = scf::ForOp::create(b, loc, tid, i32(config.bc), i32(kSummaryThreads),
                                        ValueRange{falseValue, trueValue});
   {
     OpBuilder::InsertionGuard guard(b);
@@ -704,8 +495,8 @@ Value BlockSummaryEmitter::classifyElements(Value batch, Value head, Value query
     b.setInsertionPointAfter(rowLoop);
     scf::YieldOp::create(b, loc, rowLoop.getResults());
   }
-  Value any = warpVote(columnLoop.getResult(0), NVVM::VoteSyncKind::any);
-  Value all = warpVote(columnLoop.getResult(1), NVVM::VoteSyncKind::all);
+  Value any = ctaVote(columnLoop.getResult(0), NVVM::BarrierReduction::OR);
+  Value all = ctaVote(columnLoop.getResult(1), NVVM::BarrierReduction::AND);
   scf::YieldOp::create(b, loc,
                        ValueRange{select(any,
                                          select(all, i32(flash::kBlockFull),
@@ -740,11 +531,12 @@ LogicalResult BlockSummaryEmitter::emit() {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(kSummaryThreads), 1, 1}));
-  // 128 registers: a warp keeps kLaneBoxesPerStep boxes' loads in flight
-  // (at 96 the document summary spills 4 bytes), and the grid (a CTA per
-  // query tile and 128 key blocks) is far below the 4 CTAs per SM this
-  // leaves room for at N <= 16k.
-  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(128));
+  // 40 registers (allocated in eights: what a cap of 36 got too): 12 CTAs
+  // per SM instead of 8 at 64. The kernel is bound by the latency of its
+  // loads, votes and atomics, so resident warps are what hides it; a cap of
+  // 32 (16 CTAs) measured the same and spills in some variants
+  // (ptxas-examples.test checks none; at 36 the sort's held bins spilled).
+  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(40));
   // Only the aux tensors are read and only the summary (and the order's
   // counters) written.
   unsigned summaryArgument = argTypes.size() - (writesTileOrder() ? 2 : 1);
@@ -785,144 +577,122 @@ LogicalResult BlockSummaryEmitter::emit() {
   if (failed(lowerDefinitions(captured.getArrayRef())))
     return error(mask, "the block summary needs a mask region that captures scalars only");
 
-  // The CTAs of a query tile take its rounds of key blocks in turn (the
-  // runtime launches at most one wave: each CTA is short, so dispatch,
-  // not work, bounded the kernel when it had more).
+  // The CTAs of a query tile take its groups of key blocks in turn (the
+  // runtime launches fewer CTAs than groups at long N: each CTA is short,
+  // so their dispatch, not their work, bounded the kernel).
   if (failed(hoistKeyInvariantRanges()))
     return error(mask, "the block summary could not lower the mask's interval analysis");
-  Value roundShared = gepBytes(sharedMemoryBase(16),
-                               i32(writesTileOrder() ? llvm::alignTo(kOrderSharedBytes, 16) : 0));
-  listCount = roundShared;
-  ctaCostTotal = gepBytes(roundShared, i32(4));
-  listRing = gepBytes(roundShared, i32(16));
-  onFirstThread([&] {
-    LLVM::StoreOp::create(b, loc, i32(0), listCount);
-    LLVM::StoreOp::create(b, loc, i32(0), ctaCostTotal);
-  });
-  NVVM::Barrier0Op::create(b, loc);
   Value keyBlocks = ceilDiv(keyLen, config.bc);
-  auto rounds = scf::ForOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
-                                   ceilDiv(keyBlocks, kKeyBlocksPerRound),
-                                   NVVM::GridDimXOp::create(b, loc, i32Type),
-                                   ValueRange{i32(0), i32(0)});
+  auto groups = scf::ForOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
+                                   ceilDiv(keyLen, config.bc * kKeyBlocksPerCta),
+                                   NVVM::GridDimXOp::create(b, loc, i32Type), ValueRange{i32(0)});
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(rounds.getBody());
-    auto [laneCost, listBase] =
-        emitKeyRound(rounds.getInductionVar(), keyBlocks, rounds.getRegionIterArgs()[0],
-                     rounds.getRegionIterArgs()[1]);
-    if (!laneCost)
+    b.setInsertionPointToStart(groups.getBody());
+    Value cost = emitKeyGroup(groups.getInductionVar(), keyBlocks);
+    if (!cost)
       return failure();
-    scf::YieldOp::create(b, loc, ValueRange{laneCost, listBase});
+    scf::YieldOp::create(b, loc, ValueRange{add(groups.getRegionIterArgs()[0], cost)});
   }
-  if (writesTileOrder()) {
-    // The CTA's cost: each warp's sum, added in shared memory.
-    Value warpCost = NVVM::ReduxOp::create(
-        b, loc, i32Type, rounds.getResult(0),
-        NVVM::ReduxKindAttr::get(b.getContext(), NVVM::ReduxKind::ADD), i32(-1));
-    {
-      auto firstLane = scf::IfOp::create(b, loc, TypeRange(),
-                                         cmpI(arith::CmpIPredicate::eq, lane, i32(0)),
-                                         /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(firstLane.thenBlock());
-      LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, ctaCostTotal, warpCost,
-                                LLVM::AtomicOrdering::monotonic);
-    }
-    NVVM::Barrier0Op::create(b, loc);
-    Value ctaCost = LLVM::LoadOp::create(b, loc, i32Type, ctaCostTotal, 4);
-    if (failed(emitTileOrder(counters, ctaCost)))
-      return failure();
-  }
+  if (writesTileOrder() && failed(emitTileOrder(counters, groups.getResult(0))))
+    return failure();
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return success();
 }
 
-Value BlockSummaryEmitter::blockCost(Value blockClass) {
+Value BlockSummaryEmitter::emitKeyGroup(Value keyGroup, Value keyBlocks) {
   using P = arith::CmpIPredicate;
   Type i32Type = b.getI32Type();
-  return add(
-      arith::ExtUIOp::create(b, loc, i32Type, cmpI(P::ne, blockClass, i32(flash::kBlockEmpty))),
-      arith::ExtUIOp::create(b, loc, i32Type, cmpI(P::eq, blockClass, i32(flash::kBlockPartial))));
-}
-
-std::pair<Value, Value> BlockSummaryEmitter::emitKeyRound(Value round, Value keyBlocks,
-                                                          Value laneCost, Value listBase) {
-  using P = arith::CmpIPredicate;
-  Type i1Type = b.getI1Type(), i32Type = b.getI32Type();
+  Value firstKeyTile = mul(keyGroup, i32(kKeyBlocksPerCta));
   Value falseValue = arith::ConstantIntOp::create(b, loc, 0, 1);
-  Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
-  Value keyTile = add(mul(round, i32(kKeyBlocksPerRound)), tid);
-  Value inside = cmpI(P::ult, keyTile, keyBlocks);
+  Value warpKeyTile = add(firstKeyTile, warp);
+  Value warpInside = cmpI(P::ult, warpKeyTile, keyBlocks);
 
-  // The mask's index terms alone first (no loads): past a causal diagonal
-  // they leave the block empty, and a warp with no block left skips the
-  // aux ranges.
-  FailureOr<std::pair<Value, Value>> indexFacts = intervalFacts(keyTile, AuxRanges::Unknown);
-  if (failed(indexFacts))
-    return {};
-  Value mayBeVisible = arith::AndIOp::create(b, loc, inside, indexFacts->second);
-  Value warpMayBeVisible =
-      NVVM::VoteSyncOp::create(b, loc, i1Type, i32(-1), mayBeVisible, NVVM::VoteSyncKind::any)
-          .getResult();
-  auto ifRanges = scf::IfOp::create(b, loc, TypeRange{i1Type, i1Type}, warpMayBeVisible,
+  // Phase 0: where the mask's index terms alone leave all of the CTA's key
+  // blocks empty (past a causal diagonal: half the grid of a causal mask),
+  // each warp stores its block's byte and the CTA goes on to its next
+  // group, without aux loads. Every thread computes the same decision.
+  Value mayBeVisible = falseValue;
+  for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
+    Value keyTile = add(firstKeyTile, i32(slot));
+    FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(keyTile, AuxRanges::Unknown);
+    if (failed(facts))
+      return {};
+    mayBeVisible = arith::OrIOp::create(
+        b, loc, mayBeVisible,
+        arith::AndIOp::create(b, loc, cmpI(P::ult, keyTile, keyBlocks), facts->second));
+  }
+  auto ifMayBeVisible = scf::IfOp::create(b, loc, b.getI1Type(), mayBeVisible,
+                                          /*withElseRegion=*/true);
+  b.setInsertionPointToStart(ifMayBeVisible.elseBlock());
+  storeClass(warpKeyTile, i32(flash::kBlockEmpty),
+             arith::AndIOp::create(b, loc, warpInside, cmpI(P::eq, lane, i32(0))));
+  scf::YieldOp::create(b, loc, ValueRange{falseValue});
+  b.setInsertionPointToStart(ifMayBeVisible.thenBlock());
+
+  // Phase 1: warp w decides key block firstKeyTile + w by its intervals.
+  auto ifInside = scf::IfOp::create(b, loc, TypeRange{b.getI1Type(), i32Type}, warpInside,
                                     /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifRanges.thenBlock());
-    FailureOr<std::pair<Value, Value>> facts = intervalFacts(keyTile);
+    b.setInsertionPointToStart(ifInside.thenBlock());
+    FailureOr<std::pair<Value, Value>> facts = warpIntervalFacts(warpKeyTile);
     if (failed(facts))
       return {};
-    scf::YieldOp::create(b, loc, ValueRange{facts->first, facts->second});
-    b.setInsertionPointToStart(ifRanges.elseBlock());
-    scf::YieldOp::create(b, loc, ValueRange{falseValue, falseValue});
-  }
-  Value allVisible = arith::AndIOp::create(b, loc, mayBeVisible, ifRanges.getResult(0));
-  Value anyVisible = arith::AndIOp::create(b, loc, mayBeVisible, ifRanges.getResult(1));
-  Value decided = arith::OrIOp::create(b, loc, allVisible,
-                                       arith::XOrIOp::create(b, loc, anyVisible, trueValue));
-  Value decidedClass = select(allVisible, i32(flash::kBlockFull), i32(flash::kBlockEmpty));
-  Value decidedInside = arith::AndIOp::create(b, loc, inside, decided);
-  storeClass(keyTile, decidedClass, decidedInside);
-  laneCost = add(laneCost, select(decidedInside, blockCost(decidedClass), i32(0)));
-
-  // The blocks the intervals left undecided go on the list (a ring of two
-  // rounds); one barrier publishes it and counts them.
-  Value undecided = arith::AndIOp::create(b, loc, inside,
-                                          arith::XOrIOp::create(b, loc, decided, trueValue));
-  {
-    auto ifList = scf::IfOp::create(b, loc, TypeRange(), undecided, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifList.thenBlock());
-    Value slot = LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, listCount, i32(1),
-                                           LLVM::AtomicOrdering::monotonic);
-    Value entry = arith::AndIOp::create(b, loc, slot, i32(kListRing - 1));
-    LLVM::StoreOp::create(b, loc, keyTile, gepElements(listRing, toI64(entry), i32Type));
-  }
-  Value listed = ctaCount(undecided);
-
-  // Warp w evaluates listed blocks w, w + 4, ...: their elements, border
-  // first. Its lane 0 stores the class and counts the cost.
-  auto evaluations = scf::ForOp::create(b, loc, warp, listed, i32(kSummaryWarps),
-                                        ValueRange{laneCost});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(evaluations.getBody());
-    static_assert((kListRing & (kListRing - 1)) == 0, "a power-of-two ring");
-    Value entry = arith::AndIOp::create(b, loc, add(listBase, evaluations.getInductionVar()),
-                                        i32(kListRing - 1));
-    Value listedTile =
-        LLVM::LoadOp::create(b, loc, i32Type, gepElements(listRing, toI64(entry), i32Type), 4);
-    Value blockClass = classifyElements(batch, head, queryTile, listedTile);
-    if (!blockClass)
-      return {};
-    Value firstLane = cmpI(P::eq, lane, i32(0));
-    storeClass(listedTile, blockClass, firstLane);
+    auto [allVisible, anyVisible] = *facts;
+    Value empty =
+        arith::XOrIOp::create(b, loc, anyVisible, arith::ConstantIntOp::create(b, loc, 1, 1));
+    Value decided = arith::OrIOp::create(b, loc, allVisible, empty);
+    Value decidedClass = select(allVisible, i32(flash::kBlockFull), i32(flash::kBlockEmpty));
+    storeClass(warpKeyTile, decidedClass,
+               arith::AndIOp::create(b, loc, decided, cmpI(P::eq, lane, i32(0))));
+    Value trueValue = arith::ConstantIntOp::create(b, loc, 1, 1);
     scf::YieldOp::create(b, loc,
-                         ValueRange{add(evaluations.getRegionIterArgs()[0],
-                                        select(firstLane, blockCost(blockClass), i32(0)))});
+                         ValueRange{arith::XOrIOp::create(b, loc, decided, trueValue), decidedClass});
+    b.setInsertionPointToStart(ifInside.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange{falseValue, i32(flash::kBlockEmpty)});
   }
-  return {evaluations.getResult(0), add(listBase, listed)};
+  Value undecided = ifInside.getResult(0);
+
+  // Phase 2: the CTA evaluates the elements of each undecided block. One
+  // barrier tells every thread which warps' blocks are undecided: lane l of
+  // warp w votes when its block is undecided and l < 2^w, so the count of
+  // votes (bar.red.popc) is the bit mask of those warps.
+  static_assert(kKeyBlocksPerCta <= 6, "2^w voting lanes of a warp of 32");
+  Value votes = arith::AndIOp::create(
+      b, loc, undecided, cmpI(P::ult, lane, arith::ShLIOp::create(b, loc, i32(1), warp)));
+  Value undecidedWarps = ctaCount(votes);
+  Value warpClass = ifInside.getResult(1);
+  for (int64_t slot = 0; slot < kKeyBlocksPerCta; ++slot) {
+    Value anyUndecided =
+        cmpI(P::ne, arith::AndIOp::create(b, loc, undecidedWarps, i32(int64_t{1} << slot)),
+             i32(0));
+    auto ifEvaluate = scf::IfOp::create(b, loc, i32Type, anyUndecided, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifEvaluate.thenBlock());
+      Value keyTile = add(firstKeyTile, i32(slot));
+      Value blockClass = classifyElements(batch, head, queryTile, keyTile);
+      if (!blockClass)
+        return {};
+      storeClass(keyTile, blockClass, cmpI(P::eq, tid, i32(0)));
+      scf::YieldOp::create(b, loc, ValueRange{blockClass});
+      b.setInsertionPointToStart(ifEvaluate.elseBlock());
+      scf::YieldOp::create(b, loc, ValueRange{i32(flash::kBlockEmpty)});
+    }
+    // The class every thread of warp `slot` now knows for its block.
+    warpClass = select(arith::AndIOp::create(b, loc, undecided, cmpI(P::eq, warp, i32(slot))),
+                       ifEvaluate.getResult(0), warpClass);
+  }
+  // The block's cost for the schedule: 1 per non-empty block, 2 for a
+  // partial one (it evaluates the mask); lanes below the cost vote.
+  Value cost = add(arith::ExtUIOp::create(b, loc, i32Type,
+                                          cmpI(P::ne, warpClass, i32(flash::kBlockEmpty))),
+                   arith::ExtUIOp::create(b, loc, i32Type,
+                                          cmpI(P::eq, warpClass, i32(flash::kBlockPartial))));
+  scf::YieldOp::create(b, loc, ValueRange{cmpI(P::ult, lane, cost)});
+  b.setInsertionPointAfter(ifMayBeVisible);
+  return writesTileOrder() ? ctaCount(ifMayBeVisible.getResult(0)) : i32(0);
 }
 
 Value BlockSummaryEmitter::ctaCount(Value predicate) {
@@ -968,8 +738,9 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
                       NVVM::BlockIdYOp::create(b, loc, i32Type));
     Value increment = arith::OrIOp::create(b, loc, i64(int64_t{1} << 32),
                                            arith::ExtUIOp::create(b, loc, i64Type, ctaCost));
-    // One CTA per entry (the usual grid: a CTA takes 128 key blocks per
-    // round) is its entry's last without the atomic's round trip.
+    // An entry with one CTA (short N: fewer key groups than the wave has
+    // room for per query tile) is its own last without the atomic's round
+    // trip.
     auto ifShared = scf::IfOp::create(b, loc, i64Type, cmpI(P::ugt, ctasPerEntry, i32(1)),
                                       /*withElseRegion=*/true);
     b.setInsertionPointToStart(ifShared.thenBlock());
@@ -1116,8 +887,5 @@ flash::LaunchAttr lowering::emitBlockSummaryKernel(flash::KernelSignature kernel
   BlockSummaryEmitter emitter(kernel, config, gpuModule, passName);
   LogicalResult emitted = emitter.emit();
   return emitter.launchFacts(emitted, gemm, flash::GridKind::BlockSummary, kSummaryThreads,
-                             (isa<flash::KernelOp>(kernel.getOperation())
-                                  ? llvm::alignTo(kOrderSharedBytes, 16)
-                                  : 0) +
-                                 kRoundSharedBytes);
+                             isa<flash::KernelOp>(kernel.getOperation()) ? kOrderSharedBytes : 0);
 }
