@@ -531,12 +531,11 @@ LogicalResult BlockSummaryEmitter::emit() {
   func->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getReqntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(kSummaryThreads), 1, 1}));
-  // 40 registers (allocated in eights: what a cap of 36 got too): 12 CTAs
-  // per SM instead of 8 at 64. The kernel is bound by the latency of its
-  // loads, votes and atomics, so resident warps are what hides it; a cap of
-  // 32 (16 CTAs) measured the same and spills in some variants
-  // (ptxas-examples.test checks none; at 36 the sort's held bins spilled).
-  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(40));
+  // 36 registers (40 allocated): 12 CTAs per SM instead of 8 at 64. The
+  // kernel is bound by the latency of its loads, votes and atomics, so
+  // resident warps are what hides it; a cap of 32 (16 CTAs) measured the
+  // same and spills in some variants (ptxas-examples.test checks none).
+  func->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(), b.getI32IntegerAttr(36));
   // Only the aux tensors are read and only the summary (and the order's
   // counters) written.
   unsigned summaryArgument = argTypes.size() - (writesTileOrder() ? 2 : 1);
@@ -722,9 +721,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
     return LLVM::IntToPtrOp::create(b, loc, counters.getType(), address).getResult();
   };
 
-  // Thread 0 adds (1 CTA, its cost) to its entry in one relaxed atomic
-  // where the entry has several CTAs: no fence, and the atomic alone says
-  // who is the entry's last (a
+  // Thread 0 adds (1 CTA, its cost) to its entry in one relaxed atomic:
+  // no fence, and the atomic alone says who is the entry's last (a
   // single-location count, with a fence per CTA, cost the summary 6-20 us
   // at N = 8k-32k). The entry's last CTA stores the entry's cost and
   // counts the entry done (acq_rel: after its store, and the launch's last
@@ -738,19 +736,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
                       NVVM::BlockIdYOp::create(b, loc, i32Type));
     Value increment = arith::OrIOp::create(b, loc, i64(int64_t{1} << 32),
                                            arith::ExtUIOp::create(b, loc, i64Type, ctaCost));
-    // An entry with one CTA (short N: fewer key groups than the wave has
-    // room for per query tile) is its own last without the atomic's round
-    // trip.
-    auto ifShared = scf::IfOp::create(b, loc, i64Type, cmpI(P::ugt, ctasPerEntry, i32(1)),
-                                      /*withElseRegion=*/true);
-    b.setInsertionPointToStart(ifShared.thenBlock());
-    scf::YieldOp::create(b, loc,
-                         emitAsmValue(i64Type, "atom.relaxed.gpu.global.add.u64 $0, [$1], $2;",
-                                      "=l,l,l", ValueRange{packedAt(entry), increment}));
-    b.setInsertionPointToStart(ifShared.elseBlock());
-    scf::YieldOp::create(b, loc, i64(0));
-    b.setInsertionPointAfter(ifShared);
-    Value before = ifShared.getResult(0);
+    Value before = emitAsmValue(i64Type, "atom.relaxed.gpu.global.add.u64 $0, [$1], $2;",
+                                "=l,l,l", ValueRange{packedAt(entry), increment});
     Value ctasBefore = arith::TruncIOp::create(
         b, loc, i32Type, arith::ShRUIOp::create(b, loc, before, i64(32)));
     auto ifEntryDone = scf::IfOp::create(
@@ -805,42 +792,20 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
     return LLVM::LoadOp::create(b, loc, i32Type, pointerTo(costAt(index)), 4, /*isVolatile=*/true)
         .getResult();
   };
+  auto forEachEntry = [&](function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, loc, tid, entries, i32(kSummaryThreads));
+    OpBuilder::InsertionGuard loopGuard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVar());
+  };
   auto atomicAdd = [&](Value index, Value value) {
     return LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, sharedWord(index), value,
                                      LLVM::AtomicOrdering::monotonic)
         .getResult();
   };
-  // Each thread's first kHeldEntries entries keep their bins in registers
-  // from the histogram to the scatter (their costs loaded together: one
-  // round trip on the launch's tail, not two); entries past 128 x
-  // kHeldEntries load theirs again.
-  constexpr int64_t kHeldEntries = 4;
-  SmallVector<Value> heldIndex, heldInside, heldBin;
-  for (int64_t k = 0; k < kHeldEntries; ++k) {
-    Value index = add(tid, i32(kSummaryThreads * k));
-    Value inside = cmpI(P::ult, index, entries);
-    heldIndex.push_back(index);
-    heldInside.push_back(inside);
-    heldBin.push_back(binOf(costOf(select(inside, index, i32(0)))));
-  }
-  // `body(index, bin)` for every entry of this thread.
-  auto forEachEntry = [&](function_ref<void(Value, Value)> body) {
-    for (int64_t k = 0; k < kHeldEntries; ++k) {
-      auto ifInside = scf::IfOp::create(b, loc, TypeRange(), heldInside[k],
-                                        /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard heldGuard(b);
-      b.setInsertionPointToStart(ifInside.thenBlock());
-      body(heldIndex[k], heldBin[k]);
-    }
-    auto loop = scf::ForOp::create(b, loc, add(tid, i32(kSummaryThreads * kHeldEntries)),
-                                   entries, i32(kSummaryThreads));
-    OpBuilder::InsertionGuard loopGuard(b);
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    body(loop.getInductionVar(), binOf(costOf(loop.getInductionVar())));
-  };
   storeShared(tid, i32(0));
   NVVM::Barrier0Op::create(b, loc);
-  forEachEntry([&](Value, Value bin) { atomicAdd(bin, i32(1)); });
+  forEachEntry([&](Value index) { atomicAdd(binOf(costOf(index)), i32(1)); });
   NVVM::Barrier0Op::create(b, loc);
   // Exclusive scan of the bins: within each warp by shuffles, then the
   // warps' totals (after the bins in shared memory).
@@ -866,8 +831,8 @@ LogicalResult BlockSummaryEmitter::emitTileOrder(Value counters, Value ctaCost) 
   storeShared(tid, start);
   NVVM::Barrier0Op::create(b, loc);
   Value order = blockSummaryOrder(kernel.getBlockSummaryAttr());
-  forEachEntry([&](Value index, Value bin) {
-    Value slot = atomicAdd(bin, i32(1));
+  forEachEntry([&](Value index) {
+    Value slot = atomicAdd(binOf(costOf(index)), i32(1));
     LLVM::StoreOp::create(b, loc, index, gepElements(order, toI64(slot), i32Type));
     // Every counter back to zero, the costs too: the next launch may have
     // another entry count, so another layout over the same buffer.
