@@ -350,6 +350,10 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
                      "dQ writer awaits the CTA's own");
   acquireCopies();
   storeScoreGrads((*ds)->regs);
+  // Three stages: the next tile's copies (issued a tile ago) are acquired
+  // by the barrier below too.
+  if (copiesAfterScoreGrads)
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
   fenceSharedWrites();
   // Deterministic: this CTA's turn at the tile first (the barrier below
   // tells every thread), unless thread 0 alone adds the tile: then
@@ -360,12 +364,16 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
     std::swap(lock, oneThreadLock);
   if (lock)
     waitForTurn(lock);
-  awaitQueryGradReads();
-  syncBodyThreads();
+  if (!awaitQueryGradReads() || mergeBarriers < 1)
+    syncBodyThreads();
   sharedReadSinceCopy = true;
   Value accumTile = queryGradAccumTile(batch, head, queryTile, columnSlice);
   addQueryGrads((*key)->smem, queryTile, accumTile, f32(op.getScale().convertToFloat()),
                 oneThreadLock);
+  // Every thread is past the previous tile's GEMMs (the barrier above):
+  // the tile after next goes into their stage. Issued once dQ is staged,
+  // where the fewest accumulators are live.
+  issueCopiesAfterScoreGrads(/*acquireNext=*/false);
   if (lock) {
     // Every add of this CTA is visible before the next turn's CTA may
     // start its own.

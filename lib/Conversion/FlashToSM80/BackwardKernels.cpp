@@ -94,15 +94,18 @@ int64_t BackwardEmitter::sharedBytesOf(BackwardStage s) const {
 }
 
 int64_t BackwardEmitter::queryStages() const {
-  return llvm::alignTo(mainSharedBytes(2), 16) + rowStatBytes(2) + stagingBytes() <=
-                 kMaxSharedBytes
-             ? 2
-             : 1;
+  auto fits = [&](int64_t stages) {
+    return llvm::alignTo(mainSharedBytes(stages), 16) + rowStatBytes(stages) + stagingBytes() <=
+           kMaxSharedBytes;
+  };
+  if (mergeBarriers >= 3 && fits(3))
+    return 3;
+  return fits(2) ? 2 : 1;
 }
 
 int64_t BackwardEmitter::rowStatBytes(int64_t stages) const {
   // Two statistics (LSE, Δ) per stage; only the pipelined loop stages them.
-  return stages == 2 ? 2 * 2 * config.br * 4 : 0;
+  return stages >= 2 ? stages * 2 * config.br * 4 : 0;
 }
 
 Value BackwardEmitter::rowStatBuffer(int64_t slot, Value stage) {
@@ -586,7 +589,6 @@ LogicalResult BackwardEmitter::emitConvert() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult BackwardEmitter::emitMain() {
-  Type i32Type = b.getI32Type();
   assignSharedBuffers();
   splitBodyThreads();
   int64_t rowStatOffset = llvm::alignTo(mainSharedBytes(queryStages()), 16);
@@ -606,8 +608,7 @@ LogicalResult BackwardEmitter::emitMain() {
   // Adjacent CTAs share a key block (its K and V are read from L2 once).
   Value ctaColumn = ctaKeyColumn();
   if (columnSlices > 1)
-    columnSlice = arith::RemUIOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
-                                         i32(columnSlices));
+    columnSlice = arith::RemUIOp::create(b, loc, ctaCoordinate(0), i32(columnSlices));
   Value keyTile = ctaColumn;
   if (deterministic) {
     turn = awaitedTurn = ctaColumn;
@@ -616,8 +617,8 @@ LogicalResult BackwardEmitter::emitMain() {
                                     ctaColumn);
   }
   scalars.map(kernel.getKeyTile(), keyTile);
-  scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
-  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
+  scalars.map(kernel.getKvHead(), ctaCoordinate(1));
+  scalars.map(kernel.getBatch(), ctaCoordinate(2));
   if (failed(lowerBlock(kernel.getMainBlock())))
     return failure();
   // No copy may be in flight when the CTA exits (every query tile skipped).
@@ -858,8 +859,44 @@ bool BackwardEmitter::awaitsOwnTurnOnly() {
   return own;
 }
 
+Value BackwardEmitter::ctaCoordinate(int64_t dim) {
+  Type i32Type = b.getI32Type();
+  if (headGroup <= 1) {
+    if (dim == 0)
+      return NVVM::BlockIdXOp::create(b, loc, i32Type);
+    if (dim == 1)
+      return NVVM::BlockIdYOp::create(b, loc, i32Type);
+    return NVVM::BlockIdZOp::create(b, loc, i32Type);
+  }
+  Value x = NVVM::BlockIdXOp::create(b, loc, i32Type), y = NVVM::BlockIdYOp::create(b, loc, i32Type),
+        z = NVVM::BlockIdZOp::create(b, loc, i32Type);
+  // The hardware starts CTAs in launch order (x fastest). Key column x of
+  // (b, h) goes to launch position x·g + (pair - first) of its group of g
+  // (b, h) pairs, so under a causal mask g pairs' long key blocks start
+  // together instead of one (b, h) after another. Each pair's columns keep
+  // their order (the deterministic turns of column c wait for column c - 1,
+  // launched before it).
+  Value columns = NVVM::GridDimXOp::create(b, loc, i32Type),
+        heads = NVVM::GridDimYOp::create(b, loc, i32Type),
+        batches = NVVM::GridDimZOp::create(b, loc, i32Type);
+  Value pairs = mul(heads, batches);
+  Value position = add(x, mul(columns, add(y, mul(heads, z))));
+  Value groupCtas = mul(columns, i32(headGroup));
+  Value group = arith::DivUIOp::create(b, loc, position, groupCtas);
+  Value first = mul(group, i32(headGroup));
+  Value inGroup = arith::MinUIOp::create(b, loc, i32(headGroup),
+                                         arith::SubIOp::create(b, loc, pairs, first));
+  Value offset = arith::SubIOp::create(b, loc, position, mul(group, groupCtas));
+  Value pair = add(first, arith::RemUIOp::create(b, loc, offset, inGroup));
+  if (dim == 0)
+    return arith::DivUIOp::create(b, loc, offset, inGroup);
+  if (dim == 1)
+    return arith::RemUIOp::create(b, loc, pair, heads);
+  return arith::DivUIOp::create(b, loc, pair, heads);
+}
+
 Value BackwardEmitter::ctaKeyColumn() {
-  Value ctaColumn = NVVM::BlockIdXOp::create(b, loc, b.getI32Type());
+  Value ctaColumn = ctaCoordinate(0);
   return columnSlices > 1 ? arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices)).getResult()
                           : ctaColumn;
 }
@@ -985,9 +1022,36 @@ LogicalResult BackwardEmitter::lowerQueryTileBody(scf::ForOp loop,
     return failure();
   prefetched.clear();
   prefetchedStatBuffers.clear();
+  prefetchAcquired = false;
   groupsInFlight = 0;
+  if (copiesAfterScoreGrads)
+    return error(loop, "internal error: the tile after next was never copied");
   flatten(cast<scf::YieldOp>(loop.getBody()->getTerminator()).getOperands(), yielded);
   return success();
+}
+
+bool BackwardEmitter::addsQueryGradsOnce(scf::ForOp loop) {
+  int64_t adds = 0;
+  bool inBody = true;
+  loop.getBody()->walk([&](flash::QueryGradAddOp add) {
+    ++adds;
+    inBody &= add->getBlock() == loop.getBody();
+  });
+  return adds == 1 && inBody;
+}
+
+void BackwardEmitter::issueCopiesAfterScoreGrads(bool acquireNext) {
+  if (!copiesAfterScoreGrads)
+    return;
+  DeferredCopies copies = std::move(*copiesAfterScoreGrads);
+  copiesAfterScoreGrads.reset();
+  if (acquireNext) {
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+    fenceSharedWrites();
+    syncBodyThreads();
+  }
+  auto [tile, stage, predicate] = copies.next();
+  issueRowCopies(copies.copies, tile, stage, predicate);
 }
 
 void BackwardEmitter::prefetchIntoOtherStage(
@@ -999,6 +1063,15 @@ void BackwardEmitter::prefetchIntoOtherStage(
     prefetched[op] = stageBuffer(rowTensorOf(op).smem, stage);
   for (auto [slot, stat] : llvm::enumerate(prefetchedStats))
     prefetchedStatBuffers[stat] = rowStatBuffer(slot, stage);
+  // mergeBarriers >= 2: this tile's copies, issued a tile ago, are
+  // acquired by the barrier below instead of a second one before the
+  // first GEMM.
+  if (mergeBarriers >= 2) {
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+    fenceSharedWrites();
+    copiesPending = false;
+    prefetchAcquired = true;
+  }
   // Every thread is past the previous tile's GEMMs, which read the other
   // stage (and dSᵀ).
   syncBodyThreads();
@@ -1070,11 +1143,32 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   // Q and dO of the next query tile are copied into the other stage while
   // this one's GEMMs run (FlashAttention-2's software pipelining).
   SmallVector<Operation *> prefetch = prefetchableCopies(loop);
+  // Three stages (mergeBarriers >= 3): the tile after next is copied right
+  // after the barrier that publishes dSᵀ, which also acquires the next
+  // tile's copies, so that a tile starts without a barrier.
+  bool copiesAtScoreGradBarrier =
+      !prefetch.empty() && queryStages() == 3 && addsQueryGradsOnce(loop);
+  auto stageOf = [&](Value ordinal) -> Value {
+    // Opaque: LLVM would otherwise strength-reduce every stage offset into
+    // a register of its own carried across the loop.
+    if (copiesAtScoreGradBarrier)
+      return arith::RemUIOp::create(b, loc, opaqueValue(ordinal), i32(3));
+    return arith::AndIOp::create(b, loc, ordinal, i32(1));
+  };
   if (!prefetch.empty()) {
     // An earlier loop's GEMMs may still read the stage.
     syncBodyThreads();
-    issueRowCopies(prefetch, tileAt(lower), arith::AndIOp::create(b, loc, lower, i32(1)),
-                   copiesTile(lower));
+    issueRowCopies(prefetch, tileAt(lower), stageOf(lower), copiesTile(lower));
+    if (copiesAtScoreGradBarrier) {
+      Value second = add(lower, i32(1));
+      issueRowCopies(prefetch, tileAt(second), stageOf(second), copiesTile(second));
+      // The first tile's copies (and K, V) are acquired here, the second's
+      // at the first tile's dSᵀ barrier.
+      NVVM::CpAsyncWaitGroupOp::create(b, loc, static_cast<int32_t>(prefetch.size()));
+      fenceSharedWrites();
+      syncBodyThreads();
+      copiesPending = false;
+    }
   }
 
   SmallVector<Value> inits;
@@ -1084,8 +1178,37 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
   b.setInsertionPointToStart(newLoop.getBody());
   Value iv = newLoop.getInductionVar();
   OpaqueLoopValues opaque(*this);
-  // The tile of ordinal o is in stage o mod 2.
-  if (!prefetch.empty())
+  // The tile of ordinal o is in stage o mod 2 (mod 3 with three stages).
+  if (copiesAtScoreGradBarrier) {
+    Value stage = stageOf(iv);
+    for (Operation *op : prefetch)
+      prefetched[op] = stageBuffer(rowTensorOf(op).smem, stage);
+    for (auto [slot, stat] : llvm::enumerate(prefetchedStats))
+      prefetchedStatBuffers[stat] = rowStatBuffer(slot, stage);
+    prefetchAcquired = true;
+    sharedReadSinceCopy = false;
+    // Computed where issued (nothing held across the tile); the mask's
+    // facts lowered for the tile after next are mapped back afterwards.
+    copiesAfterScoreGrads = DeferredCopies{prefetch, [&, iv]() {
+      Value original = scalars.lookupOrNull(loop.getInductionVar());
+      SmallVector<std::pair<Value, Value>> saved;
+      if (succeeded(visibleSlice))
+        for (Operation *op : *visibleSlice)
+          for (Value result : op->getResults())
+            saved.push_back({result, scalars.lookupOrNull(result)});
+      Value afterNext = add(iv, i32(2));
+      Value copied = copiesTile(afterNext);
+      std::array<Value, 3> next{tileAt(afterNext), stageOf(afterNext), copied};
+      scalars.map(loop.getInductionVar(), original);
+      for (auto [result, value] : saved) {
+        if (value)
+          scalars.map(result, value);
+        else
+          scalars.erase(result);
+      }
+      return next;
+    }};
+  } else if (!prefetch.empty())
     prefetchIntoOtherStage(prefetch, iv, [&] {
       Value next = add(iv, i32(1));
       Value copied = copiesTile(next);
@@ -1110,6 +1233,10 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
     visible = scf::IfOp::create(b, loc, ValueRange(inits).getTypes(), tileVisible,
                                 /*withElseRegion=*/true);
     b.setInsertionPointToStart(visible.elseBlock());
+    // A skipped tile has no dSᵀ barrier: it acquires the next tile's
+    // copies and copies the one after itself.
+    if (copiesAtScoreGradBarrier)
+      issueCopiesAfterScoreGrads(/*acquireNext=*/true);
     // The turns still owed go first: the next turn's CTA may be waiting
     // for them, and this one may now wait at every skipped tile.
     if (skipsPassTurns) {
@@ -1262,8 +1389,12 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
   value.keyRows = keyRows;
   if (Value stage = prefetched.lookup(op)) {
     // Issued by the previous iteration (or before the loop) into this
-    // iteration's stage.
+    // iteration's stage; acquired at the tile's start where merged.
     value.smem = stage;
+    if (prefetchAcquired) {
+      values[op->getResult(0)] = std::move(value);
+      return success();
+    }
   } else {
     if (!keyRows && sharedReadSinceCopy) {
       syncBodyThreads();

@@ -104,7 +104,7 @@ public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
                        gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads,
                        bool deferTurns, bool queryGradWriter, bool rotateQueryTiles,
-                       bool overlapAccumulates)
+                       bool overlapAccumulates, int64_t headGroup, int64_t mergeBarriers)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
         bulkQueryGrads(
             config.headDim % 4 == 0 &&
@@ -120,6 +120,8 @@ public:
         writerTakesOwnTurn(writesQueryGradsFromWarp && deterministic && awaitsOwnTurnOnly()) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
     overlapsAccumulates = overlapAccumulates;
+    this->headGroup = headGroup;
+    this->mergeBarriers = mergeBarriers;
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*), and 1-4% slower
@@ -170,7 +172,7 @@ protected:
   void storeScoreGrads(ArrayRef<Value> scoreGrads) override;
   void addQueryGrads(Value keys, Value queryTile, Value accumTile, Value scale,
                      Value turnLock) override;
-  void awaitQueryGradReads() override;
+  bool awaitQueryGradReads() override;
   void drainQueryGrads() override;
   void completeQueryGrads() override;
   bool addsQueryGradsFromOneThread() const override { return deterministic && bulkQueryGrads; }
@@ -699,11 +701,13 @@ void WgmmaBackwardEmitter::writeQueryGrads() {
   onFirst([&] { emitAsm("cp.async.bulk.wait_group 0;"); });
 }
 
-void WgmmaBackwardEmitter::awaitQueryGradReads() {
+bool WgmmaBackwardEmitter::awaitQueryGradReads() {
   if (writesQueryGradsFromWarp) {
-    // The writer has read the last tile staged.
+    // The writer has read the last tile staged. Every body thread waits
+    // here (the writer only arrives, once per staged tile, so a phase
+    // completes with all of them), which also publishes their dSᵀ.
     syncWithWriter(kStagingFreeBarrier, /*wait=*/true);
-    return;
+    return true;
   }
   // defersTurns: a tile still staged is added before the staging tile is
   // written again (after the barrier that follows).
@@ -716,6 +720,7 @@ void WgmmaBackwardEmitter::awaitQueryGradReads() {
     });
   if (bulkQueryGrads)
     AsmCall().emit(b, loc, "cp.async.bulk.wait_group.read 0;");
+  return false;
 }
 
 void WgmmaBackwardEmitter::completeQueryGrads() {
@@ -770,7 +775,8 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
 LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
                                          bool stageAuxGrads, bool deferTurns,
                                          bool queryGradWriter, bool rotateQueryTiles,
-                                         bool overlapAccumulates) {
+                                         bool overlapAccumulates, int64_t headGroup,
+                                         int64_t mergeBarriers) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
@@ -779,7 +785,7 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
           return std::make_unique<WgmmaBackwardEmitter>(
               kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
               queryGradWriter || ((ordered || kernel.getQueryGradWriter()) && !deferTurns),
-              rotateQueryTiles && !ordered, overlapAccumulates);
+              rotateQueryTiles && !ordered, overlapAccumulates, headGroup, mergeBarriers);
         };
         // ordered_query_grads: the deterministic order, with the writer;
         // query_grad_writer: the writer, in any order.

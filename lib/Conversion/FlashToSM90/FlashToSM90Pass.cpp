@@ -170,7 +170,8 @@ struct ConvertFlashToSM90Pass
     };
     if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads,
                                                deferTurns, queryGradWriter,
-                                               rotateQueryTiles, overlapAccumulates)) ||
+                                               rotateQueryTiles, overlapAccumulates,
+                                               headGroup, mergeBarriers)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

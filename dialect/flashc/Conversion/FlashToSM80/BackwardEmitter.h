@@ -54,7 +54,10 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <array>
+#include <functional>
 #include <memory>
+#include <optional>
 
 namespace flashc::sm80 {
 
@@ -199,8 +202,10 @@ protected:
                              mlir::Value accumTile, mlir::Value scale,
                              mlir::Value turnLock);
   /// Before the barrier that publishes dSᵀ (after which threads overwrite
-  /// what the previous tile's dQ adds read): those reads are done.
-  virtual void awaitQueryGradReads() {}
+  /// what the previous tile's dQ adds read): those reads are done. True
+  /// where that wait was itself a barrier of every body thread (after
+  /// their dSᵀ stores), so the one that publishes dSᵀ is not needed.
+  virtual bool awaitQueryGradReads() { return false; }
   /// Before the CTA exits: every dQ add this CTA issued is done.
   virtual void drainQueryGrads() {}
   /// Deterministic mode, before the fence that passes the turn on: the
@@ -405,6 +410,40 @@ protected:
   /// kernel's key tile counts down from it in deterministic mode, where it
   /// is also the CTA's turn (which the dQ writer recomputes with it).
   mlir::Value ctaKeyColumn();
+  /// The CTA's key column (dim 0), kv head (1) or batch (2) in the grid:
+  /// its block index, or with headGroup > 1 the key columns of headGroup
+  /// (b, h) pairs interleaved in launch order. Computed where asked (the
+  /// writer warp's region asks too).
+  mlir::Value ctaCoordinate(int64_t dim);
+  /// --bwd-head-group: how many (b, h) pairs' key blocks interleave in
+  /// launch order (1: one pair after another).
+  int64_t headGroup = 1;
+  /// --bwd-merge-barriers: 0 none; 1 the barrier that publishes dSᵀ is
+  /// the dQ writer's staging-free barrier where that is one of every body
+  /// thread; 2 also the barrier at a pipelined tile's start (before the
+  /// next tile's copies) acquires this tile's copies, instead of a second
+  /// barrier at the first GEMM; 3 also three stages of Q and dO where they
+  /// fit, the tile after next copied right after the dSᵀ barrier, which
+  /// acquires the next tile's copies: a tile starts without a barrier.
+  int64_t mergeBarriers = 0;
+  /// This tile's prefetched copies were acquired at its start
+  /// (mergeBarriers >= 2) or at the previous tile's dSᵀ barrier (three
+  /// stages): the body's acquireCopies has none to wait for.
+  bool prefetchAcquired = false;
+  /// Three stages (mergeBarriers >= 3): the copies of the tile after next,
+  /// issued right after the barrier that publishes dSᵀ.
+  struct DeferredCopies {
+    llvm::SmallVector<mlir::Operation *> copies;
+    /// Lowers the tile after next's (tile, stage, whether copied).
+    std::function<std::array<mlir::Value, 3>()> next;
+  };
+  std::optional<DeferredCopies> copiesAfterScoreGrads;
+  /// Issues copiesAfterScoreGrads (if any); `acquireNext`: first waits for
+  /// every copy in flight and syncs the body (a tile without a dSᵀ
+  /// barrier).
+  void issueCopiesAfterScoreGrads(bool acquireNext);
+  /// Whether the loop's body adds dQ once, outside any nested region.
+  static bool addsQueryGradsOnce(mlir::scf::ForOp loop);
   /// Deterministic mode, for the query tile the loop's induction variable
   /// is mapped to: one past the turn of the nearest later key block whose
   /// `anyVisible` holds for the tile (the last earlier turn that adds into
