@@ -1043,8 +1043,11 @@ bool BackwardEmitter::addsQueryGradsOnce(scf::ForOp loop) {
 void BackwardEmitter::issueCopiesAfterScoreGrads(bool acquireNext) {
   if (!copiesAfterScoreGrads)
     return;
-  DeferredCopies copies = std::move(*copiesAfterScoreGrads);
-  copiesAfterScoreGrads.reset();
+  // A skipped tile's branch issues them without taking them: the visible
+  // tile's body, in the other branch, issues them after its dQ add.
+  DeferredCopies copies = *copiesAfterScoreGrads;
+  if (!acquireNext)
+    copiesAfterScoreGrads.reset();
   if (acquireNext) {
     NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
     fenceSharedWrites();

@@ -438,9 +438,10 @@ protected:
     std::function<std::array<mlir::Value, 3>()> next;
   };
   std::optional<DeferredCopies> copiesAfterScoreGrads;
-  /// Issues copiesAfterScoreGrads (if any); `acquireNext`: first waits for
-  /// every copy in flight and syncs the body (a tile without a dSᵀ
-  /// barrier).
+  /// Issues copiesAfterScoreGrads (if any). `acquireNext` (a skipped
+  /// tile, which has no dSᵀ barrier): first waits for every copy in flight
+  /// and syncs the body, and leaves copiesAfterScoreGrads to the visible
+  /// tile's body; otherwise they are taken (the dQ add).
   void issueCopiesAfterScoreGrads(bool acquireNext);
   /// Whether the loop's body adds dQ once, outside any nested region.
   static bool addsQueryGradsOnce(mlir::scf::ForOp loop);
