@@ -84,9 +84,8 @@ struct ParsedCase {
 /// gradients staged, and on odd seeds the dQ turns deferred; a backward
 /// on every fourth seed takes the dQ writer warp, on another fourth
 /// the rotated query-tile walk, on every third seed waits for the dK
-/// and dV products at once, on every fifth interleaves the key columns
-/// of three (b, h) pairs in launch order, and merges the body's per-tile
-/// barriers at level (seed / 5) mod 4), assembled by `ptxas`
+/// and dV products at once, and merges the body's per-tile barriers at
+/// level (seed / 5) mod 5 - 1, -1 the default), assembled by `ptxas`
 /// when given.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
@@ -95,8 +94,8 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   bool queryGradWriter = backward && c.seed % 4 == 2;
   bool rotateQueryTiles = backward && !exactAuxGrads && c.seed % 4 == 3;
   bool overlapAccumulates = !(backward && c.seed % 3 == 1);
-  int64_t headGroup = backward && c.seed % 5 == 4 ? 3 : 1;
-  int64_t mergeBarriers = backward ? static_cast<int64_t>(c.seed / 5 % 4) : 0;
+  // -1: the default by head dim.
+  int64_t mergeBarriers = backward ? static_cast<int64_t>(c.seed / 5 % 5) - 1 : -1;
   std::string stage = (backward ? "backward ptx " : "ptx ") + chip.str() +
                       (headDim != 64 ? " D = " + std::to_string(headDim) : std::string()) +
                       (exactAuxGrads ? " --deterministic --stage-aux-grads" : "") +
@@ -104,10 +103,9 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
                       (queryGradWriter ? " --dq-writer" : "") +
                       (rotateQueryTiles ? " --bwd-rotate-tiles" : "") +
                       (overlapAccumulates ? "" : " --bwd-overlap-accumulates=false") +
-                      (headGroup > 1 ? " --bwd-head-group=" + std::to_string(headGroup)
-                                     : std::string()) +
-                      (mergeBarriers ? " --bwd-merge-barriers=" + std::to_string(mergeBarriers)
-                                     : std::string());
+                      (mergeBarriers >= 0
+                           ? " --bwd-merge-barriers=" + std::to_string(mergeBarriers)
+                           : std::string());
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
@@ -147,7 +145,6 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   target.queryGradWriter = queryGradWriter;
   target.rotateQueryTiles = rotateQueryTiles;
   target.overlapAccumulates = overlapAccumulates;
-  target.headGroup = headGroup;
   target.mergeBarriers = mergeBarriers;
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))

@@ -52,7 +52,6 @@ struct BackwardFlags {
   llvm::cl::opt<bool> queryGradWriter;
   llvm::cl::opt<bool> rotateQueryTiles;
   llvm::cl::opt<bool> overlapAccumulates;
-  llvm::cl::opt<int> headGroup;
   llvm::cl::opt<int> mergeBarriers;
   llvm::cl::opt<bool> blockSummary;
   llvm::cl::opt<std::string> tile;

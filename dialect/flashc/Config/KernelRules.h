@@ -111,6 +111,13 @@ QueryGradAdds defaultQueryGradAdds(int64_t headDim, llvm::StringRef gemmKind,
 /// recomputes Sᵀ and dPᵀ over the whole of D.
 int64_t backwardColumnSlices(int64_t headDim);
 
+/// How many of the wgmma backward's per-tile body barriers merge
+/// (--bwd-merge-barriers) when none is asked for: 3 (three Q/dO stages, no
+/// barrier at a tile's start) at D <= 64 in kernels with the dQ writer
+/// (the kernels measured), 2 otherwise; at D = 128 the third stage
+/// measured ~1% slower than 2 (H100, same run, 2026-12-07l).
+int64_t defaultBackwardBarrierMerge(int64_t headDim, bool queryGradWriter);
+
 /// The tile a variant gets at head dim `headDim` when none is asked for.
 /// `queryLength` is N when the tool knows it.
 TileChoice defaultTile(const VariantTraits &variant, int64_t headDim, llvm::StringRef gemm,

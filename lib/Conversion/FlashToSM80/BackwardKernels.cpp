@@ -589,6 +589,7 @@ LogicalResult BackwardEmitter::emitConvert() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult BackwardEmitter::emitMain() {
+  Type i32Type = b.getI32Type();
   assignSharedBuffers();
   splitBodyThreads();
   int64_t rowStatOffset = llvm::alignTo(mainSharedBytes(queryStages()), 16);
@@ -608,7 +609,8 @@ LogicalResult BackwardEmitter::emitMain() {
   // Adjacent CTAs share a key block (its K and V are read from L2 once).
   Value ctaColumn = ctaKeyColumn();
   if (columnSlices > 1)
-    columnSlice = arith::RemUIOp::create(b, loc, ctaCoordinate(0), i32(columnSlices));
+    columnSlice = arith::RemUIOp::create(b, loc, NVVM::BlockIdXOp::create(b, loc, i32Type),
+                                         i32(columnSlices));
   Value keyTile = ctaColumn;
   if (deterministic) {
     turn = awaitedTurn = ctaColumn;
@@ -617,8 +619,8 @@ LogicalResult BackwardEmitter::emitMain() {
                                     ctaColumn);
   }
   scalars.map(kernel.getKeyTile(), keyTile);
-  scalars.map(kernel.getKvHead(), ctaCoordinate(1));
-  scalars.map(kernel.getBatch(), ctaCoordinate(2));
+  scalars.map(kernel.getKvHead(), NVVM::BlockIdYOp::create(b, loc, i32Type));
+  scalars.map(kernel.getBatch(), NVVM::BlockIdZOp::create(b, loc, i32Type));
   if (failed(lowerBlock(kernel.getMainBlock())))
     return failure();
   // No copy may be in flight when the CTA exits (every query tile skipped).
@@ -859,44 +861,8 @@ bool BackwardEmitter::awaitsOwnTurnOnly() {
   return own;
 }
 
-Value BackwardEmitter::ctaCoordinate(int64_t dim) {
-  Type i32Type = b.getI32Type();
-  if (headGroup <= 1) {
-    if (dim == 0)
-      return NVVM::BlockIdXOp::create(b, loc, i32Type);
-    if (dim == 1)
-      return NVVM::BlockIdYOp::create(b, loc, i32Type);
-    return NVVM::BlockIdZOp::create(b, loc, i32Type);
-  }
-  Value x = NVVM::BlockIdXOp::create(b, loc, i32Type), y = NVVM::BlockIdYOp::create(b, loc, i32Type),
-        z = NVVM::BlockIdZOp::create(b, loc, i32Type);
-  // The hardware starts CTAs in launch order (x fastest). Key column x of
-  // (b, h) goes to launch position x·g + (pair - first) of its group of g
-  // (b, h) pairs, so under a causal mask g pairs' long key blocks start
-  // together instead of one (b, h) after another. Each pair's columns keep
-  // their order (the deterministic turns of column c wait for column c - 1,
-  // launched before it).
-  Value columns = NVVM::GridDimXOp::create(b, loc, i32Type),
-        heads = NVVM::GridDimYOp::create(b, loc, i32Type),
-        batches = NVVM::GridDimZOp::create(b, loc, i32Type);
-  Value pairs = mul(heads, batches);
-  Value position = add(x, mul(columns, add(y, mul(heads, z))));
-  Value groupCtas = mul(columns, i32(headGroup));
-  Value group = arith::DivUIOp::create(b, loc, position, groupCtas);
-  Value first = mul(group, i32(headGroup));
-  Value inGroup = arith::MinUIOp::create(b, loc, i32(headGroup),
-                                         arith::SubIOp::create(b, loc, pairs, first));
-  Value offset = arith::SubIOp::create(b, loc, position, mul(group, groupCtas));
-  Value pair = add(first, arith::RemUIOp::create(b, loc, offset, inGroup));
-  if (dim == 0)
-    return arith::DivUIOp::create(b, loc, offset, inGroup);
-  if (dim == 1)
-    return arith::RemUIOp::create(b, loc, pair, heads);
-  return arith::DivUIOp::create(b, loc, pair, heads);
-}
-
 Value BackwardEmitter::ctaKeyColumn() {
-  Value ctaColumn = ctaCoordinate(0);
+  Value ctaColumn = NVVM::BlockIdXOp::create(b, loc, b.getI32Type());
   return columnSlices > 1 ? arith::DivUIOp::create(b, loc, ctaColumn, i32(columnSlices)).getResult()
                           : ctaColumn;
 }

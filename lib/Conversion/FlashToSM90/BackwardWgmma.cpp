@@ -104,7 +104,7 @@ public:
   WgmmaBackwardEmitter(flash::BackwardKernelOp kernel, const KernelConfig &config,
                        gpu::GPUModuleOp gpuModule, bool deterministic, bool stageAuxGrads,
                        bool deferTurns, bool queryGradWriter, bool rotateQueryTiles,
-                       bool overlapAccumulates, int64_t headGroup, int64_t mergeBarriers)
+                       bool overlapAccumulates, int64_t mergeBarriers)
       : BackwardEmitter(kernel, config, gpuModule, "flash-to-sm90", deterministic, stageAuxGrads),
         bulkQueryGrads(
             config.headDim % 4 == 0 &&
@@ -120,8 +120,10 @@ public:
         writerTakesOwnTurn(writesQueryGradsFromWarp && deterministic && awaitsOwnTurnOnly()) {
     rotatesQueryTiles = rotateQueryTiles && !deterministic;
     overlapsAccumulates = overlapAccumulates;
-    this->headGroup = headGroup;
-    this->mergeBarriers = mergeBarriers;
+    this->mergeBarriers = mergeBarriers >= 0
+                              ? mergeBarriers
+                              : config::defaultBackwardBarrierMerge(config.headDim,
+                                                                    writesQueryGradsFromWarp);
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*), and 1-4% slower
@@ -775,8 +777,7 @@ static FailureOr<KernelConfig> wgmmaBackwardConfig(flash::BackwardKernelOp kerne
 LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
                                          bool stageAuxGrads, bool deferTurns,
                                          bool queryGradWriter, bool rotateQueryTiles,
-                                         bool overlapAccumulates, int64_t headGroup,
-                                         int64_t mergeBarriers) {
+                                         bool overlapAccumulates, int64_t mergeBarriers) {
   return sm80::lowerBackwardKernels(
       module, wgmmaBackwardConfig,
       [&](flash::BackwardKernelOp kernel, const KernelConfig &config,
@@ -785,7 +786,7 @@ LogicalResult sm90::lowerBackwardKernels(ModuleOp module, bool deterministic,
           return std::make_unique<WgmmaBackwardEmitter>(
               kernel, config, gpuModule, deterministic || ordered, stageAuxGrads, deferTurns,
               queryGradWriter || ((ordered || kernel.getQueryGradWriter()) && !deferTurns),
-              rotateQueryTiles && !ordered, overlapAccumulates, headGroup, mergeBarriers);
+              rotateQueryTiles && !ordered, overlapAccumulates, mergeBarriers);
         };
         // ordered_query_grads: the deterministic order, with the writer;
         // query_grad_writer: the writer, in any order.

@@ -171,7 +171,7 @@ struct ConvertFlashToSM90Pass
     if (failed(sm90::lowerBackwardKernels(getOperation(), deterministic, stageAuxGrads,
                                                deferTurns, queryGradWriter,
                                                rotateQueryTiles, overlapAccumulates,
-                                               headGroup, mergeBarriers)) ||
+                                               mergeBarriers)) ||
         failed(lowerFlashKernels(getOperation(), flash::GemmKind::Wgmma, makeEmitter)))
       signalPassFailure();
   }

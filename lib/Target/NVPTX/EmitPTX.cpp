@@ -89,7 +89,6 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.queryGradWriter = options.queryGradWriter;
     sm90.rotateQueryTiles = options.rotateQueryTiles;
     sm90.overlapAccumulates = options.overlapAccumulates;
-    sm90.headGroup = options.headGroup;
     sm90.mergeBarriers = options.mergeBarriers;
     pm.addPass(createConvertFlashToSM90(sm90));
   } else {

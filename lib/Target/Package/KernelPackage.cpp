@@ -221,7 +221,7 @@ std::string CompileCache::key(Operation *kernel, const nvptx::TargetOptions &opt
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << options.deterministic << options.stageAuxGrads << options.deferTurns
      << options.queryGradWriter << options.rotateQueryTiles << options.overlapAccumulates
-     << '|' << options.headGroup << '|' << options.mergeBarriers
+     << '|' << options.mergeBarriers
      << '|'
      << FLASHC_VERSION << '|' << buildIdentity();
   return packageKernelName(kernel) + "-" +

@@ -410,14 +410,6 @@ protected:
   /// kernel's key tile counts down from it in deterministic mode, where it
   /// is also the CTA's turn (which the dQ writer recomputes with it).
   mlir::Value ctaKeyColumn();
-  /// The CTA's key column (dim 0), kv head (1) or batch (2) in the grid:
-  /// its block index, or with headGroup > 1 the key columns of headGroup
-  /// (b, h) pairs interleaved in launch order. Computed where asked (the
-  /// writer warp's region asks too).
-  mlir::Value ctaCoordinate(int64_t dim);
-  /// --bwd-head-group: how many (b, h) pairs' key blocks interleave in
-  /// launch order (1: one pair after another).
-  int64_t headGroup = 1;
   /// --bwd-merge-barriers: 0 none; 1 the barrier that publishes dSᵀ is
   /// the dQ writer's staging-free barrier where that is one of every body
   /// thread; 2 also the barrier at a pipelined tile's start (before the

@@ -30,17 +30,17 @@ namespace sm90 {
 /// body's adds the staged dQ tiles; `rotateQueryTiles` (without
 /// `deterministic`): each key block's walk starts at its own query tile;
 /// `overlapAccumulates`: the dKᵀ and dVᵀ products stay in flight until
-/// their accumulators are read; `headGroup`: how many (b, h) pairs' key
-/// blocks interleave in launch order; `mergeBarriers`: which per-tile
+/// their accumulators are read; `mergeBarriers`: which per-tile
 /// barriers of the body merge (0 none, 1 dSᵀ's into the dQ writer's, 2
-/// also the copies' acquire into the tile's first).
+/// also the copies' acquire into the tile's first, 3 also three Q/dO
+/// stages and no barrier at a tile's start; < 0: by head dim,
+/// config::defaultBackwardBarrierMerge).
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
                                          bool stageAuxGrads = false, bool deferTurns = false,
                                          bool queryGradWriter = false,
                                          bool rotateQueryTiles = false,
                                          bool overlapAccumulates = true,
-                                         int64_t headGroup = 1,
-                                         int64_t mergeBarriers = 0);
+                                         int64_t mergeBarriers = -1);
 } // namespace sm90
 
 } // namespace flashc

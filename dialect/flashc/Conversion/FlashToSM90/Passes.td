@@ -125,12 +125,10 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "their accumulators are read (dV under dS = P(dP - delta) where dP "
            "is not issued beside S, dK under the dS store, the barrier and the "
            "dQ product)">,
-    Option<"headGroup", "bwd-head-group", "int64_t", /*default=*/"1",
-           "Backward main kernels: the key blocks of this many "
-           "(b, h) pairs interleave in launch order (1: one pair after "
-           "another)">,
-    Option<"mergeBarriers", "bwd-merge-barriers", "int64_t", /*default=*/"0",
-           "Backward main kernels: 0 keeps every per-tile barrier; 1 lets the "
+    Option<"mergeBarriers", "bwd-merge-barriers", "int64_t", /*default=*/"-1",
+           "Backward main kernels (-1: 3 at D <= 64 with the dQ writer, 2 "
+           "otherwise): 0 keeps every "
+           "per-tile barrier; 1 lets the "
            "dQ writer's staging-free barrier publish dS too; 2 also acquires "
            "a pipelined tile's copies at the barrier that starts it; 3 also "
            "copies Q and dO into three stages, the tile after next right "

@@ -188,12 +188,10 @@ struct TargetOptions {
   /// wgmma backward: the dKᵀ and dVᵀ products stay in flight until their
   /// accumulators are read (1.02-1.06x at D = 128, H100: on by default).
   bool overlapAccumulates = true;
-  /// wgmma backward: the key blocks of this many (b, h)
-  /// pairs interleave in launch order.
-  int64_t headGroup = 1;
   /// wgmma backward: which per-tile barriers merge (0 none, 1 dSᵀ's into
-  /// the dQ writer's, 2 also the copies' acquire into the tile's first).
-  int64_t mergeBarriers = 0;
+  /// the dQ writer's, 2 also the copies' acquire into the tile's first, 3
+  /// also three Q/dO stages; -1: config::defaultBackwardBarrierMerge).
+  int64_t mergeBarriers = -1;
 };
 
 /// What a launcher needs for one kernel (also on the gpu.module as the
