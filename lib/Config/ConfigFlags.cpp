@@ -133,8 +133,7 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                              "the barrier that starts the tile; 3: also three stages of Q and "
                              "dO, the tile after next copied once dQ is staged, the next tile's "
                              "acquired at the dS barrier (no barrier at a tile's start). "
-                             "Default: 3 at D <= 64 with the dQ writer, 2 otherwise (measured fastest "
-                             "on the H100)"),
+                             "Default: 2 (measured on the H100; 3 is not timed since its fix)"),
                     cl::init(-1), cl::cat(category)),
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "

@@ -171,11 +171,12 @@ int64_t config::backwardColumnSlices(int64_t headDim) {
   return headDim > 128 ? (headDim + 127) / 128 : 1;
 }
 
-int64_t config::defaultBackwardBarrierMerge(int64_t headDim, bool queryGradWriter) {
+int64_t config::defaultBackwardBarrierMerge() {
   // H100, same run (bench/results/2026-12-07l-*): level 2 vs 0 took 0.4-1%
-  // off D = 128 and 256; level 3 vs 0 took 4-13% off D = 64 (full and
-  // causal, N = 1k-16k, both with the dQ writer) but added ~1% at D = 128.
-  return headDim <= 64 && queryGradWriter ? 3 : 2;
+  // off D = 128 and 256 and 9% off D = 64 (full, N = 4096). Level 3's
+  // timing (4-13% off D = 64) was of a kernel with a dSᵀ race, since
+  // fixed by a barrier before the dSᵀ store, and is not repeated yet.
+  return 2;
 }
 
 TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,

@@ -349,6 +349,12 @@ LogicalResult BackwardEmitter::lowerQueryGradAdd(flash::QueryGradAddOp op) {
     return error(op, "internal error: the dQ add awaits another turn than its CTA's, but the "
                      "dQ writer awaits the CTA's own");
   acquireCopies();
+  // Three stages: no barrier starts the tile, so one here keeps this
+  // tile's dSᵀ stores behind every warpgroup's previous dQ product, which
+  // reads the one dSᵀ buffer (found in review: without it, a warpgroup
+  // without a dQ unit at D = 64 stored into dSᵀ under the other's dQ).
+  if (copiesAfterScoreGrads)
+    syncBodyThreads();
   storeScoreGrads((*ds)->regs);
   // Three stages: the next tile's copies (issued a tile ago) are acquired
   // by the barrier below too.

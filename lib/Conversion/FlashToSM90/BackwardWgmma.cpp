@@ -39,7 +39,9 @@
 // D = 128 (H100, bench/results/2026-12-07-*).
 // Every product is complete by the tile's end, so the CTA barrier before
 // the next query tile's copies also guarantees no wgmma still reads Q, dO
-// or dSᵀ. What the
+// or dSᵀ (with three stages, --bwd-merge-barriers=3, there is none: a
+// barrier before the dSᵀ store orders it behind every dQ read, and the
+// copies go only into the stage of the tile before last). What the
 // threads write (cp.async copies, dSᵀ stores) goes through the generic
 // proxy and wgmma reads through the async proxy:
 // `fence.proxy.async.shared::cta` before the barrier that publishes it.
@@ -122,8 +124,7 @@ public:
     overlapsAccumulates = overlapAccumulates;
     this->mergeBarriers = mergeBarriers >= 0
                               ? mergeBarriers
-                              : config::defaultBackwardBarrierMerge(config.headDim,
-                                                                    writesQueryGradsFromWarp);
+                              : config::defaultBackwardBarrierMerge();
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*), and 1-4% slower

@@ -126,8 +126,7 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "is not issued beside S, dK under the dS store, the barrier and the "
            "dQ product)">,
     Option<"mergeBarriers", "bwd-merge-barriers", "int64_t", /*default=*/"-1",
-           "Backward main kernels (-1: 3 at D <= 64 with the dQ writer, 2 "
-           "otherwise): 0 keeps every "
+           "Backward main kernels (-1: the default, 2): 0 keeps every "
            "per-tile barrier; 1 lets the "
            "dQ writer's staging-free barrier publish dS too; 2 also acquires "
            "a pipelined tile's copies at the barrier that starts it; 3 also "
