@@ -415,15 +415,17 @@ protected:
   /// thread; 2 also the barrier at a pipelined tile's start (before the
   /// next tile's copies) acquires this tile's copies, instead of a second
   /// barrier at the first GEMM; 3 also three stages of Q and dO where they
-  /// fit, the tile after next copied right after the dSᵀ barrier, which
-  /// acquires the next tile's copies: a tile starts without a barrier.
+  /// fit, the tile after next copied once dQ is staged, the next tile's
+  /// copies acquired at the dSᵀ barrier, and the tile-start barrier moved
+  /// to right before the dSᵀ store (it orders the store behind every
+  /// warpgroup's previous dQ product).
   int64_t mergeBarriers = 0;
   /// This tile's prefetched copies were acquired at its start
   /// (mergeBarriers >= 2) or at the previous tile's dSᵀ barrier (three
   /// stages): the body's acquireCopies has none to wait for.
   bool prefetchAcquired = false;
   /// Three stages (mergeBarriers >= 3): the copies of the tile after next,
-  /// issued right after the barrier that publishes dSᵀ.
+  /// issued once dQ is staged (after the barrier that publishes dSᵀ).
   struct DeferredCopies {
     llvm::SmallVector<mlir::Operation *> copies;
     /// Lowers the tile after next's (tile, stage, whether copied).
