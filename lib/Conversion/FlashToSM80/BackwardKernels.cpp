@@ -1012,13 +1012,10 @@ void BackwardEmitter::issueCopiesAfterScoreGrads(bool acquireNext) {
   // A skipped tile's branch issues them without taking them: the visible
   // tile's body, in the other branch, issues them after its dQ add.
   DeferredCopies copies = *copiesAfterScoreGrads;
-  if (!acquireNext)
+  if (acquireNext)
+    acquireCopiesLeaving(0);
+  else
     copiesAfterScoreGrads.reset();
-  if (acquireNext) {
-    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
-    fenceSharedWrites();
-    syncBodyThreads();
-  }
   auto [tile, stage, predicate] = copies.next();
   issueRowCopies(copies.copies, tile, stage, predicate);
 }
@@ -1133,10 +1130,7 @@ LogicalResult BackwardEmitter::lowerFor(scf::ForOp loop) {
       issueRowCopies(prefetch, tileAt(second), stageOf(second), copiesTile(second));
       // The first tile's copies (and K, V) are acquired here, the second's
       // at the first tile's dSᵀ barrier.
-      NVVM::CpAsyncWaitGroupOp::create(b, loc, static_cast<int32_t>(prefetch.size()));
-      fenceSharedWrites();
-      syncBodyThreads();
-      copiesPending = false;
+      acquireCopiesLeaving(static_cast<int64_t>(prefetch.size()));
     }
   }
 
@@ -1390,10 +1384,13 @@ void BackwardEmitter::issueRowCopy(Value base, StrideSet set, Value batch, Value
 }
 
 void BackwardEmitter::acquireCopies() {
-  if (!copiesPending)
-    return;
   // The prefetch of the next tile stays in flight.
-  NVVM::CpAsyncWaitGroupOp::create(b, loc, groupsInFlight);
+  if (copiesPending)
+    acquireCopiesLeaving(groupsInFlight);
+}
+
+void BackwardEmitter::acquireCopiesLeaving(int64_t inFlight) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, static_cast<int32_t>(inFlight));
   fenceSharedWrites();
   syncBodyThreads();
   copiesPending = false;

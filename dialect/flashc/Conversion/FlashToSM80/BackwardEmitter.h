@@ -465,6 +465,10 @@ protected:
   /// Waits for the pending copies (cp.async.wait_group + bar.sync): all
   /// but the `groupsInFlight` most recent groups.
   void acquireCopies();
+  /// Waits for all but the `inFlight` most recent commit groups, fences
+  /// them for the async proxy and syncs the body: they are visible to
+  /// every thread's GEMMs.
+  void acquireCopiesLeaving(int64_t inFlight);
   /// Issues the cp.async copy of query tile `tile` (lowered) of the Br-row
   /// tensor at `base` (Q or dO) into `smem`: one commit group.
   void issueRowCopy(mlir::Value base, StrideSet set, mlir::Value batch,
