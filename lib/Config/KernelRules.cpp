@@ -171,12 +171,13 @@ int64_t config::backwardColumnSlices(int64_t headDim) {
   return headDim > 128 ? (headDim + 127) / 128 : 1;
 }
 
-int64_t config::defaultBackwardBarrierMerge() {
-  // H100, same run (bench/results/2026-12-07l-*): level 2 vs 0 took 0.4-1%
-  // off D = 128 and 256 and 9% off D = 64 (full, N = 4096). Level 3's
-  // timing (4-13% off D = 64) was of a kernel with a dSᵀ race, since
-  // fixed by a barrier before the dSᵀ store, and is not repeated yet.
-  return 2;
+int64_t config::defaultBackwardBarrierMerge(int64_t headDim) {
+  // H100, same run (bench/results/2026-12-07m-*, L = 2 | 3 | 3 | 2): with
+  // its dSᵀ barrier, level 3 took 0.6-2.5% off level 2 at D = 64 (full
+  // 1k/4k/16k, causal 4k/16k) and added 1-2% at D = 128, where warpgroup 1
+  // shares the dQ product and the third stage only moves a barrier. Level
+  // 2 took 0.4-1% off level 0 at D >= 128 (2026-12-07l).
+  return headDim <= 64 ? 3 : 2;
 }
 
 TileChoice config::defaultBackwardTile(int64_t headDim, llvm::StringRef gemmKind,

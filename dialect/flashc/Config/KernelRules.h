@@ -112,11 +112,11 @@ QueryGradAdds defaultQueryGradAdds(int64_t headDim, llvm::StringRef gemmKind,
 int64_t backwardColumnSlices(int64_t headDim);
 
 /// How many of the wgmma backward's per-tile body barriers merge
-/// (--bwd-merge-barriers) when none is asked for: 2. Level 3 (three Q/dO
-/// stages) was timed 4-13% faster at D = 64 (H100, 2026-12-07l) while it
-/// let a warpgroup store dSᵀ under the other's dQ product; with the
-/// barrier that orders them it has not been timed.
-int64_t defaultBackwardBarrierMerge();
+/// (--bwd-merge-barriers) when none is asked for: level 3 (three Q/dO
+/// stages, no barrier at a tile's start) at head dim <= 64, where it was
+/// measured 0.6-2.5% faster than level 2 (H100, 2026-12-07m); level 2
+/// above, where level 3 was 1-2% slower.
+int64_t defaultBackwardBarrierMerge(int64_t headDim);
 
 /// The tile a variant gets at head dim `headDim` when none is asked for.
 /// `queryLength` is N when the tool knows it.

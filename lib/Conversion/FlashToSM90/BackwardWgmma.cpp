@@ -124,7 +124,7 @@ public:
     overlapsAccumulates = overlapAccumulates;
     this->mergeBarriers = mergeBarriers >= 0
                               ? mergeBarriers
-                              : config::defaultBackwardBarrierMerge();
+                              : config::defaultBackwardBarrierMerge(config.headDim);
     // dPᵀ beside Sᵀ stays at D <= 64 (the base class's choice): above it,
     // it fits without spills but measured 1-2.5% slower at D = 128 (H100,
     // same run, 2026-12-05; bench/results/2026-12-05b-*), and 1-4% slower

@@ -34,7 +34,7 @@ namespace sm90 {
 /// barriers of the body merge (0 none, 1 dSᵀ's into the dQ writer's, 2
 /// also the copies' acquire into the tile's first, 3 also three Q/dO
 /// stages and no barrier at a tile's start; < 0: by head dim,
-/// config::defaultBackwardBarrierMerge).
+/// config::defaultBackwardBarrierMerge: 3 at D <= 64, else 2).
 mlir::LogicalResult lowerBackwardKernels(mlir::ModuleOp module, bool deterministic = false,
                                          bool stageAuxGrads = false, bool deferTurns = false,
                                          bool queryGradWriter = false,

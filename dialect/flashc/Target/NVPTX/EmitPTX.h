@@ -190,7 +190,8 @@ struct TargetOptions {
   bool overlapAccumulates = true;
   /// wgmma backward: which per-tile barriers merge (0 none, 1 dSᵀ's into
   /// the dQ writer's, 2 also the copies' acquire into the tile's first, 3
-  /// also three Q/dO stages; -1: config::defaultBackwardBarrierMerge).
+  /// also three Q/dO stages; -1: config::defaultBackwardBarrierMerge, 3 at
+  /// D <= 64, else 2).
   int64_t mergeBarriers = -1;
 };
 
