@@ -142,7 +142,7 @@ if wants paged; then
 # row no sequence owns; pages below, equal to, not dividing and above the
 # key block (wgmma: TMA boxes per page with the last block gathered, or the
 # gather alone for pages 1 and 48 and with --kv-copy cp.async); decode
-# (packed, split) and prefill; masks and score mods that read M, h, i and
+# (packed, split) and prefill (warp-specialized too); masks and score mods that read M, h, i and
 # aux tensors; D = 64-256, f16, BSHD q; both GEMM kinds.
 for gemm in auto mma.sync; do
   for page in 1 16 48 64 256; do
@@ -158,6 +158,16 @@ for gemm in auto mma.sync; do
   run test/Driver/Inputs/paged-masks.flash --variant window --paged 128 --shape B=3,H=4,HKV=2,N=500,M=900,D=64
   run test/Driver/Inputs/paged-no-page.flash --paged 64 --shape B=4,H=8,HKV=2,N=600,M=1700,D=128
   run test/Driver/Inputs/paged-no-page.flash --paged 16 --kv-copy cp.async --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
+  # Warp-specialized prefill (wgmma, D = 128, N > 512, --warp-specialize=on):
+  # the producer warpgroup gathers the block a sequence ends in; pages
+  # below, at and above Bc = 128, and Bc = 96 for variants that read aux
+  # tensors. (mma.sync ignores the flag.)
+  for page in 16 32 128 256; do
+    run test/Driver/Inputs/paged-no-page.flash --warp-specialize=on --paged $page --shape B=4,H=8,HKV=2,N=900,M=1700,D=128
+  done
+  for v in window softcap_alibi documents; do
+    run test/Driver/Inputs/paged-masks.flash --warp-specialize=on --variant $v --paged 32 --shape B=4,H=8,HKV=2,N=800,M=1500,D=128
+  done
 done
 gemm=auto
 fi

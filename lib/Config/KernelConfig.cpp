@@ -148,18 +148,33 @@ static bool varlen(const frontend::Variant &variant) {
   return variant.varlenQueries || variant.varlenKeys;
 }
 
-/// Whether the variant's default tile is the warp-specialized kernel's (a
-/// paged kernel has no producer warpgroup: the one-warpgroup tile).
-static bool warpSpecializedTilesFor(const frontend::Variant &variant, bool warpSpecializedTiles) {
-  return warpSpecializedTiles && warpSpecializationApplies(bool(variant.paged));
+/// The page size of a paged variant (its own, else the caller's), 0 if
+/// not paged or not known.
+static int64_t pageOf(const frontend::Variant &variant, std::optional<int64_t> pageSize) {
+  if (!variant.paged)
+    return 0;
+  return variant.paged->pageSize ? variant.paged->pageSize : pageSize.value_or(0);
+}
+
+bool KernelConfig::warpSpecializedTilesFor(const frontend::Variant &variant,
+                                           int64_t headDim) const {
+  if (!warpSpecializedTiles || !variant.paged)
+    return warpSpecializedTiles;
+  // A paged cache whose page is not known yet keeps the one-warpgroup tile.
+  int64_t page = pageOf(variant, pageSize);
+  TileChoice specialized =
+      defaultTile(traitsOf(variant), headDim, gemmKind, /*warpSpecializedTiles=*/true,
+                  queryLength);
+  return page > 0 && warpSpecializationApplies(page, targetOptions.kvCopy, headDim,
+                                               specialized.blockCols,
+                                               targetOptions.warpSpecialize == "on");
 }
 
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
   if (blockRows && blockCols)
     return {*blockRows, *blockCols, sourceText};
   TileChoice rule = defaultTile(traitsOf(variant), headDim, gemmKind,
-                                warpSpecializedTilesFor(variant, warpSpecializedTiles),
-                                queryLength);
+                                warpSpecializedTilesFor(variant, headDim), queryLength);
   if (blockRows)
     return {*blockRows, rule.blockCols, "Br from the " + sourceText + ", Bc: " + rule.why};
   if (blockCols)
@@ -235,15 +250,15 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
   bool specialized =
-      warpSpecializedTilesFor(variant, warpSpecializedTiles) && tile.blockRows >= 128;
+      warpSpecializedTilesFor(variant, headDim) && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {
-    int64_t page = variant.paged->pageSize ? variant.paged->pageSize : pageSize.value_or(0);
+    int64_t page = pageOf(variant, pageSize);
     if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols))
-      lines.push_back("K/V from the paged cache by TMA, a box per page; the block a sequence "
-                      "ends in gathered by cp.async (zeros past its end), no producer "
-                      "warpgroup");
+      lines.push_back(std::string("K/V from the paged cache by TMA, a box per page; the block a "
+                                  "sequence ends in gathered by cp.async (zeros past its end)") +
+                      (specialized ? ", by the producer warpgroup" : ""));
     else
       lines.push_back("K/V gathered from the paged cache by cp.async (TMA needs --kv-copy=tma "
                       "and pages of 8 or more keys that nest with Bc = " +
@@ -263,8 +278,9 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     return lines;
   bool persistent = persistentGridAsked(variant);
   std::string because;
-  if (!persistentGridApplies(varlen(variant), !variant.tensors.empty()))
-    because = "a varlen variant that reads aux tensors";
+  if (!persistentGridApplies(varlen(variant), bool(variant.paged), !variant.tensors.empty()))
+    because = variant.paged ? "a paged cache: the persistent producer is one thread"
+                            : "a varlen variant that reads aux tensors";
   else if (!gridAskedText.empty())
     because = gridAskedText;
   else if (!queryLength)
@@ -286,7 +302,7 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
 }
 
 bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
-  if (!config::persistentGridApplies(varlen(variant), !variant.tensors.empty()))
+  if (!config::persistentGridApplies(varlen(variant), bool(variant.paged), !variant.tensors.empty()))
     return false;
   return config::persistentGridAsked(targetOptions.persistent,
                                      targetOptions.persistentWithTensors,

@@ -141,13 +141,18 @@ bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {
   return headDim <= 128 || blockCols <= 64;
 }
 
-bool config::warpSpecializationApplies(bool pagedKV) { return !pagedKV; }
-
-bool config::persistentGridApplies(bool varlen, bool readsTensors) {
-  return !(varlen && readsTensors);
+bool config::warpSpecializationApplies(int64_t page, llvm::StringRef kvCopy, int64_t headDim,
+                                       int64_t blockCols, bool asked) {
+  return page == 0 || (asked && headDim <= 128 && kvCopiesByTma(kvCopy, page, blockCols));
 }
 
-bool config::warpSpecializesByDefault(int64_t blockRows) { return blockRows >= 128; }
+bool config::persistentGridApplies(bool varlen, bool pagedKV, bool readsTensors) {
+  return !(varlen && readsTensors) && !pagedKV;
+}
+
+bool config::warpSpecializesByDefault(int64_t blockRows, bool pagedKV) {
+  return blockRows >= 128 && !pagedKV;
+}
 
 bool config::pingPongApplies(int64_t blockRows) { return blockRows >= 128; }
 

@@ -85,6 +85,9 @@ public:
   /// Warnings of the tuning-cache lookup (a stale or corrupt entry), for
   /// the tool to print; empty when there were none.
   llvm::StringRef warnings() const { return warningText; }
+  /// Whether `variant`'s default tile is the warp-specialized kernel's
+  /// (config::warpSpecializationApplies for a paged cache).
+  bool warpSpecializedTilesFor(const frontend::Variant &variant, int64_t headDim) const;
   /// The tile `variant` gets at head dim `headDim`, and why.
   TileChoice tileFor(const frontend::Variant &variant, int64_t headDim) const;
   /// IRGen options that give every variant tileFor's tile.

@@ -168,18 +168,29 @@ bool pagedBoxesFit(int64_t page, int64_t blockCols);
 /// are TMA boxes: always for a dense or varlen kernel with kv-copy=tma, for
 /// a paged one (`page` > 0) only where pagedBoxesFit.
 bool kvCopiesByTma(llvm::StringRef kvCopy, int64_t page, int64_t blockCols);
-/// Whether flash-to-sm90 may warp-specialize a kernel at all: not one over
-/// a paged cache, where every thread gathers the block a sequence ends in
-/// (no producer warpgroup to leave the copies to).
-bool warpSpecializationApplies(bool pagedKV);
+/// Whether a variant's default tile may be the warp-specialized kernel's
+/// (of `blockCols` keys per block): over a paged cache of `page` keys per
+/// page (0: not paged) only when asked for (`asked`: --warp-specialize=on;
+/// the paged producer warpgroup has not run on a GPU yet), where its
+/// blocks come by TMA boxes (kvCopiesByTma; the producer warpgroup
+/// gathers the block a sequence ends in) and D <= 128 (at D = 256 ptxas
+/// spills in the producer with 16-key pages, and Bc = 80 nests with few
+/// pages).
+bool warpSpecializationApplies(int64_t page, llvm::StringRef kvCopy, int64_t headDim,
+                               int64_t blockCols, bool asked);
 /// Whether a warp-specialized kernel may run on the persistent grid at all:
 /// not a varlen one that reads aux tensors (bound per tile there, it
-/// spills: ptxas, D = 128). The resolver's why() and flash-to-sm90 alike.
-bool persistentGridApplies(bool varlen, bool readsTensors);
+/// spills: ptxas, D = 128), and not one over a paged cache (its whole
+/// producer warpgroup gathers; the persistent grid's producer is one
+/// thread). The resolver's why() and
+/// flash-to-sm90 alike.
+bool persistentGridApplies(bool varlen, bool pagedKV, bool readsTensors);
 /// The wgmma kernel's `warp-specialize=auto`: for tiles of two or more
 /// consumer warpgroups (Br >= 128); one warpgroup of 64 rows keeps several
-/// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws).
-bool warpSpecializesByDefault(int64_t blockRows);
+/// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws). Not
+/// over a paged cache, whose producer warpgroup only `on` asks for
+/// (warpSpecializationApplies).
+bool warpSpecializesByDefault(int64_t blockRows, bool pagedKV);
 /// Ping-pong needs two or more consumer warpgroups.
 bool pingPongApplies(int64_t blockRows);
 

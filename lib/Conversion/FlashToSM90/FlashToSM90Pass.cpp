@@ -107,9 +107,10 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   // file then gives each consumer thread at least 160 registers); otherwise,
   // or when the rings do not fit, the kernel is built without it. auto:
   // config::warpSpecializesByDefault (two or more consumers, which then
-  // ping-pong).
-  bool specialize = warpSpecialize == "on" ||
-                    (warpSpecialize == "auto" && config::warpSpecializesByDefault(config.br));
+  // ping-pong; over a paged cache only `on`).
+  bool specialize =
+      warpSpecialize == "on" ||
+      (warpSpecialize == "auto" && config::warpSpecializesByDefault(config.br, bool(paged)));
   if (specialize) {
     HopperConfig specialized = config;
     specialized.warpSpecialized = true;
@@ -121,15 +122,13 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
     // packed_heads kernel its rows mapped once per CTA.
     specialized.persistent =
         !kernel.getSplitKeys() && !kernel.getPackedHeads() &&
-        config::persistentGridApplies(bool(kernel.getVarlenAttr()),
+        config::persistentGridApplies(bool(kernel.getVarlenAttr()), bool(paged),
                                       !kernel.getTensors().empty()) &&
         config::persistentGridAsked(options.persistent, options.persistentWithTensors,
                                     !kernel.getTensors().empty()) &&
         config::persistentGridFits(config.headDim, config.bc);
     StringRef why;
-    if (!config::warpSpecializationApplies(bool(paged)))
-      why = "every thread gathers a paged cache's last block (no producer warpgroup)";
-    else if (!config.kvTensorMaps)
+    if (!config.kvTensorMaps)
       why = "it needs kv-copy=tma";
     else if (config.br > 192)
       why = "Br is above 192 (at most three consumer warpgroups)";

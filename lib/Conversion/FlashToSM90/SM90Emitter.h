@@ -22,6 +22,11 @@
 
 namespace flashc::sm90 {
 
+/// A warp-specialized kernel over a paged cache: the producer threads that
+/// loop over the key range (the whole warpgroup), all of which gather the
+/// block a sequence ends in (with one warp ptxas spilled 300 bytes there).
+constexpr int64_t kPagedProducerThreads = 128;
+
 /// Splits the CTA at `b`'s insertion point (a kernel's top level): threads
 /// from `consumerThreads` on give registers back down to
 /// `producerRegisters` (setmaxnreg.dec), run `producerWork` and return;
@@ -220,16 +225,22 @@ private:
   void gatherLastPagedBlock(flash::LoadKVOp op, mlir::Value block, const Slot &slot);
   /// Arrivals a K/V full barrier expects per phase: one (the copy thread's
   /// arrive.expect_tx), or one per thread in a paged kernel, whose last
-  /// block every thread gathers.
+  /// block every thread gathers (every producer thread of the gathering
+  /// warp when warp-specialized).
   int64_t fullBarrierArrivals() const;
   /// The copy thread, after its own arrival on a full barrier: the other
-  /// threads' arrivals in a paged kernel (one counted arrive), nothing
-  /// otherwise.
+  /// threads' arrivals in a paged kernel that is not warp-specialized (one
+  /// counted arrive), nothing otherwise.
   void arriveForEveryThread(mlir::Value barrier);
-  /// Warp-specialized: the producer's loop over the key range (one thread).
+  /// Warp-specialized: the producer's loop over the key range (one thread;
+  /// over a paged cache the warpgroup, kPagedProducerThreads).
   void emitProducerLoop(const lowering::KVPipeline &state);
-  /// The loop of emitProducerLoop, in the thread that issues the copies.
+  /// The loop of emitProducerLoop, in the threads that issue the copies.
   void emitKeyBlockCopies(const lowering::KVPipeline &state);
+  /// The producer's copy of `load`'s block `block` into `slot`: the TMA
+  /// copy from its first thread, or over a paged cache the warpgroup's gather
+  /// of the block a sequence ends in (gatherLastPagedBlock).
+  void issueProducerCopy(flash::LoadKVOp load, mlir::Value block, const Slot &slot);
   /// Branches the CTA into the producer warpgroup (setmaxnreg.dec, then
   /// `producer` emits its work, then it returns) and the consumers
   /// (setmaxnreg.inc); returns with the insertion point in the consumers'

@@ -37,6 +37,7 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace flashc;
@@ -161,16 +162,29 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
 void SM90Emitter::gatherLastPagedBlock(flash::LoadKVOp op, Value block, const Slot &slot) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  issuePagedTileCopy(isKey ? kPtr : vPtr, isKey ? kStrides : vStrides,
-                     lookupScalar(op.getBatch()), lookupScalar(op.getKvHead()), block,
-                     LLVM::IntToPtrOp::create(b, loc, sharedPtr, slot.address));
+  {
+    // Warp-specialized: the producer warpgroup copies, as if it were the
+    // whole CTA (the copy helpers spread rows over config's
+    // threads by tid).
+    llvm::SaveAndRestore<Value> threadIndex(tid);
+    llvm::SaveAndRestore<int64_t> threads(config.numThreads);
+    if (hopper.warpSpecialized) {
+      tid = arith::SubIOp::create(b, loc, tid, i32(hopper.consumerThreads()));
+      config.numThreads = fullBarrierArrivals();
+    }
+    issuePagedTileCopy(isKey ? kPtr : vPtr, isKey ? kStrides : vStrides,
+                       lookupScalar(op.getBatch()), lookupScalar(op.getKvHead()), block,
+                       LLVM::IntToPtrOp::create(b, loc, sharedPtr, slot.address));
+  }
   AsmCall arrive;
   arrive.addInput(slot.full);
   arrive.emit(b, loc, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];");
 }
 
 int64_t SM90Emitter::fullBarrierArrivals() const {
-  return flash::KernelOp(kernel).getPagedKvAttr() ? hopper.numThreads : 1;
+  if (!flash::KernelOp(kernel).getPagedKvAttr())
+    return 1;
+  return hopper.warpSpecialized ? kPagedProducerThreads : hopper.numThreads;
 }
 
 void SM90Emitter::arriveForEveryThread(Value barrier) {
@@ -193,7 +207,10 @@ void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Valu
   Value firstKey = mul(keyTile, i32(config.bc));
   int64_t panelBytes = config.bc * 128;
   armForBytes(barrier, hopper.panels() * panelBytes);
-  arriveForEveryThread(barrier);
+  // Warp-specialized, every producer thread arrives itself
+  // (issueProducerCopy).
+  if (!hopper.warpSpecialized)
+    arriveForEveryThread(barrier);
   // Every entry first, so that their loads overlap. (The block is inside
   // the sequence: the block it ends in is gathered.)
   SmallVector<Value> pages;

@@ -55,6 +55,9 @@ constexpr int64_t kRegisterFile = 64 * 1024;
 // producer's tile loop (decode, Q copy, key-range scan) needs more.
 constexpr int64_t kProducerRegisters = 24;
 constexpr int64_t kPersistentProducerRegisters = 40;
+// A paged cache's producer warpgroup gathers the block a sequence ends in
+// by cp.async: below 56 ptxas spills there (page 16, D = 128).
+constexpr int64_t kPagedProducerRegisters = 56;
 constexpr int64_t kMaxConsumerRegisters = 240;
 } // namespace
 
@@ -96,6 +99,9 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const lowering::KVPipel
 }
 
 int64_t SM90Emitter::producerRegisters() const {
+  // A paged cache's producer warp gathers a block by cp.async.
+  if (flash::KernelOp(kernel).getPagedKvAttr())
+    return kPagedProducerRegisters;
   // At D = 256 the consumers need all 240 (their accumulator alone is 128).
   if (!hopper.persistent || config.headDim > 128)
     return kProducerRegisters;
@@ -190,12 +196,42 @@ void SM90Emitter::arriveAtTurnBarrier(Value id) {
 }
 
 void SM90Emitter::emitProducerLoop(const lowering::KVPipeline &state) {
+  // Over a paged cache the whole producer warpgroup loops (it gathers the
+  // block a sequence ends in); otherwise its first thread.
+  int64_t loopThreads = fullBarrierArrivals();
   auto elected = scf::IfOp::create(
-      b, loc, cmpI(arith::CmpIPredicate::eq, tid, i32(hopper.consumerThreads())),
+      b, loc, cmpI(arith::CmpIPredicate::ult, arith::SubIOp::create(b, loc, tid, i32(hopper.consumerThreads())), i32(loopThreads)),
       /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(elected.thenBlock()->getTerminator());
   emitKeyBlockCopies(state);
+}
+
+void SM90Emitter::issueProducerCopy(flash::LoadKVOp load, Value block, const Slot &slot) {
+  Value isFirstThread = cmpI(arith::CmpIPredicate::eq, tid, i32(hopper.consumerThreads()));
+  if (!kernel.getPagedKvAttr()) {
+    issueTensorCopy(load, block, slot.address, slot.full);
+    return;
+  }
+  // The block a sequence ends in: the warpgroup gathers it (TMA boxes
+  // would bring the stale rows past the end of its last page); any other:
+  // the first thread's boxes (arrive.expect_tx) and every other thread's
+  // own arrival, so that no phase completes before each producer thread
+  // has passed its wait for the slot (a thread left a phase behind would
+  // take a later completion for the one it waits for). Uniform over the
+  // warpgroup: the block and the sequence's length are.
+  Value blockEnd = mul(add(block, i32(1)), i32(config.bc));
+  auto lastOfSequence = scf::IfOp::create(
+      b, loc, cmpI(arith::CmpIPredicate::sgt, blockEnd, keyLen), /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(lastOfSequence.thenBlock()->getTerminator());
+  gatherLastPagedBlock(load, block, slot);
+  b.setInsertionPoint(lastOfSequence.elseBlock()->getTerminator());
+  auto boxes = scf::IfOp::create(b, loc, isFirstThread, /*withElseRegion=*/true);
+  b.setInsertionPoint(boxes.thenBlock()->getTerminator());
+  issueTensorCopy(load, block, slot.address, slot.full);
+  b.setInsertionPoint(boxes.elseBlock()->getTerminator());
+  arriveOn(slot.full);
 }
 
 void SM90Emitter::emitKeyBlockCopies(const lowering::KVPipeline &state) {
@@ -214,7 +250,7 @@ void SM90Emitter::emitKeyBlockCopies(const lowering::KVPipeline &state) {
     for (flash::LoadKVOp load : {state.keyLoad, state.valueLoad}) {
       Slot slot = kvSlot(load.getOperand(), ordinal);
       waitForPhase(slot.empty, arith::XOrIOp::create(b, loc, slot.parity, i32(1)));
-      issueTensorCopy(load, block, slot.address, slot.full);
+      issueProducerCopy(load, block, slot);
     }
   }
   // The search for the next block runs while the copies fly (one thread:
