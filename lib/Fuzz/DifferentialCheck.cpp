@@ -19,6 +19,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -86,10 +87,14 @@ struct ParsedCase {
 /// the rotated query-tile walk, on every third seed waits for the dK
 /// and dV products at once, and merges the body's per-tile barriers at
 /// level (seed / 5) mod 5 - 1, -1 the default), assembled by `ptxas`
-/// when given.
+/// when given. With `pagedPage` the forward over a paged cache of that
+/// many keys per page, as a prefill (N = 1024) with --warp-specialize=on:
+/// where the rules give it the warp-specialized tile, the kernel must
+/// have its producer warpgroup.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
-                     bool exactAuxGrads = false, int64_t headDim = 64) {
+                     bool exactAuxGrads = false, int64_t headDim = 64,
+                     int64_t pagedPage = 0) {
   bool deferTurns = exactAuxGrads && c.seed % 2;
   bool queryGradWriter = backward && c.seed % 4 == 2;
   bool rotateQueryTiles = backward && !exactAuxGrads && c.seed % 4 == 3;
@@ -105,11 +110,21 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
                       (overlapAccumulates ? "" : " --bwd-overlap-accumulates=false") +
                       (mergeBarriers >= 0
                            ? " --bwd-merge-barriers=" + std::to_string(mergeBarriers)
-                           : std::string());
+                           : std::string()) +
+                      (pagedPage ? " --paged " + std::to_string(pagedPage) +
+                                       " --warp-specialize=on N = 1024"
+                                 : std::string());
+  // The paged item is set for the resolver and IRGen, and reset on return.
+  frontend::Variant &variant = parsed.ast->variants.front();
+  if (pagedPage)
+    variant.paged = frontend::PagedDecl{"fuzz_block_table", "fuzz_kv_len", pagedPage, variant.loc};
+  llvm::scope_exit unpage([&] { variant.paged.reset(); });
   config::ResolveOptions resolve;
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
-  resolve.sizes.queryLength = c.queryLen;
+  resolve.sizes.queryLength = pagedPage ? 1024 : c.queryLen;
+  if (pagedPage)
+    resolve.request.warpSpecialize = "on";
   llvm::Expected<config::KernelConfig> resolved = config::resolveKernelConfig(resolve, *parsed.ast);
   if (!resolved)
     return fail(stage, llvm::toString(resolved.takeError()));
@@ -149,6 +164,14 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);
+  // (`on` may specialize other tiles too: the kernel's copies decide.)
+  if (pagedPage) {
+    config::TileChoice tile = resolved->tileFor(variant, headDim);
+    if (tile.blockRows >= 128 && resolved->warpSpecializedTilesFor(variant, headDim) &&
+        !llvm::StringRef(compiled->ptx).contains("setmaxnreg.dec"))
+      return fail(stage, "the warp-specialized tile without a producer warpgroup in the PTX (" +
+                             tile.why + ")");
+  }
   if (ptxas.empty())
     return {};
   llvm::SmallString<128> file, log;
@@ -618,6 +641,15 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       CheckResult result = checkPTX(c, parsed, context, chip, options.ptxas);
       if (result.outcome != Outcome::Pass)
         return result;
+      // The prefill over a paged cache with its producer warpgroup
+      // (--warp-specialize=on), at D = 128, where M is its own symbol.
+      if (chip == "sm_90a" && ownLength(frontend::DimRole::KeyLen, std::nullopt)) {
+        static const int64_t kPrefillPages[] = {16, 32, 64, 128, 256};
+        result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/false,
+                          /*exactAuxGrads=*/false, /*headDim=*/128, kPrefillPages[c.seed % 5]);
+        if (result.outcome == Outcome::Fail)
+          return result;
+      }
       if (!options.backward)
         continue;
       result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/true);
