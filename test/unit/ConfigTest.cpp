@@ -491,3 +491,32 @@ TEST(KernelConfig, KeyPiecesAgreeWithTheLoweringsAnalysis) {
 }
 
 } // namespace
+
+TEST(KernelRules, PagedCachesAreWarpSpecializedOnlyWhenAsked) {
+  // Not paged: the rule does not restrict.
+  EXPECT_TRUE(config::warpSpecializationApplies(0, "tma", 128, 128, /*asked=*/false));
+  // Paged: --warp-specialize=on, TMA boxes that nest with Bc, D <= 128.
+  EXPECT_FALSE(config::warpSpecializationApplies(16, "tma", 128, 128, /*asked=*/false));
+  EXPECT_TRUE(config::warpSpecializationApplies(16, "tma", 128, 128, /*asked=*/true));
+  EXPECT_TRUE(config::warpSpecializationApplies(256, "tma", 64, 128, /*asked=*/true));
+  EXPECT_FALSE(config::warpSpecializationApplies(48, "tma", 128, 128, /*asked=*/true));
+  EXPECT_FALSE(config::warpSpecializationApplies(64, "tma", 128, 96, /*asked=*/true));
+  EXPECT_FALSE(config::warpSpecializationApplies(16, "cp.async", 128, 128, /*asked=*/true));
+  EXPECT_FALSE(config::warpSpecializationApplies(16, "tma", 256, 80, /*asked=*/true));
+  // auto never specializes a paged kernel; the persistent grid never runs one.
+  EXPECT_TRUE(config::warpSpecializesByDefault(128, /*pagedKV=*/false));
+  EXPECT_FALSE(config::warpSpecializesByDefault(128, /*pagedKV=*/true));
+  EXPECT_FALSE(config::warpSpecializesByDefault(64, /*pagedKV=*/false));
+  EXPECT_TRUE(config::persistentGridApplies(false, false, true));
+  EXPECT_FALSE(config::persistentGridApplies(false, /*pagedKV=*/true, false));
+  EXPECT_FALSE(config::persistentGridApplies(/*varlen=*/true, false, /*readsTensors=*/true));
+}
+
+TEST(KernelRules, BackwardBarrierMergeByHeadDim) {
+  // Three Q/dO stages where measured faster (D <= 64), level 2 above.
+  EXPECT_EQ(config::defaultBackwardBarrierMerge(32), 3);
+  EXPECT_EQ(config::defaultBackwardBarrierMerge(64), 3);
+  EXPECT_EQ(config::defaultBackwardBarrierMerge(96), 2);
+  EXPECT_EQ(config::defaultBackwardBarrierMerge(128), 2);
+  EXPECT_EQ(config::defaultBackwardBarrierMerge(256), 2);
+}
