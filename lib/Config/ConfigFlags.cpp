@@ -27,8 +27,8 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
       warpSpecialize("warp-specialize",
                      cl::desc("wgmma kernel with TMA: a producer warpgroup issues the K/V "
                               "copies, Br/64 consumer warpgroups overlap softmax and P·V: "
-                              "auto (default: for Br >= 128, never over a paged cache), on (over a paged "
-                              "cache: not yet run on a GPU) or off"),
+                              "auto (default: for Br >= 128, never over a paged cache), on "
+                              "(over a paged cache: not yet run on a GPU) or off"),
                      cl::init("auto"), cl::cat(category)),
       pingPong("ping-pong",
                cl::desc("With --warp-specialize and Br >= 128: the consumer warpgroups take "

@@ -249,8 +249,7 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
   // (the grid applies to nothing else).
-  bool specialized =
-      warpSpecializedTilesFor(variant, headDim) && tile.blockRows >= 128;
+  bool specialized = warpSpecializedTilesFor(variant, headDim) && tile.blockRows >= 128;
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {
@@ -302,7 +301,8 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
 }
 
 bool KernelConfig::persistentGridAsked(const frontend::Variant &variant) const {
-  if (!config::persistentGridApplies(varlen(variant), bool(variant.paged), !variant.tensors.empty()))
+  if (!config::persistentGridApplies(varlen(variant), bool(variant.paged),
+                                     !variant.tensors.empty()))
     return false;
   return config::persistentGridAsked(targetOptions.persistent,
                                      targetOptions.persistentWithTensors,

@@ -182,8 +182,7 @@ bool warpSpecializationApplies(int64_t page, llvm::StringRef kvCopy, int64_t hea
 /// not a varlen one that reads aux tensors (bound per tile there, it
 /// spills: ptxas, D = 128), and not one over a paged cache (its whole
 /// producer warpgroup gathers; the persistent grid's producer is one
-/// thread). The resolver's why() and
-/// flash-to-sm90 alike.
+/// thread). The resolver's why() and flash-to-sm90 alike.
 bool persistentGridApplies(bool varlen, bool pagedKV, bool readsTensors);
 /// The wgmma kernel's `warp-specialize=auto`: for tiles of two or more
 /// consumer warpgroups (Br >= 128); one warpgroup of 64 rows keeps several

@@ -223,10 +223,13 @@ private:
   /// cp.async into `slot` with zeros past the sequence; each thread's
   /// arrival on the slot's full barrier comes when its copies have landed.
   void gatherLastPagedBlock(flash::LoadKVOp op, mlir::Value block, const Slot &slot);
+  /// Whether key block `block` is the one its sequence ends in (it reaches
+  /// past keyLen): a paged cache gathers it instead of TMA boxes.
+  mlir::Value endsSequence(mlir::Value block);
   /// Arrivals a K/V full barrier expects per phase: one (the copy thread's
   /// arrive.expect_tx), or one per thread in a paged kernel, whose last
-  /// block every thread gathers (every producer thread of the gathering
-  /// warp when warp-specialized).
+  /// block every thread gathers (every producer thread when
+  /// warp-specialized).
   int64_t fullBarrierArrivals() const;
   /// The copy thread, after its own arrival on a full barrier: the other
   /// threads' arrivals in a paged kernel that is not warp-specialized (one

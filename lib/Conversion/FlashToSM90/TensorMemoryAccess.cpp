@@ -141,8 +141,7 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
   Value issue = arith::AndIOp::create(b, loc, isCopyThread, inLoop);
   if (kernel.getPagedKvAttr()) {
     // Uniform over the CTA (the block and the sequence's length are).
-    Value blockEnd = mul(add(block, i32(1)), i32(config.bc));
-    Value lastOfSequence = cmpI(arith::CmpIPredicate::sgt, blockEnd, keyLen);
+    Value lastOfSequence = endsSequence(block);
     Value gather = arith::AndIOp::create(b, loc, inLoop, lastOfSequence);
     auto gathered = scf::IfOp::create(b, loc, gather, /*withElseRegion=*/false);
     {
@@ -150,8 +149,9 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
       b.setInsertionPoint(gathered.thenBlock()->getTerminator());
       gatherLastPagedBlock(op, block, slot);
     }
-    issue = arith::AndIOp::create(b, loc, issue,
-                                  cmpI(arith::CmpIPredicate::sle, blockEnd, keyLen));
+    Value boxed = arith::XOrIOp::create(b, loc, lastOfSequence,
+                                        arith::ConstantIntOp::create(b, loc, 1, 1));
+    issue = arith::AndIOp::create(b, loc, issue, boxed);
   }
   auto branch = scf::IfOp::create(b, loc, issue, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
@@ -159,13 +159,17 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
   issueTensorCopy(op, block, slot.address, slot.full);
 }
 
+Value SM90Emitter::endsSequence(Value block) {
+  Value blockEnd = mul(add(block, i32(1)), i32(config.bc));
+  return cmpI(arith::CmpIPredicate::sgt, blockEnd, keyLen);
+}
+
 void SM90Emitter::gatherLastPagedBlock(flash::LoadKVOp op, Value block, const Slot &slot) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
   {
     // Warp-specialized: the producer warpgroup copies, as if it were the
-    // whole CTA (the copy helpers spread rows over config's
-    // threads by tid).
+    // whole CTA (the copy helpers spread rows over config's threads by tid).
     llvm::SaveAndRestore<Value> threadIndex(tid);
     llvm::SaveAndRestore<int64_t> threads(config.numThreads);
     if (hopper.warpSpecialized) {

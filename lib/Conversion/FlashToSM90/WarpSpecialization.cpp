@@ -99,7 +99,7 @@ LogicalResult SM90Emitter::enterKeyLoop(scf::ForOp loop, const lowering::KVPipel
 }
 
 int64_t SM90Emitter::producerRegisters() const {
-  // A paged cache's producer warp gathers a block by cp.async.
+  // A paged cache's producer warpgroup gathers a block by cp.async.
   if (flash::KernelOp(kernel).getPagedKvAttr())
     return kPagedProducerRegisters;
   // At D = 256 the consumers need all 240 (their accumulator alone is 128).
@@ -197,10 +197,11 @@ void SM90Emitter::arriveAtTurnBarrier(Value id) {
 
 void SM90Emitter::emitProducerLoop(const lowering::KVPipeline &state) {
   // Over a paged cache the whole producer warpgroup loops (it gathers the
-  // block a sequence ends in); otherwise its first thread.
-  int64_t loopThreads = fullBarrierArrivals();
+  // block a sequence ends in; fullBarrierArrivals counts it); otherwise its
+  // first thread.
+  Value producerThread = arith::SubIOp::create(b, loc, tid, i32(hopper.consumerThreads()));
   auto elected = scf::IfOp::create(
-      b, loc, cmpI(arith::CmpIPredicate::ult, arith::SubIOp::create(b, loc, tid, i32(hopper.consumerThreads())), i32(loopThreads)),
+      b, loc, cmpI(arith::CmpIPredicate::ult, producerThread, i32(fullBarrierArrivals())),
       /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(elected.thenBlock()->getTerminator());
@@ -208,7 +209,6 @@ void SM90Emitter::emitProducerLoop(const lowering::KVPipeline &state) {
 }
 
 void SM90Emitter::issueProducerCopy(flash::LoadKVOp load, Value block, const Slot &slot) {
-  Value isFirstThread = cmpI(arith::CmpIPredicate::eq, tid, i32(hopper.consumerThreads()));
   if (!kernel.getPagedKvAttr()) {
     issueTensorCopy(load, block, slot.address, slot.full);
     return;
@@ -220,13 +220,13 @@ void SM90Emitter::issueProducerCopy(flash::LoadKVOp load, Value block, const Slo
   // has passed its wait for the slot (a thread left a phase behind would
   // take a later completion for the one it waits for). Uniform over the
   // warpgroup: the block and the sequence's length are.
-  Value blockEnd = mul(add(block, i32(1)), i32(config.bc));
-  auto lastOfSequence = scf::IfOp::create(
-      b, loc, cmpI(arith::CmpIPredicate::sgt, blockEnd, keyLen), /*withElseRegion=*/true);
+  auto lastOfSequence =
+      scf::IfOp::create(b, loc, endsSequence(block), /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(lastOfSequence.thenBlock()->getTerminator());
   gatherLastPagedBlock(load, block, slot);
   b.setInsertionPoint(lastOfSequence.elseBlock()->getTerminator());
+  Value isFirstThread = cmpI(arith::CmpIPredicate::eq, tid, i32(hopper.consumerThreads()));
   auto boxes = scf::IfOp::create(b, loc, isFirstThread, /*withElseRegion=*/true);
   b.setInsertionPoint(boxes.thenBlock()->getTerminator());
   issueTensorCopy(load, block, slot.address, slot.full);
