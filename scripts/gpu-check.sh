@@ -158,16 +158,20 @@ for gemm in auto mma.sync; do
   run test/Driver/Inputs/paged-masks.flash --variant window --paged 128 --shape B=3,H=4,HKV=2,N=500,M=900,D=64
   run test/Driver/Inputs/paged-no-page.flash --paged 64 --shape B=4,H=8,HKV=2,N=600,M=1700,D=128
   run test/Driver/Inputs/paged-no-page.flash --paged 16 --kv-copy cp.async --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
-  # Warp-specialized prefill (wgmma, D = 128, N > 512, --warp-specialize=on):
-  # the producer warpgroup gathers the block a sequence ends in; pages
-  # below, at and above Bc = 128, and Bc = 96 for variants that read aux
-  # tensors. (mma.sync ignores the flag.)
+  # Warp-specialized prefill (wgmma, D = 128, N > 512, the default where
+  # the blocks come by TMA): the producer warpgroup gathers the block a
+  # sequence ends in; pages below, at and above Bc = 128, and Bc = 96 for
+  # variants that read aux tensors; --warp-specialize=on on the one-
+  # warpgroup tile (one consumer); off keeps the one-warpgroup kernel.
+  # (mma.sync ignores the flag.)
   for page in 16 32 128 256; do
-    run test/Driver/Inputs/paged-no-page.flash --warp-specialize=on --paged $page --shape B=4,H=8,HKV=2,N=900,M=1700,D=128
+    run test/Driver/Inputs/paged-no-page.flash --paged $page --shape B=4,H=8,HKV=2,N=900,M=1700,D=128
   done
   for v in window softcap_alibi documents; do
-    run test/Driver/Inputs/paged-masks.flash --warp-specialize=on --variant $v --paged 32 --shape B=4,H=8,HKV=2,N=800,M=1500,D=128
+    run test/Driver/Inputs/paged-masks.flash --variant $v --paged 32 --shape B=4,H=8,HKV=2,N=800,M=1500,D=128
   done
+  run test/Driver/Inputs/paged-no-page.flash --warp-specialize=on --paged 16 --shape B=3,H=8,HKV=2,N=700,M=1300,D=64
+  run test/Driver/Inputs/paged-no-page.flash --warp-specialize=off --paged 16 --shape B=4,H=8,HKV=2,N=900,M=1700,D=128
 done
 gemm=auto
 fi
@@ -190,6 +194,8 @@ for gemm in auto mma.sync; do
   run test/Driver/Inputs/varlen-masks.flash --variant window_cross --shape B=5,H=4,HKV=2,N=1,M=2000,D=96
   run test/Driver/Inputs/chunked-prefill.flash --shape B=6,H=8,HKV=2,N=300,M=2000,D=128
   run test/Driver/Inputs/chunked-prefill.flash --shape B=5,H=16,HKV=2,N=64,M=700,D=64
+  # Long chunks: the warp-specialized tile over the paged cache.
+  run test/Driver/Inputs/chunked-prefill.flash --shape B=4,H=8,HKV=2,N=1500,M=3000,D=128
 done
 gemm=auto
 fi

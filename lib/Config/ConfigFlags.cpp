@@ -27,8 +27,8 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
       warpSpecialize("warp-specialize",
                      cl::desc("wgmma kernel with TMA: a producer warpgroup issues the K/V "
                               "copies, Br/64 consumer warpgroups overlap softmax and P·V: "
-                              "auto (default: for Br >= 128, never over a paged cache), on "
-                              "(over a paged cache: not yet run on a GPU) or off"),
+                              "auto (default: for Br >= 128; over a paged cache where its "
+                              "pages nest with the key blocks, at D <= 128), on or off"),
                      cl::init("auto"), cl::cat(category)),
       pingPong("ping-pong",
                cl::desc("With --warp-specialize and Br >= 128: the consumer warpgroups take "
@@ -134,7 +134,7 @@ BackwardFlags::BackwardFlags(cl::OptionCategory &category)
                              "the barrier that starts the tile; 3: also three stages of Q and "
                              "dO, the tile after next copied once dQ is staged, the next tile's "
                              "acquired at the dS barrier (no barrier at a tile's start). "
-                             "Default: 2 (measured on the H100; 3 is not timed since its fix)"),
+                             "Default: 3 at D <= 64 (measured 1-2.5% faster on the H100), 2 above"),
                     cl::init(-1), cl::cat(category)),
       blockSummary("bwd-block-summary",
                    cl::desc("With --bwd: a mask that reads aux tensors reads a run-time block "

@@ -166,8 +166,7 @@ bool KernelConfig::warpSpecializedTilesFor(const frontend::Variant &variant,
       defaultTile(traitsOf(variant), headDim, gemmKind, /*warpSpecializedTiles=*/true,
                   queryLength);
   return page > 0 && warpSpecializationApplies(page, targetOptions.kvCopy, headDim,
-                                               specialized.blockCols,
-                                               targetOptions.warpSpecialize == "on");
+                                               specialized.blockCols);
 }
 
 TileChoice KernelConfig::tileFor(const frontend::Variant &variant, int64_t headDim) const {
@@ -248,8 +247,10 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
   std::vector<std::string> lines = {"tile Br=" + std::to_string(tile.blockRows) +
                                     " Bc=" + std::to_string(tile.blockCols) + ": " + tile.why};
   // The GEMM line, then the grid line only where the tile is warp-specialized
-  // (the grid applies to nothing else).
-  bool specialized = warpSpecializedTilesFor(variant, headDim) && tile.blockRows >= 128;
+  // (the grid applies to nothing else): by default from Br = 128, with
+  // --warp-specialize=on any tile.
+  bool specialized = warpSpecializedTilesFor(variant, headDim) &&
+                     (tile.blockRows >= 128 || targetOptions.warpSpecialize == "on");
   for (const std::string &reason : targetReasons)
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {

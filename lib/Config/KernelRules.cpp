@@ -91,7 +91,8 @@ TileChoice config::defaultTile(const VariantTraits &variant, int64_t headDim,
     if (headDim <= 64)
       return {64, 128, why + " up to D = 64"};
     if (!warpSpecializedTiles)
-      why += " (warp specialization off, K/V not by TMA, or a paged cache)";
+      why += " (warp specialization off, K/V not by TMA, or a paged cache of pages that do "
+            "not nest with the key blocks or D > 128)";
     else
       why += " (masked, N <= 512)";
     return {64, 64, why};
@@ -142,17 +143,15 @@ bool config::persistentGridFits(int64_t headDim, int64_t blockCols) {
 }
 
 bool config::warpSpecializationApplies(int64_t page, llvm::StringRef kvCopy, int64_t headDim,
-                                       int64_t blockCols, bool asked) {
-  return page == 0 || (asked && headDim <= 128 && kvCopiesByTma(kvCopy, page, blockCols));
+                                       int64_t blockCols) {
+  return page == 0 || (headDim <= 128 && kvCopiesByTma(kvCopy, page, blockCols));
 }
 
 bool config::persistentGridApplies(bool varlen, bool pagedKV, bool readsTensors) {
   return !(varlen && readsTensors) && !pagedKV;
 }
 
-bool config::warpSpecializesByDefault(int64_t blockRows, bool pagedKV) {
-  return blockRows >= 128 && !pagedKV;
-}
+bool config::warpSpecializesByDefault(int64_t blockRows) { return blockRows >= 128; }
 
 bool config::pingPongApplies(int64_t blockRows) { return blockRows >= 128; }
 

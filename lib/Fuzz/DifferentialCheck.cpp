@@ -88,9 +88,9 @@ struct ParsedCase {
 /// and dV products at once, and merges the body's per-tile barriers at
 /// level (seed / 5) mod 5 - 1, -1 the default), assembled by `ptxas`
 /// when given. With `pagedPage` the forward over a paged cache of that
-/// many keys per page, as a prefill (N = 1024) with --warp-specialize=on:
-/// where the rules give it the warp-specialized tile, the kernel must
-/// have its producer warpgroup.
+/// many keys per page, as a prefill (N = 1024) with the default
+/// --warp-specialize=auto: where the rules give it the warp-specialized
+/// tile, the kernel must have its producer warpgroup.
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
                      bool exactAuxGrads = false, int64_t headDim = 64,
@@ -111,8 +111,7 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
                       (mergeBarriers >= 0
                            ? " --bwd-merge-barriers=" + std::to_string(mergeBarriers)
                            : std::string()) +
-                      (pagedPage ? " --paged " + std::to_string(pagedPage) +
-                                       " --warp-specialize=on N = 1024"
+                      (pagedPage ? " --paged " + std::to_string(pagedPage) + " N = 1024"
                                  : std::string());
   // The paged item is set for the resolver and IRGen, and reset on return.
   frontend::Variant &variant = parsed.ast->variants.front();
@@ -123,8 +122,6 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   resolve.chip = chip.str();
   resolve.sizes.headDim = headDim;
   resolve.sizes.queryLength = pagedPage ? 1024 : c.queryLen;
-  if (pagedPage)
-    resolve.request.warpSpecialize = "on";
   llvm::Expected<config::KernelConfig> resolved = config::resolveKernelConfig(resolve, *parsed.ast);
   if (!resolved)
     return fail(stage, llvm::toString(resolved.takeError()));
@@ -641,8 +638,8 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
       CheckResult result = checkPTX(c, parsed, context, chip, options.ptxas);
       if (result.outcome != Outcome::Pass)
         return result;
-      // The prefill over a paged cache with its producer warpgroup
-      // (--warp-specialize=on), at D = 128, where M is its own symbol.
+      // The prefill over a paged cache with its producer warpgroup (the
+      // default), at D = 128, where M is its own symbol.
       if (chip == "sm_90a" && ownLength(frontend::DimRole::KeyLen, std::nullopt)) {
         static const int64_t kPrefillPages[] = {16, 32, 64, 128, 256};
         result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/false,

@@ -492,21 +492,22 @@ TEST(KernelConfig, KeyPiecesAgreeWithTheLoweringsAnalysis) {
 
 } // namespace
 
-TEST(KernelRules, PagedCachesAreWarpSpecializedOnlyWhenAsked) {
+TEST(KernelRules, PagedCachesAreWarpSpecializedWhereBoxesNest) {
   // Not paged: the rule does not restrict.
-  EXPECT_TRUE(config::warpSpecializationApplies(0, "tma", 128, 128, /*asked=*/false));
-  // Paged: --warp-specialize=on, TMA boxes that nest with Bc, D <= 128.
-  EXPECT_FALSE(config::warpSpecializationApplies(16, "tma", 128, 128, /*asked=*/false));
-  EXPECT_TRUE(config::warpSpecializationApplies(16, "tma", 128, 128, /*asked=*/true));
-  EXPECT_TRUE(config::warpSpecializationApplies(256, "tma", 64, 128, /*asked=*/true));
-  EXPECT_FALSE(config::warpSpecializationApplies(48, "tma", 128, 128, /*asked=*/true));
-  EXPECT_FALSE(config::warpSpecializationApplies(64, "tma", 128, 96, /*asked=*/true));
-  EXPECT_FALSE(config::warpSpecializationApplies(16, "cp.async", 128, 128, /*asked=*/true));
-  EXPECT_FALSE(config::warpSpecializationApplies(16, "tma", 256, 80, /*asked=*/true));
-  // auto never specializes a paged kernel; the persistent grid never runs one.
-  EXPECT_TRUE(config::warpSpecializesByDefault(128, /*pagedKV=*/false));
-  EXPECT_FALSE(config::warpSpecializesByDefault(128, /*pagedKV=*/true));
-  EXPECT_FALSE(config::warpSpecializesByDefault(64, /*pagedKV=*/false));
+  EXPECT_TRUE(config::warpSpecializationApplies(0, "tma", 128, 128));
+  EXPECT_TRUE(config::warpSpecializationApplies(0, "tma", 256, 80));
+  // Paged: TMA boxes that nest with Bc, D <= 128.
+  EXPECT_TRUE(config::warpSpecializationApplies(16, "tma", 128, 128));
+  EXPECT_TRUE(config::warpSpecializationApplies(256, "tma", 64, 128));
+  EXPECT_FALSE(config::warpSpecializationApplies(48, "tma", 128, 128));
+  EXPECT_FALSE(config::warpSpecializationApplies(64, "tma", 128, 96));
+  EXPECT_FALSE(config::warpSpecializationApplies(16, "cp.async", 128, 128));
+  EXPECT_FALSE(config::warpSpecializationApplies(16, "tma", 256, 80));
+  // auto: two or more consumer warpgroups; the persistent grid never runs a
+  // paged kernel.
+  EXPECT_TRUE(config::warpSpecializesByDefault(128));
+  EXPECT_TRUE(config::warpSpecializesByDefault(192));
+  EXPECT_FALSE(config::warpSpecializesByDefault(64));
   EXPECT_TRUE(config::persistentGridApplies(false, false, true));
   EXPECT_FALSE(config::persistentGridApplies(false, /*pagedKV=*/true, false));
   EXPECT_FALSE(config::persistentGridApplies(/*varlen=*/true, false, /*readsTensors=*/true));

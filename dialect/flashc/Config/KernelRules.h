@@ -170,14 +170,14 @@ bool pagedBoxesFit(int64_t page, int64_t blockCols);
 bool kvCopiesByTma(llvm::StringRef kvCopy, int64_t page, int64_t blockCols);
 /// Whether a variant's default tile may be the warp-specialized kernel's
 /// (of `blockCols` keys per block): over a paged cache of `page` keys per
-/// page (0: not paged) only when asked for (`asked`: --warp-specialize=on;
-/// the paged producer warpgroup has not run on a GPU yet), where its
-/// blocks come by TMA boxes (kvCopiesByTma; the producer warpgroup
-/// gathers the block a sequence ends in) and D <= 128 (at D = 256 ptxas
-/// spills in the producer with 16-key pages, and Bc = 80 nests with few
-/// pages).
+/// page (0: not paged) only where its blocks come by TMA boxes
+/// (kvCopiesByTma; the producer warpgroup gathers the block a sequence
+/// ends in) and D <= 128 (at D = 256 ptxas spills in the producer with
+/// 16-key pages, and Bc = 80 nests with few pages). Paged prefill at
+/// D = 128 measured 1.06-1.10x the dense kernel's time this way against
+/// 1.32-1.47x with one warpgroup (H100, bench/results/2026-12-08-paged-ws).
 bool warpSpecializationApplies(int64_t page, llvm::StringRef kvCopy, int64_t headDim,
-                               int64_t blockCols, bool asked);
+                               int64_t blockCols);
 /// Whether a warp-specialized kernel may run on the persistent grid at all:
 /// not a varlen one that reads aux tensors (bound per tile there, it
 /// spills: ptxas, D = 128), and not one over a paged cache (its whole
@@ -186,10 +186,9 @@ bool warpSpecializationApplies(int64_t page, llvm::StringRef kvCopy, int64_t hea
 bool persistentGridApplies(bool varlen, bool pagedKV, bool readsTensors);
 /// The wgmma kernel's `warp-specialize=auto`: for tiles of two or more
 /// consumer warpgroups (Br >= 128); one warpgroup of 64 rows keeps several
-/// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws). Not
-/// over a paged cache, whose producer warpgroup only `on` asks for
-/// (warpSpecializationApplies).
-bool warpSpecializesByDefault(int64_t blockRows, bool pagedKV);
+/// CTAs per SM without a producer (bench/results/2026-11-29-h200-ws). Over
+/// a paged cache flash-to-sm90 also asks warpSpecializationApplies.
+bool warpSpecializesByDefault(int64_t blockRows);
 /// Ping-pong needs two or more consumer warpgroups.
 bool pingPongApplies(int64_t blockRows);
 

@@ -107,10 +107,12 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   // file then gives each consumer thread at least 160 registers); otherwise,
   // or when the rings do not fit, the kernel is built without it. auto:
   // config::warpSpecializesByDefault (two or more consumers, which then
-  // ping-pong; over a paged cache only `on`).
+  // ping-pong), over a paged cache where config::warpSpecializationApplies.
   bool specialize =
       warpSpecialize == "on" ||
-      (warpSpecialize == "auto" && config::warpSpecializesByDefault(config.br, bool(paged)));
+      (warpSpecialize == "auto" && config::warpSpecializesByDefault(config.br) &&
+       config::warpSpecializationApplies(paged ? paged.getPage() : 0, kvCopy,
+                                         config.headDim, config.bc));
   if (specialize) {
     HopperConfig specialized = config;
     specialized.warpSpecialized = true;

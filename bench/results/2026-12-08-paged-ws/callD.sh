@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# NOT RUN: the session's device time ran out before a machine came. Kept
-# as the next call (it needs a carry with flash-run of this tree and
-# flash-run-old of e176551, and .device-carry/full_bwd_n300_d128.cubin).
+# Run in session 2026-12-08 (tree 7bc032b; carry: flash-run of this tree,
+# flash-run-old of e176551, .device-carry/full_bwd_n300_d128.cubin).
 # Call D (issue 16): the warp-specialized paged prefill (the producer
 # warpgroup gathers the block a sequence ends in): the paged prefill cases
 # gpu-check's paged section now has and three from before, compute-sanitizer
@@ -33,6 +32,7 @@ echo "== SASS near the backward racecheck reports"
 cuobjdump -sass .device-carry/full_bwd_n300_d128.cubin > $OUT/full_bwd.sass 2>&1 || /usr/local/cuda/bin/cuobjdump -sass .device-carry/full_bwd_n300_d128.cubin > $OUT/full_bwd.sass 2>&1
 grep -n "Function : full_bwd$" $OUT/full_bwd.sass | head -2
 awk '/Function : full_bwd$/ {on = 1} /Function : full_bwd_convert/ {on = 0} on' $OUT/full_bwd.sass | grep -E '/\*0(120|180|460|5be0|5c00|6e40)\*/' 
+for round in 1 2; do
 echo "== prefill B=2 H=32 HKV=8 N=M=4096 D=128 (ms, each checked first): dense | p16 | p64 | p16 old | p64 old | dense"
 row=""
 for cfg in "flash-run|examples/gqa.flash|" "flash-run|bench/inputs/paged_gqa.flash|--warp-specialize=on --paged 16 --full-lengths" \
@@ -43,10 +43,11 @@ for cfg in "flash-run|examples/gqa.flash|" "flash-run|bench/inputs/paged_gqa.fla
   # shellcheck disable=SC2086
   ms=$(timeout 60 $T/$tool $f --shape B=2,H=32,HKV=8,N=4096,M=4096,D=128 $flags --csv --iters 30 --check-shape B=3,H=4,HKV=1,N=700,M=900 2>>$OUT/prefill.err | tail -1 | cut -d, -f10)
   row="$row | ${ms:-FAIL}"
-done; echo "$row" | tee $OUT/prefill.txt
+done; echo "$row" | tee -a $OUT/prefill.txt
+done
 echo "== compute-sanitizer (warp-specialized paged prefill, B=3 H=4 HKV=2 N=600 M=700 D=128)"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for c in "memcheck 16" "racecheck 16"; do set -- $c
+for c in "memcheck 16" "racecheck 16" "synccheck 16" "memcheck 64" "racecheck 64"; do set -- $c
   timeout 30 $CS --tool $1 $T/flash-run test/Driver/Inputs/paged-no-page.flash --warp-specialize=on --paged $2 --shape B=3,H=4,HKV=2,N=600,M=700,D=128 --iters 0 > $OUT/san-$1-$2.log 2>&1
   echo "$1 page $2: rc $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san-$1-$2.log | tail -1)"
 done
