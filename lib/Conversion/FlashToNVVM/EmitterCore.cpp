@@ -219,15 +219,15 @@ Value EmitterCore::sharedMemoryBase(int64_t alignment) {
 }
 
 void EmitterCore::issueRowwiseTileCopy(
-    Value base, int64_t rows, Value dst,
+    const CopyThreads &threads, Value base, int64_t rows, Value dst,
     function_ref<std::pair<Value, Value>(Value row)> rowSource) {
   int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
   int64_t total = rows * chunksPerRow;
-  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  int64_t perThread = (total + threads.count - 1) / threads.count;
   for (int64_t it = 0; it < perThread; ++it) {
     OpBuilder::InsertionGuard guard(b);
-    Value index = add(tid, i32(it * config.numThreads));
-    if ((it + 1) * config.numThreads > total) {
+    Value index = add(threads.index, i32(it * threads.count));
+    if ((it + 1) * threads.count > total) {
       auto inside = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, index, i32(total)),
                                       /*withElseRegion=*/false);
       b.setInsertionPoint(inside.thenBlock()->getTerminator());
@@ -244,17 +244,18 @@ void EmitterCore::issueRowwiseTileCopy(
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 }
 
-void EmitterCore::issueTileCopy(Value base, Value headOffset, Value rowStride,
+void EmitterCore::issueTileCopy(const CopyThreads &threads, Value base, Value headOffset,
+                                Value rowStride,
                                 Value tileIndex, int64_t rows, Value length,
                                 Value dst) {
   int64_t chunksPerRow = config.headDim / 8; // 16-byte chunks
   int64_t total = rows * chunksPerRow;
-  int64_t perThread = (total + config.numThreads - 1) / config.numThreads;
+  int64_t perThread = (total + threads.count - 1) / threads.count;
   Type halfStorage = b.getI16Type();
-  if (config.numThreads % chunksPerRow) {
+  if (threads.count % chunksPerRow) {
     // D = 96: a thread's chunks are not in one column; index each copy.
     Value firstRow = mul(tileIndex, i32(rows));
-    issueRowwiseTileCopy(base, rows, dst, [&](Value row) -> std::pair<Value, Value> {
+    issueRowwiseTileCopy(threads, base, rows, dst, [&](Value row) -> std::pair<Value, Value> {
       Value position = add(firstRow, row);
       Value valid = cmpI(arith::CmpIPredicate::slt, position, length);
       // Out-of-range rows copy 0 bytes (zero fill) from a row that exists.
@@ -263,14 +264,14 @@ void EmitterCore::issueTileCopy(Value base, Value headOffset, Value rowStride,
     });
     return;
   }
-  // Copy `it` of a thread moves chunk tid % C of row tid / C + it·S (C
-  // chunks per row, S = threads / C rows per step). The source pointer
+  // Copy `it` of thread t moves chunk t % C of row t / C + it·S (C chunks
+  // per row, S = threads / C rows per step). The source pointer
   // advances by S rows per copy and the destination is one opaque base plus
   // immediates, so a copy costs a compare, two selects and a 64-bit add, and
   // no 64-bit address per copy stays live across the key loop.
-  int64_t rowsPerStep = config.numThreads / chunksPerRow;
-  Value row = arith::DivUIOp::create(b, loc, tid, i32(chunksPerRow));
-  Value chunk = arith::RemUIOp::create(b, loc, tid, i32(chunksPerRow));
+  int64_t rowsPerStep = threads.count / chunksPerRow;
+  Value row = arith::DivUIOp::create(b, loc, threads.index, i32(chunksPerRow));
+  Value chunk = arith::RemUIOp::create(b, loc, threads.index, i32(chunksPerRow));
   Value firstRow = add(mul(tileIndex, i32(rows)), row);
   // Rows left from this thread's first row: copy `it` is valid iff it·S < left.
   Value left = arith::SubIOp::create(b, loc, length, firstRow);
@@ -287,7 +288,7 @@ void EmitterCore::issueTileCopy(Value base, Value headOffset, Value rowStride,
     if (it > 0)
       src = gepElements(src, step, halfStorage);
     OpBuilder::InsertionGuard guard(b);
-    if ((it + 1) * config.numThreads > total) {
+    if ((it + 1) * threads.count > total) {
       Value inside = cmpI(arith::CmpIPredicate::ult,
                           add(row, i32(it * rowsPerStep)), i32(rows));
       auto branch = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
@@ -721,7 +722,7 @@ void EmitterCore::bindSequenceLengths(Value batch) {
     bindPacked(keyOffsets, keyRows, keyLen, launchKeyLen, keyRowStart);
 }
 
-void EmitterCore::issuePagedTileCopy(Value base, const Value *strides, Value batch,
+void EmitterCore::issuePagedTileCopy(const CopyThreads &threads, Value base, const Value *strides, Value batch,
                                      Value kvHead, Value keyTile, Value dst) {
   auto kernel = cast<flash::KernelOp>(kernelOp);
   int64_t page = kernel.getPagedKvAttr().getPage();
@@ -750,25 +751,25 @@ void EmitterCore::issuePagedTileCopy(Value base, const Value *strides, Value bat
     Value rowInPage = arith::RemUIOp::create(b, loc, firstKey, i32(page));
     Value offset = add(add(pageOffset, headOffset), mul(toI64(rowInPage), strides[2]));
     Value length = select(inCache, arith::SubIOp::create(b, loc, keyLen, firstKey), i32(0));
-    issueTileCopy(base, offset, strides[2], i32(0), config.bc, length, dst);
+    issueTileCopy(threads, base, offset, strides[2], i32(0), config.bc, length, dst);
     return;
   }
   int64_t chunksPerRow = config.headDim / 8;
   Type halfStorage = b.getI16Type();
   int64_t threadsPerPage =
-      config.bc % page == 0 && config.numThreads * page % config.bc == 0
-          ? config.numThreads * page / config.bc
+      config.bc % page == 0 && threads.count * page % config.bc == 0
+          ? threads.count * page / config.bc
           : 0;
   if (threadsPerPage && threadsPerPage % chunksPerRow == 0 &&
-      config.bc * chunksPerRow % config.numThreads == 0) {
+      config.bc * chunksPerRow % threads.count == 0) {
     // Whole pages per block, and enough threads per page that each keeps
     // one chunk column of one page: thread t copies page entry t / T of
     // the block (T threads per page), so it loads one table entry per
     // block and each copy moves its source a fixed number of rows on.
     int64_t pageRowsPerStep = threadsPerPage / chunksPerRow;
     int64_t perThread = page / pageRowsPerStep;
-    Value slot = arith::DivUIOp::create(b, loc, tid, i32(threadsPerPage));
-    Value local = arith::RemUIOp::create(b, loc, tid, i32(threadsPerPage));
+    Value slot = arith::DivUIOp::create(b, loc, threads.index, i32(threadsPerPage));
+    Value local = arith::RemUIOp::create(b, loc, threads.index, i32(threadsPerPage));
     Value chunk = arith::RemUIOp::create(b, loc, local, i32(chunksPerRow));
     Value pageRow = arith::DivUIOp::create(b, loc, local, i32(chunksPerRow));
     Value firstBlockRow = add(mul(slot, i32(page)), pageRow);
@@ -796,7 +797,7 @@ void EmitterCore::issuePagedTileCopy(Value base, const Value *strides, Value bat
     NVVM::CpAsyncCommitGroupOp::create(b, loc);
     return;
   }
-  issueRowwiseTileCopy(base, config.bc, dst, [&](Value row) -> std::pair<Value, Value> {
+  issueRowwiseTileCopy(threads, base, config.bc, dst, [&](Value row) -> std::pair<Value, Value> {
     Value key = add(firstKey, row);
     Value inSequence = cmpI(arith::CmpIPredicate::slt, key, keyLen);
     // Past the sequence: entry 0, which every sequence with a key block has.

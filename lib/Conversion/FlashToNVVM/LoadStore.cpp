@@ -61,8 +61,8 @@ void KernelEmitter::issueQueryCopy(flash::LoadQOp op) {
         queryTile = lookupScalar(op.getQueryTile());
   if (kernel.getPackedHeads())
     return issuePackedQueryCopy(batch, head, queryTile);
-  issueTileCopy(qPtr, sequenceOffset(qStrides, batch, head, queryRowStart), qStrides[2],
-                queryTile, config.br, queryLen, smemQ);
+  issueTileCopy(allThreads(), qPtr, sequenceOffset(qStrides, batch, head, queryRowStart),
+                qStrides[2], queryTile, config.br, queryLen, smemQ);
 }
 
 void KernelEmitter::issuePackedQueryCopy(Value batch, Value kvHead, Value queryTile) {
@@ -72,7 +72,7 @@ void KernelEmitter::issuePackedQueryCopy(Value batch, Value kvHead, Value queryT
   Value packedLen = mul(queryLen, groupSize);
   Value firstRow = mul(queryTile, i32(config.br));
   Value firstHead = mul(kvHead, groupSize);
-  issueRowwiseTileCopy(qPtr, config.br, smemQ, [&](Value row) -> std::pair<Value, Value> {
+  issueRowwiseTileCopy(allThreads(), qPtr, config.br, smemQ, [&](Value row) -> std::pair<Value, Value> {
     Value packedRow = add(firstRow, row);
     Value valid = cmpI(arith::CmpIPredicate::ult, packedRow, packedLen);
     // Padding rows copy 0 bytes (zero fill) from row 0 of the group.
@@ -88,10 +88,11 @@ void KernelEmitter::issueKVCopy(flash::LoadKVOp op, Value /*position*/, Value ke
   Value *strides = isKey ? kStrides : vStrides;
   Value batch = lookupScalar(op.getBatch()), kvHead = lookupScalar(op.getKvHead());
   if (kernel.getPagedKvAttr())
-    return issuePagedTileCopy(isKey ? kPtr : vPtr, strides, batch, kvHead, keyTile,
-                              isKey ? smemK : smemV);
-  issueTileCopy(isKey ? kPtr : vPtr, sequenceOffset(strides, batch, kvHead, keyRowStart),
-                strides[2], keyTile, config.bc, keyLen, isKey ? smemK : smemV);
+    return issuePagedTileCopy(allThreads(), isKey ? kPtr : vPtr, strides, batch, kvHead,
+                              keyTile, isKey ? smemK : smemV);
+  issueTileCopy(allThreads(), isKey ? kPtr : vPtr,
+                sequenceOffset(strides, batch, kvHead, keyRowStart), strides[2], keyTile,
+                config.bc, keyLen, isKey ? smemK : smemV);
 }
 
 LogicalResult KernelEmitter::lowerLoadKV(flash::LoadKVOp op) {

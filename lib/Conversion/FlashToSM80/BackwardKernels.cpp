@@ -1366,8 +1366,8 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
     // This copy is the newest group: the next wait is for every group.
     groupsInFlight = 0;
     if (keyRows)
-      issueTileCopy(base, headOffset(strides[set], batch, head), strides[set][2], tile, config.bc,
-                    keyLen, smem);
+      issueTileCopy(allThreads(), base, headOffset(strides[set], batch, head), strides[set][2],
+                    tile, config.bc, keyLen, smem);
     else
       issueRowCopy(base, set, batch, head, tile, smem);
     value.smem = smem;
@@ -1379,8 +1379,8 @@ LogicalResult BackwardEmitter::lowerTileCopy(Operation *op, Value base,
 
 void BackwardEmitter::issueRowCopy(Value base, StrideSet set, Value batch, Value head,
                                    Value tile, Value smem) {
-  issueTileCopy(base, headOffset(strides[set], batch, head), strides[set][2], tile, config.br,
-                queryLen, smem);
+  issueTileCopy(allThreads(), base, headOffset(strides[set], batch, head), strides[set][2],
+                tile, config.br, queryLen, smem);
 }
 
 void BackwardEmitter::acquireCopies() {

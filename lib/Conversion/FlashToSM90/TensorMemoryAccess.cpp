@@ -37,7 +37,6 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace flashc;
@@ -167,19 +166,14 @@ Value SM90Emitter::endsSequence(Value block) {
 void SM90Emitter::gatherLastPagedBlock(flash::LoadKVOp op, Value block, const Slot &slot) {
   bool isKey = op.getOperand() == flash::KVOperand::Key;
   auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
-  {
-    // Warp-specialized: the producer warpgroup copies, as if it were the
-    // whole CTA (the copy helpers spread rows over config's threads by tid).
-    llvm::SaveAndRestore<Value> threadIndex(tid);
-    llvm::SaveAndRestore<int64_t> threads(config.numThreads);
-    if (hopper.warpSpecialized) {
-      tid = arith::SubIOp::create(b, loc, tid, i32(hopper.consumerThreads()));
-      config.numThreads = fullBarrierArrivals();
-    }
-    issuePagedTileCopy(isKey ? kPtr : vPtr, isKey ? kStrides : vStrides,
-                       lookupScalar(op.getBatch()), lookupScalar(op.getKvHead()), block,
-                       LLVM::IntToPtrOp::create(b, loc, sharedPtr, slot.address));
-  }
+  // Warp-specialized: the producer warpgroup (after the consumers) copies.
+  CopyThreads threads = allThreads();
+  if (hopper.warpSpecialized)
+    threads = {arith::SubIOp::create(b, loc, tid, i32(hopper.consumerThreads())),
+               fullBarrierArrivals()};
+  issuePagedTileCopy(threads, isKey ? kPtr : vPtr, isKey ? kStrides : vStrides,
+                     lookupScalar(op.getBatch()), lookupScalar(op.getKvHead()), block,
+                     LLVM::IntToPtrOp::create(b, loc, sharedPtr, slot.address));
   AsmCall arrive;
   arrive.addInput(slot.full);
   arrive.emit(b, loc, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];");

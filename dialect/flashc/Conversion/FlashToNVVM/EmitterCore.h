@@ -50,6 +50,12 @@ public:
               mlir::gpu::GPUModuleOp gpuModule);
   virtual ~EmitterCore() = default;
 
+  /// The threads that share a tile copy: `index` (i32) of `count`.
+  struct CopyThreads {
+    mlir::Value index;
+    int64_t count;
+  };
+
   /// The kernel op being lowered and its signature (params, aux tensors).
   mlir::Operation *kernelOp;
   flash::KernelSignature signature;
@@ -91,7 +97,7 @@ public:
     return rowStart ? add(mul(rowStart, strides[2]), mul(toI64(head), strides[1]))
                     : headOffset(strides, batch, head);
   }
-  /// A paged kernel: copies key block `keyTile` (Bc rows) of KV head
+  /// A paged kernel: `threads` copy key block `keyTile` (Bc rows) of KV head
   /// `kvHead` of sequence `batch` from `base` (k or v, `strides` its page,
   /// head and row strides) into shared memory at `dst`, each row from its
   /// page: one table entry per block where a page holds whole key blocks,
@@ -99,8 +105,9 @@ public:
   /// keep one chunk column, else one per row.
   /// Rows past the sequence, and rows whose table entry is outside the
   /// cache, are zero-filled. One cp.async group is committed.
-  void issuePagedTileCopy(mlir::Value base, const mlir::Value *strides, mlir::Value batch,
-                          mlir::Value kvHead, mlir::Value keyTile, mlir::Value dst);
+  void issuePagedTileCopy(const CopyThreads &threads, mlir::Value base,
+                          const mlir::Value *strides, mlir::Value batch, mlir::Value kvHead,
+                          mlir::Value keyTile, mlir::Value dst);
   /// The byte offset (i64) of (batch, head, queryTile, keyTile) in the
   /// block summary of the Br x Bc tiling (flash::BlockSummaryShape).
   mlir::Value blockSummaryOffset(flash::BlockSummaryAttr summary, mlir::Value batch,
@@ -119,6 +126,8 @@ public:
   mlir::Value tid, lane, warp, groupId, threadInGroup;
   /// Defines tid, lane, warp, groupId (lane / 4) and threadInGroup (lane % 4).
   void bindThreadCoordinates();
+  /// Every thread of the CTA shares the copy.
+  CopyThreads allThreads() const { return {tid, config.numThreads}; }
 
   /// Scalars: flash IR value -> lowered value.
   mlir::IRMapping scalars;
@@ -198,18 +207,20 @@ public:
   /// The offset added by moving `rowStep` rows down in the same chunk
   /// column, when it is a constant (else every copy uses sharedChunkOffset).
   virtual std::optional<int64_t> sharedRowStepBytes(int64_t rowStep) = 0;
-  /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
-  /// elements) starting at row tileIndex·rows into shared memory at `dst`;
-  /// rows >= length are zero-filled. One cp.async group is committed.
-  /// The same copy when every 16-byte chunk computes its own source:
+  /// Copies a rows x D tile into shared memory at `dst`, its 16-byte chunks
+  /// spread over `threads`, when every chunk computes its own source:
   /// `rowSource(row)` gives the element offset (i64) of tile row `row`
   /// (i32) in `base` and whether the row exists (one that does not is
   /// zero-filled; its offset must still point into `base`). One cp.async
   /// group is committed.
   void issueRowwiseTileCopy(
-      mlir::Value base, int64_t rows, mlir::Value dst,
+      const CopyThreads &threads, mlir::Value base, int64_t rows, mlir::Value dst,
       llvm::function_ref<std::pair<mlir::Value, mlir::Value>(mlir::Value row)> rowSource);
-  void issueTileCopy(mlir::Value base, mlir::Value headOffset,
+  /// Copies a rows x D tile of `base` (one (batch, head) at `headOffset`
+  /// elements) starting at row tileIndex·rows into shared memory at `dst`,
+  /// spread over `threads`; rows >= length are zero-filled. One cp.async
+  /// group is committed.
+  void issueTileCopy(const CopyThreads &threads, mlir::Value base, mlir::Value headOffset,
                      mlir::Value rowStride, mlir::Value tileIndex, int64_t rows,
                      mlir::Value length, mlir::Value dst);
 
