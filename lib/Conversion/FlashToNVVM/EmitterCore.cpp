@@ -722,8 +722,9 @@ void EmitterCore::bindSequenceLengths(Value batch) {
     bindPacked(keyOffsets, keyRows, keyLen, launchKeyLen, keyRowStart);
 }
 
-void EmitterCore::issuePagedTileCopy(const CopyThreads &threads, Value base, const Value *strides, Value batch,
-                                     Value kvHead, Value keyTile, Value dst) {
+void EmitterCore::issuePagedTileCopy(const CopyThreads &threads, Value base,
+                                     const Value *strides, Value batch, Value kvHead,
+                                     Value keyTile, Value dst) {
   auto kernel = cast<flash::KernelOp>(kernelOp);
   int64_t page = kernel.getPagedKvAttr().getPage();
   Type i32Type = b.getI32Type();
