@@ -172,6 +172,19 @@ for gemm in auto mma.sync; do
   done
   run test/Driver/Inputs/paged-no-page.flash --warp-specialize=on --paged 16 --shape B=3,H=8,HKV=2,N=700,M=1300,D=64
   run test/Driver/Inputs/paged-no-page.flash --warp-specialize=off --paged 16 --shape B=4,H=8,HKV=2,N=900,M=1700,D=128
+  # --paged-last-block=tma: one-warpgroup kernels (prefill at D = 64 and
+  # 256, decode, split decode, masks) copy the block a sequence ends in by
+  # TMA and zero its rows past the end.
+  for page in 16 64 256; do
+    run test/Driver/Inputs/paged-no-page.flash --paged-last-block=tma --paged $page --shape B=4,H=8,HKV=2,N=700,M=1700,D=64
+  done
+  run test/Driver/Inputs/paged-no-page.flash --paged-last-block=tma --paged 16 --shape B=3,H=4,HKV=2,N=300,M=1000,D=256
+  run test/Driver/Inputs/paged-no-page.flash --paged-last-block=tma --paged 32 --shape B=6,H=32,HKV=8,N=1,M=3000,D=128 --splits 3
+  run examples/paged_decode.flash --paged-last-block=tma --shape B=5,H=8,HKV=2,N=4,M=2000,D=64
+  for v in window softcap_alibi documents; do
+    run test/Driver/Inputs/paged-masks.flash --paged-last-block=tma --variant $v --paged 16 --shape B=4,H=8,HKV=2,N=3,M=1200,D=128
+  done
+  run test/Driver/Inputs/chunked-prefill.flash --paged-last-block=tma --shape B=5,H=16,HKV=2,N=64,M=700,D=64
 done
 gemm=auto
 fi

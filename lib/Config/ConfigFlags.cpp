@@ -34,6 +34,13 @@ ConfigFlags::ConfigFlags(cl::OptionCategory &category)
                cl::desc("With --warp-specialize and Br >= 128: the consumer warpgroups take "
                         "turns issuing their GEMMs (default on)"),
                cl::init(true), cl::cat(category)),
+      pagedLastBlock("paged-last-block",
+                     cl::desc("A one-warpgroup wgmma kernel over a paged cache whose pages nest "
+                              "with the key blocks (TMA): how the block a sequence ends in "
+                              "arrives, gather (default: every thread by cp.async) or tma "
+                              "(TMA boxes, its rows past the sequence zeroed; 128 registers "
+                              "instead of 150-170; not yet run on a GPU)"),
+                     cl::init("gather"), cl::cat(category)),
       persistent("persistent",
                  cl::desc("Warp-specialized kernels: a persistent grid, one CTA per SM slot "
                           "looping over query tiles (default: when --shape gives N; above "
@@ -69,6 +76,8 @@ ConfigRequest ConfigFlags::request() const {
     request.warpSpecialize = warpSpecialize;
   if (pingPong.getNumOccurrences())
     request.pingPong = pingPong;
+  if (pagedLastBlock.getNumOccurrences())
+    request.pagedLastBlock = pagedLastBlock;
   if (persistent.getNumOccurrences())
     request.persistent = persistent;
   if (rowsPerWarp.getNumOccurrences())

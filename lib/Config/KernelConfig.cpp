@@ -255,7 +255,12 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {
     int64_t page = pageOf(variant, pageSize);
-    if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols))
+    bool lastBlockByTma = !specialized && targetOptions.pagedLastBlock == "tma" &&
+                          !targetOptions.overlapSoftmax;
+    if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols) && lastBlockByTma)
+      lines.push_back("K/V from the paged cache by TMA, a box per page (a lane each); the block a "
+                      "sequence ends in too, its rows past the end zeroed in shared memory");
+    else if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols))
       lines.push_back(std::string("K/V from the paged cache by TMA, a box per page; the block a "
                                   "sequence ends in gathered by cp.async (zeros past its end)") +
                       (specialized ? ", by the producer warpgroup" : ""));
@@ -402,6 +407,7 @@ llvm::Expected<KernelConfig> config::resolveKernelConfig(const ResolveOptions &o
   target.overlapSoftmax = request.overlapSoftmax.value_or(false);
   target.warpSpecialize = request.warpSpecialize.value_or("auto");
   target.pingPong = request.pingPong.value_or(true);
+  target.pagedLastBlock = request.pagedLastBlock.value_or("gather");
   target.rowsPerWarp = request.rowsPerWarp.value_or(0);
   target.persistent = request.persistent.value_or(
       persistentGridPays(options.sizes.queryLength, /*readsTensors=*/false));

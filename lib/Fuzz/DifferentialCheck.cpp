@@ -90,11 +90,13 @@ struct ParsedCase {
 /// when given. With `pagedPage` the forward over a paged cache of that
 /// many keys per page, as a prefill (N = 1024) with the default
 /// --warp-specialize=auto: where the rules give it the warp-specialized
-/// tile, the kernel must have its producer warpgroup.
+/// tile, the kernel must have its producer warpgroup. With
+/// `pagedLastBlockByTma` (--paged-last-block=tma) a kernel without one must
+/// not gather (no cp.async arrival on a barrier).
 CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &context,
                      llvm::StringRef chip, const std::string &ptxas, bool backward = false,
                      bool exactAuxGrads = false, int64_t headDim = 64,
-                     int64_t pagedPage = 0) {
+                     int64_t pagedPage = 0, bool pagedLastBlockByTma = false) {
   bool deferTurns = exactAuxGrads && c.seed % 2;
   bool queryGradWriter = backward && c.seed % 4 == 2;
   bool rotateQueryTiles = backward && !exactAuxGrads && c.seed % 4 == 3;
@@ -112,7 +114,8 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
                            ? " --bwd-merge-barriers=" + std::to_string(mergeBarriers)
                            : std::string()) +
                       (pagedPage ? " --paged " + std::to_string(pagedPage) + " N = 1024"
-                                 : std::string());
+                                 : std::string()) +
+                      (pagedLastBlockByTma ? " --paged-last-block=tma" : "");
   // The paged item is set for the resolver and IRGen, and reset on return.
   frontend::Variant &variant = parsed.ast->variants.front();
   if (pagedPage)
@@ -158,6 +161,8 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
   target.rotateQueryTiles = rotateQueryTiles;
   target.overlapAccumulates = overlapAccumulates;
   target.mergeBarriers = mergeBarriers;
+  if (pagedLastBlockByTma)
+    target.pagedLastBlock = "tma";
   FailureOr<nvptx::CompiledPTX> compiled = nvptx::compileToPTX(*module, target);
   if (failed(compiled))
     return fail(stage, diagnostics.empty() ? std::string("compileToPTX failed") : diagnostics);
@@ -168,6 +173,10 @@ CheckResult checkPTX(const GeneratedCase &c, ParsedCase &parsed, MLIRContext &co
         !llvm::StringRef(compiled->ptx).contains("setmaxnreg.dec"))
       return fail(stage, "the warp-specialized tile without a producer warpgroup in the PTX (" +
                              tile.why + ")");
+    llvm::StringRef ptx = compiled->ptx;
+    if (pagedLastBlockByTma && !ptx.contains("setmaxnreg.dec") &&
+        ptx.contains("cp.async.mbarrier.arrive"))
+      return fail(stage, "--paged-last-block=tma, and the one-warpgroup kernel still gathers");
   }
   if (ptxas.empty())
     return {};
@@ -644,6 +653,13 @@ CheckResult fuzz::checkCase(const GeneratedCase &c, const CheckOptions &options)
         static const int64_t kPrefillPages[] = {16, 32, 64, 128, 256};
         result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/false,
                           /*exactAuxGrads=*/false, /*headDim=*/128, kPrefillPages[c.seed % 5]);
+        if (result.outcome == Outcome::Fail)
+          return result;
+        // The one-warpgroup kernel (D = 64) with the block a sequence ends
+        // in by TMA and its rows past the end zeroed.
+        result = checkPTX(c, parsed, context, chip, options.ptxas, /*backward=*/false,
+                          /*exactAuxGrads=*/false, /*headDim=*/64, kPrefillPages[c.seed % 5],
+                          /*pagedLastBlockByTma=*/true);
         if (result.outcome == Outcome::Fail)
           return result;
       }

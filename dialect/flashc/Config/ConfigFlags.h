@@ -30,6 +30,7 @@ struct ConfigFlags {
   llvm::cl::opt<bool> overlapSoftmax;
   llvm::cl::opt<std::string> warpSpecialize;
   llvm::cl::opt<bool> pingPong;
+  llvm::cl::opt<std::string> pagedLastBlock;
   llvm::cl::opt<bool> persistent;
   llvm::cl::opt<int> rowsPerWarp;
   llvm::cl::opt<bool> splitKeys;

@@ -28,6 +28,8 @@ struct ConfigRequest {
   std::optional<bool> overlapSoftmax;
   /// Warp-specialized tiles of two or more consumer warpgroups.
   std::optional<bool> pingPong;
+  /// A one-warpgroup paged kernel's last block: "gather" or "tma".
+  std::optional<std::string> pagedLastBlock;
   /// Warp-specialized tiles: a persistent grid.
   std::optional<bool> persistent;
   /// The mma.sync kernel: 16, 32 or 0 (auto).
@@ -61,7 +63,7 @@ struct ConfigRequest {
   /// Whether any knob is set (then no tuned winner replaces them).
   bool empty() const {
     return !blockRows && !blockCols && !gemm && !kvCopy && !warpSpecialize &&
-           !overlapSoftmax && !pingPong && !persistent && !rowsPerWarp && !splitKeys &&
+           !overlapSoftmax && !pingPong && !pagedLastBlock && !persistent && !rowsPerWarp && !splitKeys &&
            !packHeads;
   }
 };

@@ -71,6 +71,8 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   config.qInRegisters = false; // wgmma reads Q from shared memory
   if (kvCopy != "tma" && kvCopy != "cp.async")
     return fail("kv-copy must be tma or cp.async, got '" + kvCopy + "'");
+  if (options.pagedLastBlock != "gather" && options.pagedLastBlock != "tma")
+    return fail("paged-last-block must be gather or tma, got '" + options.pagedLastBlock + "'");
   // A paged cache takes TMA where its pages and the blocks nest (one box
   // per page of the block); the block a sequence ends in is gathered by
   // cp.async instead, whose zero fill keeps the stale (maybe NaN) rows past
@@ -80,6 +82,7 @@ FailureOr<HopperConfig> chooseConfig(flash::KernelOp kernel,
   // packed rows.)
   flash::PagedKVAttr paged = kernel.getPagedKvAttr();
   config.kvTensorMaps = config::kvCopiesByTma(kvCopy, paged ? paged.getPage() : 0, config.bc);
+  config.pagedLastBlockByTma = paged && options.pagedLastBlock == "tma";
   SmallVector<scf::ForOp> loops;
   kernel.walk([&](scf::ForOp loop) { loops.push_back(loop); });
   // The TMA barriers count phases from the kernel's start, the loop from its
@@ -161,6 +164,7 @@ struct ConvertFlashToSM90Pass
       options.kvCopy = kvCopy;
       options.overlapSoftmax = overlapSoftmax;
       options.warpSpecialize = warpSpecialize;
+      options.pagedLastBlock = pagedLastBlock;
       options.pingPong = pingPong;
       options.persistent = persistent;
       options.persistentWithTensors = persistentWithTensors;

@@ -52,6 +52,10 @@ struct HopperConfig : lowering::KernelConfig {
   /// intra-warpgroup overlap); V then has two buffers, so V(j + 1) can
   /// land while P·V(j) reads V(j).
   bool deferPV = false;
+  /// Paged, --paged-last-block=tma: where SM90Emitter::zeroesPagedTail, the
+  /// block a sequence ends in comes by TMA and its rows past the sequence
+  /// are zeroed (else gathered).
+  bool pagedLastBlockByTma = false;
   /// With deferPV: the last warpgroup is a producer (24 or 40 registers via
   /// setmaxnreg) that issues every K/V copy into two-slot rings guarded by
   /// full/empty mbarriers; the Br/64 warpgroups before it compute, with the
@@ -219,21 +223,40 @@ private:
   /// page.
   void issuePagedBoxCopies(mlir::Value map, mlir::Value keyTile, mlir::Value head,
                            mlir::Value batch, mlir::Value address, mlir::Value barrier);
-  /// Every thread, paged cache: the block a sequence ends in, gathered by
-  /// cp.async into `slot` with zeros past the sequence; each thread's
+  /// issuePagedBoxCopies where zeroesPagedTail, by warp 0: lane 0 arms
+  /// `barrier`, lane l < Bc / page copies box l (32-bit shared
+  /// `destination`, the sequence's `tableRow`).
+  void issuePagedBoxesByLane(mlir::Value tensorMap, mlir::Value destination,
+                             mlir::Value tableRow, mlir::Value firstKey, mlir::Value head,
+                             mlir::Value barrier);
+  /// Every thread (the producer warpgroup's when warp-specialized), paged
+  /// cache without zeroesPagedTail: the block a sequence ends in, gathered
+  /// by cp.async into `slot` with zeros past the sequence; each thread's
   /// arrival on the slot's full barrier comes when its copies have landed.
   void gatherLastPagedBlock(flash::LoadKVOp op, mlir::Value block, const Slot &slot);
   /// Whether key block `block` is the one its sequence ends in (it reaches
-  /// past keyLen): a paged cache gathers it instead of TMA boxes.
+  /// past keyLen): a paged cache gathers it instead of TMA boxes, or zeroes
+  /// its rows past the sequence (zeroesPagedTail).
   mlir::Value endsSequence(mlir::Value block);
+  /// A paged kernel of one warpgroup, neither warp-specialized nor
+  /// deferring P·V: the block a sequence ends in comes by TMA boxes like
+  /// every other (pages past the sequence: zeros), and after the wait for
+  /// it the threads zero its rows past the sequence (zeroPagedTail), whose
+  /// last page's stale rows could be NaN (0 · NaN would poison P·V). No
+  /// gather in the key loop: 20-40 registers fewer (ptxas, D = 64).
+  bool zeroesPagedTail() const;
+  /// Where `block` ends its sequence: zeroes the rows of its `operand`
+  /// buffer past keyLen (generic stores; the caller fences them for wgmma
+  /// and synchronizes the CTA).
+  void zeroPagedTail(flash::KVOperand operand, mlir::Value block);
   /// Arrivals a K/V full barrier expects per phase: one (the copy thread's
-  /// arrive.expect_tx), or one per thread in a paged kernel, whose last
-  /// block every thread gathers (every producer thread when
-  /// warp-specialized).
+  /// arrive.expect_tx), or one per thread of a paged kernel that gathers
+  /// the block a sequence ends in (every producer thread when
+  /// warp-specialized; a one-warpgroup kernel that defers P·V).
   int64_t fullBarrierArrivals() const;
   /// The copy thread, after its own arrival on a full barrier: the other
-  /// threads' arrivals in a paged kernel that is not warp-specialized (one
-  /// counted arrive), nothing otherwise.
+  /// threads' arrivals in a paged kernel that is not warp-specialized and
+  /// gathers (one counted arrive), nothing otherwise.
   void arriveForEveryThread(mlir::Value barrier);
   /// Warp-specialized: the producer's loop over the key range (one thread;
   /// over a paged cache the warpgroup, kPagedProducerThreads).

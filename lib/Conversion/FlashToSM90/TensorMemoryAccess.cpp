@@ -13,14 +13,22 @@
 // the one page that holds it. An entry outside the cache becomes the page
 // past the last, which TMA fills with zeros. The block a sequence ends in
 // would bring the stale rows past the end of its last page (maybe NaN, and
-// 0 * NaN poisons P·V), so every thread gathers that block by cp.async with
-// zero fill instead (EmitterCore::issuePagedTileCopy) and arrives on the
-// block's full barrier by `cp.async.mbarrier.arrive.noinc` once its copies
-// have landed. A paged kernel's full barriers therefore expect one arrival
-// per thread: for a box copy (or a skipped block) the copy thread makes
-// them all (arrive.expect_tx, then the rest in one counted arrive). Readers
-// of a paged block fence the generic proxy's writes before wgmma reads them
-// (async proxy).
+// 0 * NaN poisons P·V):
+// - a one-warpgroup kernel (zeroesPagedTail) copies it by boxes like any
+//   other (warp 0, a box per lane; pages past the sequence read no table
+//   entry and come as zeros), and after the wait for it every thread
+//   zeroes its share of the rows past the sequence (zeroPagedTail);
+// - a warp-specialized one gathers it by cp.async with zero fill in the
+//   producer warpgroup (EmitterCore::issuePagedTileCopy), as does every
+//   thread of a one-warpgroup kernel that defers P·V (--overlap-softmax,
+//   whose waits have no CTA barrier to publish zeroed rows); each copying
+//   thread arrives on the block's full barrier by
+//   `cp.async.mbarrier.arrive.noinc` once its copies have landed, so those
+//   full barriers expect one arrival per copying thread
+//   (fullBarrierArrivals; the copy thread of a box copy or a skipped
+//   block makes the others' in one counted arrive).
+// Readers of a paged block fence the generic proxy's writes before wgmma
+// reads them (async proxy).
 //
 // Phases: K's barrier completes once per key block of the loop (the
 // prologue copies K(first); iteration kt copies K(kt+1)); V's completes once
@@ -137,8 +145,11 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
   // No copy past the loop's last block: a CTA must not exit with one in
   // flight (the prologue's K(first) when the range is empty).
   Value inLoop = cmpI(arith::CmpIPredicate::slt, position, keyLoopEnd);
-  Value issue = arith::AndIOp::create(b, loc, isCopyThread, inLoop);
-  if (kernel.getPagedKvAttr()) {
+  // The paged boxes of a one-warpgroup kernel: warp 0, a box per lane
+  // (issuePagedBoxCopies).
+  Value copiers = zeroesPagedTail() ? cmpI(arith::CmpIPredicate::eq, warp, i32(0)) : isCopyThread;
+  Value issue = arith::AndIOp::create(b, loc, copiers, inLoop);
+  if (kernel.getPagedKvAttr() && !zeroesPagedTail()) {
     // Uniform over the CTA (the block and the sequence's length are).
     Value lastOfSequence = endsSequence(block);
     Value gather = arith::AndIOp::create(b, loc, inLoop, lastOfSequence);
@@ -180,7 +191,7 @@ void SM90Emitter::gatherLastPagedBlock(flash::LoadKVOp op, Value block, const Sl
 }
 
 int64_t SM90Emitter::fullBarrierArrivals() const {
-  if (!flash::KernelOp(kernel).getPagedKvAttr())
+  if (!flash::KernelOp(kernel).getPagedKvAttr() || zeroesPagedTail())
     return 1;
   return hopper.warpSpecialized ? kPagedProducerThreads : hopper.numThreads;
 }
@@ -204,6 +215,8 @@ void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Valu
   Value tableRow = gepElements(pagedTable, mul(toI64(batch), toI64(pagedTableStride)), i32Type);
   Value firstKey = mul(keyTile, i32(config.bc));
   int64_t panelBytes = config.bc * 128;
+  if (zeroesPagedTail())
+    return issuePagedBoxesByLane(tensorMap, destination, tableRow, firstKey, head, barrier);
   armForBytes(barrier, hopper.panels() * panelBytes);
   // Warp-specialized, every producer thread arrives itself
   // (issueProducerCopy).
@@ -226,6 +239,49 @@ void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Valu
     for (int64_t panel = 0; panel < hopper.panels(); ++panel)
       copyBox(tensorMap, add(destination, i32(panel * panelBytes + box * boxRows * 128)),
               {i32(panel * 64), rowInPage, head, pageIndex}, barrier);
+}
+
+void SM90Emitter::issuePagedBoxesByLane(Value tensorMap, Value destination, Value tableRow,
+                                        Value firstKey, Value head, Value barrier) {
+  int64_t page = kernel.getPagedKvAttr().getPage();
+  int64_t boxRows = std::min(page, config.bc);
+  int64_t boxes = config.bc / boxRows;
+  int64_t panelBytes = config.bc * 128;
+  Type i32Type = b.getI32Type();
+  // Lane 0 arms the barrier (its one arrival) before any box can complete.
+  auto arm = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, lane, i32(0)),
+                               /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(arm.thenBlock()->getTerminator());
+    armForBytes(barrier, hopper.panels() * panelBytes);
+  }
+  AsmCall().emit(b, loc, "bar.warp.sync -1;");
+  // Lane l copies box l: one table entry per lane, not all of them in one
+  // thread's registers across the key loop. A box past the sequence (in
+  // the block it ends in) reads no entry: the page past the last, which
+  // TMA fills with zeros; its last page's stale rows are zeroed after the
+  // wait (zeroPagedTail).
+  auto copy = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, lane, i32(boxes)),
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(copy.thenBlock()->getTerminator());
+  Value boxKey = add(firstKey, mul(lane, i32(boxRows)));
+  Value used = cmpI(arith::CmpIPredicate::slt, boxKey, keyLen);
+  Value entry = select(used, arith::DivUIOp::create(b, loc, boxKey, i32(page)), i32(0));
+  Value index =
+      LLVM::LoadOp::create(b, loc, i32Type, gepElements(tableRow, toI64(entry), i32Type), 4,
+                           /*isVolatile=*/false, /*isNonTemporal=*/false,
+                           /*isInvariant=*/true);
+  Value inCache =
+      arith::AndIOp::create(b, loc, used, cmpI(arith::CmpIPredicate::ult, index, pagedPages));
+  Value pageIndex = select(inCache, index, pagedPages);
+  Value rowInPage = page > config.bc ? arith::RemUIOp::create(b, loc, firstKey, i32(page))
+                                     : i32(0);
+  Value boxDestination = add(destination, mul(lane, i32(boxRows * 128)));
+  for (int64_t panel = 0; panel < hopper.panels(); ++panel)
+    copyBox(tensorMap, add(boxDestination, i32(panel * panelBytes)),
+            {i32(panel * 64), rowInPage, head, pageIndex}, barrier);
 }
 
 void SM90Emitter::armForBytes(Value barrier, int64_t bytes) {
@@ -333,15 +389,58 @@ void SM90Emitter::waitForPhase(Value barrier, Value parity) {
 }
 
 void SM90Emitter::fenceGatheredBlock() {
-  // A paged block may have come by cp.async (gatherLastPagedBlock).
+  // A paged block may have come by cp.async (gatherLastPagedBlock) or had
+  // its rows past the sequence zeroed (zeroPagedTail).
   if (kernel.getPagedKvAttr())
     AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
+}
+
+bool SM90Emitter::zeroesPagedTail() const {
+  return hopper.pagedLastBlockByTma && hopper.kvTensorMaps && !hopper.warpSpecialized &&
+         !hopper.deferPV;
+}
+
+void SM90Emitter::zeroPagedTail(flash::KVOperand operand, Value block) {
+  auto tail = scf::IfOp::create(b, loc, endsSequence(block), /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(tail.thenBlock()->getTerminator());
+  // Rows keep their 128 bytes per panel under the swizzle, which only
+  // permutes the 16-byte chunks inside a row: a row past the end is
+  // zeroed whole, chunk c of the block's chunks by thread c mod threads.
+  Value rowsInSequence = arith::SubIOp::create(b, loc, keyLen, mul(block, i32(config.bc)));
+  // Computed here from an opaque thread index: values derived from tid
+  // alone would be hoisted out of the key loop and held in registers.
+  Value thread = opaqueValue(tid);
+  Value buffer = arith::TruncIOp::create(
+      b, loc, b.getI32Type(),
+      operand == flash::KVOperand::Key ? keyAddress : valueAddress);
+  Value threadChunk = add(buffer, mul(thread, i32(16)));
+  int64_t chunks = hopper.panels() * config.bc * 8;
+  for (int64_t first = 0; first < chunks; first += config.numThreads) {
+    OpBuilder::InsertionGuard inner(b);
+    // Chunk c lies at byte 16·c: panel c / (8·Bc), row (c / 8) mod Bc.
+    Value chunk = add(thread, i32(first));
+    Value row = arith::RemUIOp::create(b, loc, arith::DivUIOp::create(b, loc, chunk, i32(8)),
+                                       i32(config.bc));
+    Value past = cmpI(arith::CmpIPredicate::sge, row, rowsInSequence);
+    if (first + config.numThreads > chunks)
+      past = arith::AndIOp::create(b, loc, past,
+                                   cmpI(arith::CmpIPredicate::ult, chunk, i32(chunks)));
+    auto zero = scf::IfOp::create(b, loc, past, /*withElseRegion=*/false);
+    b.setInsertionPoint(zero.thenBlock()->getTerminator());
+    AsmCall store;
+    store.addInput(threadChunk);
+    store.emit(b, loc,
+               llvm::formatv("st.shared.v4.b32 [$0+{0}], {{0, 0, 0, 0};", first * 16).str());
+  }
 }
 
 void SM90Emitter::waitForKVBlock(flash::KVOperand operand) {
   if (!hopper.kvTensorMaps)
     return KernelEmitter::waitForKVBlock(operand);
   waitForPhase(operand == flash::KVOperand::Key ? keyBarrier : valueBarrier);
+  if (zeroesPagedTail())
+    zeroPagedTail(operand, pipeline->block);
   fenceGatheredBlock();
   // Every thread past its wait and done with the other buffer's last reads.
   NVVM::Barrier0Op::create(b, loc);

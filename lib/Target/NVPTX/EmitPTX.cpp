@@ -81,6 +81,7 @@ LogicalResult nvptx::lowerToGPU(ModuleOp module, const TargetOptions &options) {
     sm90.overlapSoftmax = options.overlapSoftmax;
     sm90.warpSpecialize = options.warpSpecialize;
     sm90.pingPong = options.pingPong;
+    sm90.pagedLastBlock = options.pagedLastBlock;
     sm90.persistent = options.persistent;
     sm90.persistentWithTensors = options.persistentWithTensors;
     sm90.deterministic = options.deterministic;

@@ -217,7 +217,7 @@ std::string CompileCache::key(Operation *kernel, const nvptx::TargetOptions &opt
   std::string text;
   llvm::raw_string_ostream os(text);
   os << variantHash(kernel) << '|' << options.chip << '|' << options.features << '|'
-     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << options.persistentWithTensors << '|'
+     << options.optLevel << '|' << options.gemm << '|' << options.kvCopy << '|' << options.overlapSoftmax << '|' << options.warpSpecialize << options.pingPong << options.persistent << options.persistentWithTensors << '|' << options.pagedLastBlock << '|'
      << options.numWarps << '|' << options.rowsPerWarp << '|' << options.qInRegisters << '|'
      << options.deterministic << options.stageAuxGrads << options.deferTurns
      << options.queryGradWriter << options.rotateQueryTiles << options.overlapAccumulates

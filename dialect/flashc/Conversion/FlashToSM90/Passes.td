@@ -84,6 +84,12 @@ def ConvertFlashToSM90 : Pass<"flash-to-sm90", "::mlir::ModuleOp"> {
            "K/V copies into two-slot rings; the Br/64 consumer warpgroups "
            "overlap softmax and P·V as with overlap-softmax. auto (the "
            "default): when Br >= 128; on; off">,
+    Option<"pagedLastBlock", "paged-last-block", "std::string", /*default=*/"\"gather\"",
+           "A one-warpgroup kernel over a paged cache whose blocks come by "
+           "TMA, without overlap-softmax: how the block a sequence ends in "
+           "arrives. gather (the default): every thread by cp.async with "
+           "zero fill; tma: by TMA boxes like every other (warp 0, a box "
+           "per lane), its rows past the sequence zeroed after the wait">,
     Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
            "With warp-specialize and two or more consumer warpgroups: they "
            "take turns issuing their GEMMs (named barriers)">,

@@ -153,6 +153,10 @@ struct TargetOptions {
   std::string warpSpecialize = "auto";
   /// With warpSpecialize and two or more consumer warpgroups: ping-pong.
   bool pingPong = true;
+  /// flash-to-sm90, a one-warpgroup kernel over a paged cache by TMA: the
+  /// block a sequence ends in "gather"ed by cp.async or copied by "tma"
+  /// with its rows past the sequence zeroed.
+  std::string pagedLastBlock = "gather";
   /// Warp-specialized kernels: a persistent grid (one CTA per SM slot, each
   /// looping over query tiles, Q by TMA). The resolver (flashc/Config)
   /// decides it.
