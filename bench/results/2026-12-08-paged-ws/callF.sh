@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# NOT RUN (no device was lent after call D). Call F (issue 16),
+# NOT RUN: no device was lent after call D (the carry must be rebuilt from
+# this tree: flash-run and flashc, and flash-run-main of 10aba2a or later
+# for the gather rows). Call F (issue 16),
 # --paged-last-block=tma: a one-warpgroup paged kernel
 # copies the block a sequence ends in by TMA too (warp 0, a box per lane)
 # and zeroes its rows past the sequence after the wait, instead of every
