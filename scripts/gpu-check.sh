@@ -185,6 +185,7 @@ for gemm in auto mma.sync; do
     run test/Driver/Inputs/paged-masks.flash --paged-last-block=tma --variant $v --paged 16 --shape B=4,H=8,HKV=2,N=3,M=1200,D=128
   done
   run test/Driver/Inputs/chunked-prefill.flash --paged-last-block=tma --shape B=5,H=16,HKV=2,N=64,M=700,D=64
+  run test/Driver/Inputs/paged-no-page.flash --paged-last-block=tma --warp-specialize=off --tile Br=128,Bc=128 --paged 16 --shape B=3,H=8,HKV=2,N=700,M=1300,D=128
 done
 gemm=auto
 fi

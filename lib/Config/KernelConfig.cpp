@@ -255,11 +255,16 @@ std::vector<std::string> KernelConfig::why(const frontend::Variant &variant,
     lines.push_back(reason);
   if (variant.paged && gemmKind == "wgmma") {
     int64_t page = pageOf(variant, pageSize);
-    bool lastBlockByTma = !specialized && targetOptions.pagedLastBlock == "tma" &&
-                          !targetOptions.overlapSoftmax;
+    // (Whether P·V is deferred, which keeps the gather, flash-to-sm90
+    // decides from shared memory.)
+    bool lastBlockByTma = !specialized && targetOptions.pagedLastBlock == "tma";
     if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols) && lastBlockByTma)
-      lines.push_back("K/V from the paged cache by TMA, a box per page (a lane each); the block a "
-                      "sequence ends in too, its rows past the end zeroed in shared memory");
+      lines.push_back(std::string("K/V from the paged cache by TMA, a box per page (a lane "
+                                  "each); the block a sequence ends in too, its rows past the "
+                                  "end zeroed in shared memory") +
+                      (targetOptions.overlapSoftmax
+                           ? " (gathered by cp.async where P·V is deferred)"
+                           : ""));
     else if (page > 0 && kvCopiesByTma(targetOptions.kvCopy, page, tile.blockCols))
       lines.push_back(std::string("K/V from the paged cache by TMA, a box per page; the block a "
                                   "sequence ends in gathered by cp.async (zeros past its end)") +

@@ -1,7 +1,7 @@
 //===- ConfigFlags.h - The kernel configuration's command-line flags -*- C++ -*-===//
 //
 // --gemm, --kv-copy, --overlap-softmax, --warp-specialize, --ping-pong,
-// --persistent and --rows-per-warp, declared once for every tool that
+// --paged-last-block, --persistent and --rows-per-warp, declared once for every tool that
 // compiles kernels (flashc, flash-run). A tool owns one ConfigFlags object
 // (a global, so its options register with the command line before
 // parsing) and hands request() to the resolver (KernelConfig.h). Also the

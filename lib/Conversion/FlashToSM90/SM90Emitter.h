@@ -238,8 +238,9 @@ private:
   /// past keyLen): a paged cache gathers it instead of TMA boxes, or zeroes
   /// its rows past the sequence (zeroesPagedTail).
   mlir::Value endsSequence(mlir::Value block);
-  /// A paged kernel of one warpgroup, neither warp-specialized nor
-  /// deferring P·V: the block a sequence ends in comes by TMA boxes like
+  /// --paged-last-block=tma, a paged kernel without a producer warpgroup
+  /// that does not defer P·V (one warpgroup, or more with
+  /// --warp-specialize=off): the block a sequence ends in comes by TMA boxes like
   /// every other (pages past the sequence: zeros), and after the wait for
   /// it the threads zero its rows past the sequence (zeroPagedTail), whose
   /// last page's stale rows could be NaN (0 · NaN would poison P·V). No

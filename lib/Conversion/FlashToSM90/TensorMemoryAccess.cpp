@@ -15,8 +15,7 @@
 // would bring the stale rows past the end of its last page (maybe NaN, and
 // 0 * NaN poisons P·V):
 // - a one-warpgroup kernel (zeroesPagedTail) copies it by boxes like any
-//   other (warp 0, a box per lane; pages past the sequence read no table
-//   entry and come as zeros), and after the wait for it every thread
+//   other (warp 0, a box per lane; pages past the sequence come as zeros), and after the wait for it every thread
 //   zeroes its share of the rows past the sequence (zeroPagedTail);
 // - a warp-specialized one gathers it by cp.async with zero fill in the
 //   producer warpgroup (EmitterCore::issuePagedTileCopy), as does every
@@ -259,9 +258,10 @@ void SM90Emitter::issuePagedBoxesByLane(Value tensorMap, Value destination, Valu
   AsmCall().emit(b, loc, "bar.warp.sync -1;");
   // Lane l copies box l: one table entry per lane, not all of them in one
   // thread's registers across the key loop. A box past the sequence (in
-  // the block it ends in) reads no entry: the page past the last, which
-  // TMA fills with zeros; its last page's stale rows are zeroed after the
-  // wait (zeroPagedTail).
+  // the block it ends in) reads entry 0, which every sequence with a
+  // block has, and copies the page past the last, which TMA fills with
+  // zeros; its last page's stale rows are zeroed after the wait
+  // (zeroPagedTail).
   auto copy = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, lane, i32(boxes)),
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
