@@ -247,8 +247,8 @@ private:
   /// gather in the key loop: 20-40 registers fewer (ptxas, D = 64).
   bool zeroesPagedTail() const;
   /// Where `block` ends its sequence: zeroes the rows of its `operand`
-  /// buffer past keyLen (generic stores; the caller fences them for wgmma
-  /// and synchronizes the CTA).
+  /// buffer past keyLen (generic stores, fenced for wgmma's async proxy;
+  /// the caller synchronizes the CTA).
   void zeroPagedTail(flash::KVOperand operand, mlir::Value block);
   /// Arrivals a K/V full barrier expects per phase: one (the copy thread's
   /// arrive.expect_tx), or one per thread of a paged kernel that gathers

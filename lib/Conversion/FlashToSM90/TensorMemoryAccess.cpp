@@ -389,9 +389,9 @@ void SM90Emitter::waitForPhase(Value barrier, Value parity) {
 }
 
 void SM90Emitter::fenceGatheredBlock() {
-  // A paged block may have come by cp.async (gatherLastPagedBlock) or had
-  // its rows past the sequence zeroed (zeroPagedTail).
-  if (kernel.getPagedKvAttr())
+  // A paged block may have come by cp.async (gatherLastPagedBlock). (Rows
+  // zeroed by zeroPagedTail are fenced there, in the one block they are.)
+  if (kernel.getPagedKvAttr() && !zeroesPagedTail())
     AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
 }
 
@@ -433,6 +433,8 @@ void SM90Emitter::zeroPagedTail(flash::KVOperand operand, Value block) {
     store.emit(b, loc,
                llvm::formatv("st.shared.v4.b32 [$0+{0}], {{0, 0, 0, 0};", first * 16).str());
   }
+  // Generic-proxy writes, read next by wgmma (async proxy).
+  AsmCall().emit(b, loc, "fence.proxy.async.shared::cta;");
 }
 
 void SM90Emitter::waitForKVBlock(flash::KVOperand operand) {
