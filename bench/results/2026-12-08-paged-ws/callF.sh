@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# NOT RUN: no device was lent after call D (the carry must be rebuilt from
-# this tree: flash-run and flashc, and flash-run-main of 10aba2a or later
-# for the gather rows). Call F (issue 16),
+# NOT RUN: no device was lent after call D (the carry must hold flash-run
+# and flashc built from this tree). Call F (issue 16),
 # --paged-last-block=tma: a one-warpgroup paged kernel
 # copies the block a sequence ends in by TMA too (warp 0, a box per lane)
 # and zeroes its rows past the sequence after the wait, instead of every
 # thread gathering it by cp.async (128 registers instead of 147-168 at
-# D = 64 and 128). Carry: flash-run and flashc of this tree, flash-run-main
-# of 10aba2a (gather only). gpu-check's paged and varlen sections,
+# D = 64 and 128); the gather rows are the default (--paged-last-block=gather). gpu-check's paged and varlen sections,
 # compute-sanitizer over the new path, then times against main and dense.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -31,7 +29,7 @@ time1() { # tool file shape flags... -> ms (column 10) or FAIL
   local ms; ms=$(timeout 90 $T/$tool $f --shape $shape "$@" --csv --iters 30 --check-shape B=3,H=4,HKV=1,N=700,M=900 2>>$OUT/time.err | tail -1 | cut -d, -f10)
   echo "${ms:-FAIL}"
 }
-P=bench/inputs/paged_gqa.flash; G=examples/gqa.flash; R=flash-run; M=flash-run-main
+P=bench/inputs/paged_gqa.flash; G=examples/gqa.flash; R=flash-run; M=flash-run
 S=B=2,H=32,HKV=8,N=4096,M=4096,D=64
 echo "== $S (ms): dense | p16 tma | p16 gather | p64 tma | p64 gather | p16 Br=128 (producer) | dense"
 echo "| $(time1 $R $G $S) | $(time1 $R $P $S --paged 16 --full-lengths --paged-last-block=tma) | $(time1 $M $P $S --paged 16 --full-lengths) | $(time1 $R $P $S --paged 64 --full-lengths --paged-last-block=tma) | $(time1 $M $P $S --paged 64 --full-lengths) | $(time1 $R $P $S --paged 16 --full-lengths --tile Br=128,Bc=128) | $(time1 $R $G $S) |" | tee -a $OUT/times.txt
