@@ -223,6 +223,10 @@ private:
   /// page.
   void issuePagedBoxCopies(mlir::Value map, mlir::Value keyTile, mlir::Value head,
                            mlir::Value batch, mlir::Value address, mlir::Value barrier);
+  /// The cache page of entry `entry` of a sequence's `tableRow`, or the
+  /// page past the last (TMA fills it with zeros) for an entry outside the
+  /// cache or, where `used` (i1) is given, one it says is not used.
+  mlir::Value pageIndexAt(mlir::Value tableRow, mlir::Value entry, mlir::Value used);
   /// issuePagedBoxCopies where zeroesPagedTail, by warp 0: lane 0 arms
   /// `barrier`, lane l < Bc / page copies box l (32-bit shared
   /// `destination`, the sequence's `tableRow`).

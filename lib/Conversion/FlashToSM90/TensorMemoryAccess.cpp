@@ -15,8 +15,9 @@
 // would bring the stale rows past the end of its last page (maybe NaN, and
 // 0 * NaN poisons P·V):
 // - a one-warpgroup kernel (zeroesPagedTail) copies it by boxes like any
-//   other (warp 0, a box per lane; pages past the sequence come as zeros), and after the wait for it every thread
-//   zeroes its share of the rows past the sequence (zeroPagedTail);
+//   other (warp 0, a box per lane; pages past the sequence come as zeros),
+//   and after the wait for it every thread zeroes its share of the rows
+//   past the sequence (zeroPagedTail);
 // - a warp-specialized one gathers it by cp.async with zero fill in the
 //   producer warpgroup (EmitterCore::issuePagedTileCopy), as does every
 //   thread of a one-warpgroup kernel that defers P·V (--overlap-softmax,
@@ -146,7 +147,8 @@ void SM90Emitter::issueKVCopy(flash::LoadKVOp op, Value position, Value block) {
   Value inLoop = cmpI(arith::CmpIPredicate::slt, position, keyLoopEnd);
   // The paged boxes of a one-warpgroup kernel: warp 0, a box per lane
   // (issuePagedBoxCopies).
-  Value copiers = zeroesPagedTail() ? cmpI(arith::CmpIPredicate::eq, warp, i32(0)) : isCopyThread;
+  Value copiers =
+      zeroesPagedTail() ? cmpI(arith::CmpIPredicate::eq, warp, i32(0)) : isCopyThread;
   Value issue = arith::AndIOp::create(b, loc, copiers, inLoop);
   if (kernel.getPagedKvAttr() && !zeroesPagedTail()) {
     // Uniform over the CTA (the block and the sequence's length are).
@@ -226,11 +228,7 @@ void SM90Emitter::issuePagedBoxCopies(Value map, Value keyTile, Value head, Valu
   SmallVector<Value> pages;
   for (int64_t box = 0; box < config.bc / boxRows; ++box) {
     Value entry = arith::DivUIOp::create(b, loc, add(firstKey, i32(box * boxRows)), i32(page));
-    Value index =
-        LLVM::LoadOp::create(b, loc, i32Type, gepElements(tableRow, toI64(entry), i32Type), 4,
-                             /*isVolatile=*/false, /*isNonTemporal=*/false,
-                             /*isInvariant=*/true);
-    pages.push_back(select(cmpI(arith::CmpIPredicate::ult, index, pagedPages), index, pagedPages));
+    pages.push_back(pageIndexAt(tableRow, entry, Value()));
   }
   Value rowInPage = page > config.bc ? arith::RemUIOp::create(b, loc, firstKey, i32(page))
                                      : i32(0);
@@ -246,7 +244,6 @@ void SM90Emitter::issuePagedBoxesByLane(Value tensorMap, Value destination, Valu
   int64_t boxRows = std::min(page, config.bc);
   int64_t boxes = config.bc / boxRows;
   int64_t panelBytes = config.bc * 128;
-  Type i32Type = b.getI32Type();
   // Lane 0 arms the barrier (its one arrival) before any box can complete.
   auto arm = scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, lane, i32(0)),
                                /*withElseRegion=*/false);
@@ -269,19 +266,25 @@ void SM90Emitter::issuePagedBoxesByLane(Value tensorMap, Value destination, Valu
   Value boxKey = add(firstKey, mul(lane, i32(boxRows)));
   Value used = cmpI(arith::CmpIPredicate::slt, boxKey, keyLen);
   Value entry = select(used, arith::DivUIOp::create(b, loc, boxKey, i32(page)), i32(0));
-  Value index =
-      LLVM::LoadOp::create(b, loc, i32Type, gepElements(tableRow, toI64(entry), i32Type), 4,
-                           /*isVolatile=*/false, /*isNonTemporal=*/false,
-                           /*isInvariant=*/true);
-  Value inCache =
-      arith::AndIOp::create(b, loc, used, cmpI(arith::CmpIPredicate::ult, index, pagedPages));
-  Value pageIndex = select(inCache, index, pagedPages);
+  Value pageIndex = pageIndexAt(tableRow, entry, used);
   Value rowInPage = page > config.bc ? arith::RemUIOp::create(b, loc, firstKey, i32(page))
                                      : i32(0);
   Value boxDestination = add(destination, mul(lane, i32(boxRows * 128)));
   for (int64_t panel = 0; panel < hopper.panels(); ++panel)
     copyBox(tensorMap, add(boxDestination, i32(panel * panelBytes)),
             {i32(panel * 64), rowInPage, head, pageIndex}, barrier);
+}
+
+Value SM90Emitter::pageIndexAt(Value tableRow, Value entry, Value used) {
+  Type i32Type = b.getI32Type();
+  Value index =
+      LLVM::LoadOp::create(b, loc, i32Type, gepElements(tableRow, toI64(entry), i32Type), 4,
+                           /*isVolatile=*/false, /*isNonTemporal=*/false,
+                           /*isInvariant=*/true);
+  Value inCache = cmpI(arith::CmpIPredicate::ult, index, pagedPages);
+  if (used)
+    inCache = arith::AndIOp::create(b, loc, used, inCache);
+  return select(inCache, index, pagedPages);
 }
 
 void SM90Emitter::armForBytes(Value barrier, int64_t bytes) {
